@@ -1,0 +1,327 @@
+"""Compile a validated Scenario into the arrays the jitted loop runs on.
+
+All per-flow work happens here, vectorised, once: the RSS hash and queue of every flow,
+its skb hash (hardware L4 hash or the kernel's software SipHash), its socket. Values the
+kernel rounds are rounded here and reported in ``Model.config``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rxlab.engine.core import Calendar, new_calendar
+from rxlab.engine.rng import JITTER_EXP, JITTER_LOGNORMAL, JITTER_NONE, new_state
+from rxlab.errors import UsageError
+from rxlab.kernel import constants as K
+from rxlab.kernel.flow_hash import skb_get_hash_flows
+from rxlab.kernel.hashfn import ilog2
+from rxlab.kernel.state import (
+    HIST_BINS,
+    JITTERED,
+    N_CNT,
+    N_DROP_SLOTS,
+    STAGES,
+    NicState,
+    Params,
+    SockState,
+    SoftnetData,
+    Stats,
+)
+from rxlab.kernel.versions import KernelBehaviour, behaviour
+from rxlab.nic import indirection
+from rxlab.nic.toeplitz import MS_RSS_KEY, parse_key, rss_hash_flows, v4_mapped
+from rxlab.profiles import stage_costs
+from rxlab.scenario import Scenario, hex_mask_to_cpus
+from rxlab.traffic.flows import FlowTable, build_flows
+
+I64 = np.int64
+
+
+@dataclass
+class Model:
+    scenario: Scenario
+    params: Params
+    nic: NicState
+    sd: SoftnetData
+    so: SockState
+    st: Stats
+    ev: Calendar
+    flows: FlowTable
+    kb: KernelBehaviour
+    config: dict = field(default_factory=dict)  # effective (rounded) settings
+    threads: list = field(default_factory=list)  # (app name, cpu) per thread
+    port_state: np.ndarray = field(default_factory=lambda: np.zeros(2, I64))
+
+
+def _indirection(spec, size: int, queues: int, where: str) -> np.ndarray:
+    try:
+        if spec == "default":
+            return indirection.default_table(size, queues)
+        if isinstance(spec, list):
+            return indirection.explicit_table(spec, size, queues)
+        if isinstance(spec, dict) and set(spec) == {"equal"}:
+            return indirection.equal_table(size, int(spec["equal"]))
+        if isinstance(spec, dict) and set(spec) == {"weight"}:
+            return indirection.weight_table(size, spec["weight"])
+    except ValueError as err:
+        raise UsageError(f"{where}: {err}") from None
+    raise UsageError(f"{where}: use 'default', {{equal: N}}, {{weight: [...]}} or a list")
+
+
+def _addr_rows(fl: FlowTable) -> tuple[np.ndarray, np.ndarray]:
+    src = np.where(fl.is_v6[:, None], fl.src_v6, v4_mapped(fl.src_v4))
+    dst = np.where(fl.is_v6[:, None], fl.dst_v6, v4_mapped(fl.dst_v4))
+    return src, dst
+
+
+def _flow_type(proto: np.ndarray, is_v6: np.ndarray) -> np.ndarray:
+    names = np.array(["tcp4", "udp4", "tcp6", "udp6"])
+    return names[(proto == 17).astype(int) + 2 * is_v6.astype(int)]
+
+
+def flow_steering(sc: Scenario, fl: FlowTable) -> dict[str, np.ndarray]:
+    """RSS hash, rx queue and skb hash of every flow (vectorised)."""
+    nic, n = sc.nic, len(fl)
+    key = parse_key(nic.rss.key) if nic.rss.key else MS_RSS_KEY
+    fields = {t: nic.rss.flow_hash.get(t, "sdfn") for t in ("tcp4", "udp4", "tcp6", "udp6")}
+    src, dst = _addr_rows(fl)
+    try:
+        rss = rss_hash_flows(key, src, dst, fl.sport, fl.dport, fl.is_v6, fields,
+                             nic.rss.input_xfrm, proto=fl.proto)
+    except ValueError as err:
+        raise UsageError(f"nic.rss: {err}") from None
+    size = nic.rss.table_size
+    table = _indirection(nic.rss.indirection, size, nic.queues, "nic.rss.indirection")
+    rxq = table[rss & np.uint32(size - 1)].astype(I64)
+    ctx_tables = {
+        c.id: _indirection(c.indirection, size, nic.queues, f"nic.rss.contexts[{i}]")
+        for i, c in enumerate(nic.rss.contexts)
+    }
+    # n-tuple rules, first match wins (ethtool rule order = location order)
+    matched = np.zeros(n, bool)
+    for r, rule in enumerate(nic.ntuple):
+        m = ~matched
+        mt = rule.match
+        if mt.proto:
+            m &= fl.proto == (6 if mt.proto == "tcp" else 17)
+        if mt.src_port is not None:
+            m &= fl.sport == mt.src_port
+        if mt.dst_port is not None:
+            m &= fl.dport == mt.dst_port
+        if mt.group is not None:
+            if mt.group not in fl.group_names:
+                raise UsageError(f"nic.ntuple[{r}].match.group: no group {mt.group!r}")
+            m &= fl.group == fl.group_names.index(mt.group)
+        if rule.queue is not None:
+            rxq[m] = rule.queue
+        else:
+            if rule.context not in ctx_tables:
+                raise UsageError(f"nic.ntuple[{r}].context: no RSS context {rule.context}")
+            q = ctx_tables[rule.context][rss[m] & np.uint32(size - 1)] + rule.ring_cookie
+            if np.any(q >= nic.queues):
+                raise UsageError(
+                    f"nic.ntuple[{r}].ring_cookie: context queue + cookie exceeds "
+                    f"{nic.queues} queues"
+                )
+            rxq[m] = q
+        matched |= m
+    if not nic.rxhash and nic.driver == "mvpp2":
+        rxq[:] = 0  # mvpp2 ties RSS distribution to NETIF_F_RXHASH (seed 001)
+    # skb_get_hash(): a hardware L4 hash is kept; an L3 hash or no hash is replaced by
+    # the software flow hash (reference 2.1)
+    sw, _l4 = skb_get_hash_flows(sc.kernel.hashrnd, src, dst, fl.sport, fl.dport,
+                                  fl.proto, fl.is_v6)
+    types = _flow_type(fl.proto, fl.is_v6)
+    hw_l4 = np.array([set("fn") <= set(fields[t]) for t in types], bool) & nic.rxhash
+    skb_hash = np.where(hw_l4, rss, sw).astype(I64)
+    return {"rss_hash": rss, "rxq": rxq, "skb_hash": skb_hash, "hw_l4": hw_l4,
+            "table": table}
+
+
+def _rps_maps(sc: Scenario) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    nq, ncpu = sc.nic.queues, sc.host.cpus
+    rps = sc.kernel.rps_cpus
+    masks = [""] * nq
+    if isinstance(rps, str):
+        masks = [rps] * nq
+    elif isinstance(rps, dict):
+        for q, m in rps.items():
+            if not 0 <= q < nq:
+                raise UsageError(f"kernel.rps_cpus: queue {q} does not exist (nic.queues={nq})")
+            masks[q] = m
+    rps_map = np.zeros((nq, ncpu), I64)
+    rps_len = np.zeros(nq, I64)
+    for q, m in enumerate(masks):
+        cpus = hex_mask_to_cpus(m) if m else []
+        bad = [c for c in cpus if c >= ncpu]
+        if bad:
+            raise UsageError(
+                f"kernel.rps_cpus: mask {m!r} names CPU {bad[0]} but host.cpus = {ncpu}"
+            )
+        rps_map[q, : len(cpus)] = cpus
+        rps_len[q] = len(cpus)
+    return rps_map, rps_len, masks
+
+
+def build(sc: Scenario) -> Model:
+    kb = behaviour(sc.host.kernel)
+    ncpu, nq = sc.host.cpus, sc.nic.queues
+    fl = build_flows(sc.traffic, sc.seed)
+    steer = flow_steering(sc, fl)
+
+    # --- kernel knobs, rounded / validated the kernel's way -------------------------
+    tl = sc.kernel.flow_limit_table_len
+    if tl & (tl - 1):
+        raise UsageError(
+            f"kernel.flow_limit_table_len: {tl} is not a power of two (the kernel "
+            "returns -EINVAL); use e.g. 4096"
+        )
+    fl_cpus = hex_mask_to_cpus(sc.kernel.flow_limit_cpu_bitmap)
+    if any(c >= ncpu for c in fl_cpus):
+        raise UsageError(
+            f"kernel.flow_limit_cpu_bitmap: names CPU {max(fl_cpus)} but host.cpus = {ncpu}"
+        )
+    hist = K.FLOW_LIMIT_HISTORY_2013 if sc.kernel.flow_limit_variant == "2013" else (
+        K.FLOW_LIMIT_HISTORY)
+    jiffy_ns = 1_000_000_000 // sc.host.hz
+    usecs = sc.kernel.netdev_budget_usecs or 2 * 1_000_000 // sc.host.hz
+    budget_j = max(1, math.ceil(usecs * 1000 / jiffy_ns))  # usecs_to_jiffies rounds up
+    rps_map, rps_len, masks = _rps_maps(sc)
+    irq = sc.nic.irq_affinity or [q % ncpu for q in range(nq)]
+
+    # --- costs ------------------------------------------------------------------------
+    costs = stage_costs(sc.host.cost_profile, sc.host.costs)
+    cost_ns = np.array([costs[s] for s in STAGES], np.float64)
+    jmask = np.array([s in JITTERED for s in STAGES], np.bool_)
+    jk = {"deterministic": JITTER_NONE, "exponential": JITTER_EXP,
+          "lognormal": JITTER_LOGNORMAL}[sc.host.cost_jitter.dist]
+    sigma = math.sqrt(math.log(1 + sc.host.cost_jitter.cv ** 2))
+
+    # --- applications: one thread and one socket per listed CPU -----------------------
+    threads, th_cpu, th_user, th_sys, th_batch, sock_rcvbuf = [], [], [], [], [], []
+    flow_sock = np.full(len(fl), -1, I64)
+    for app in sc.apps:
+        cpus = app.cpu_list()
+        first = len(threads)
+        for c in cpus:
+            threads.append((app.name, c))
+            th_cpu.append(c)
+            th_user.append(app.cost.user_ns)
+            th_sys.append(costs["recvmsg"] if app.cost.syscall_ns is None
+                          else app.cost.syscall_ns)
+            th_batch.append(app.batch)
+            sock_rcvbuf.append(app.rcvbuf)
+        groups = fl.group_names if app.groups == "all" else app.groups
+        gidx = [fl.group_names.index(g) for g in groups]
+        rows = np.isin(fl.group, gidx) & (flow_sock < 0)
+        # SO_REUSEPORT-style spread of the app's flows over its threads' sockets
+        h = steer["skb_hash"][rows].astype(np.uint64)
+        flow_sock[rows] = first + ((h * np.uint64(len(cpus))) >> np.uint64(32)).astype(I64)
+    nth = len(threads)
+    sock_cap = np.array([rb // 768 + 2 for rb in sock_rcvbuf], I64)
+    sock_off = np.concatenate([[0], np.cumsum(sock_cap)]).astype(I64)
+    per_cpu = [[t for t in range(nth) if th_cpu[t] == c] for c in range(ncpu)]
+    maxt = max([1] + [len(x) for x in per_cpu])
+    cpu_threads = np.full((ncpu, maxt), -1, I64)
+    for c, lst in enumerate(per_cpu):
+        cpu_threads[c, : len(lst)] = lst
+
+    interval_ns = int(round(sc.metrics.interval * 1e9))
+    total_ns = int(round((sc.duration + sc.drain) * 1e9))
+    n_int = max(1, math.ceil(total_ns / interval_ns))
+    bl_cap = 2 * (sc.kernel.netdev_max_backlog + 1) + 8
+    lists = nq + 2
+
+    p = Params(
+        ncpu=ncpu, nq=nq, nthreads=nth, ring_size=sc.nic.ring_size,
+        napi_weight=sc.nic.napi_weight, dev_rx_weight=sc.kernel.dev_weight,
+        netdev_budget=sc.kernel.netdev_budget, budget_jiffies=budget_j,
+        max_softirq_jiffies=max(1, math.ceil(K.MAX_SOFTIRQ_TIME_MS * 1e6 / jiffy_ns)),
+        jiffy_ns=jiffy_ns, max_backlog=sc.kernel.netdev_max_backlog, bl_cap=bl_cap,
+        rps_needed=bool(rps_len.any()), fl_history=hist, fl_log=ilog2(tl),
+        fl_hash32=kb.flow_limit_hash_32 and sc.kernel.flow_limit_variant == "current",
+        ksoftirqd_defers=kb.ksoftirqd_defers, jitter_kind=jk, jitter_sigma=sigma,
+        interval_ns=interval_ns, n_intervals=n_int, cost_ns=cost_ns, jitter_mask=jmask,
+        irq_delay_ns=int(round(costs["irq_latency"] + sc.nic.rx_usecs * 1000)),
+        irq_cpu=np.array(irq, I64), rps_map=rps_map, rps_len=rps_len,
+        flow_rxq=steer["rxq"], flow_hash=steer["skb_hash"], flow_sock=flow_sock,
+        sock_thread=np.arange(nth, dtype=I64), sock_rcvbuf=np.array(sock_rcvbuf, I64),
+        sock_off=sock_off, thread_cpu=np.array(th_cpu, I64),
+        thread_sock=np.arange(nth, dtype=I64), thread_user_ns=np.array(th_user, np.float64),
+        thread_sys_ns=np.array(th_sys, np.float64), thread_batch=np.array(th_batch, I64),
+        cpu_threads=cpu_threads, cpu_nthreads=np.array([len(x) for x in per_cpu], I64),
+    )
+    R = sc.nic.ring_size
+    nic = NicState(
+        ring_flow=np.zeros((nq, R), np.int32), ring_tarr=np.zeros((nq, R), I64),
+        ring_seq=np.zeros((nq, R), I64), ring_len=np.zeros((nq, R), np.int32),
+        ring_deq=np.zeros((nq, R), I64), ring_tail=np.zeros(nq, I64),
+        ring_head=np.zeros(nq, I64), ring_rel=np.zeros(nq, I64),
+        napi_sched=np.zeros(nq, np.int8), q_packets=np.zeros(nq, I64),
+        q_drops=np.zeros(nq, I64), q_polls=np.zeros(nq, I64),
+    )
+    z = lambda dt=I64: np.zeros(ncpu, dt)  # noqa: E731
+    sd = SoftnetData(
+        bl_flow=np.zeros((ncpu, bl_cap), np.int32), bl_tarr=np.zeros((ncpu, bl_cap), I64),
+        bl_seq=np.zeros((ncpu, bl_cap), I64), bl_len=np.zeros((ncpu, bl_cap), np.int32),
+        bl_stamp=np.zeros((ncpu, bl_cap), I64), bl_src=np.zeros((ncpu, bl_cap), np.int16),
+        bl_head=z(), bl_proc=z(), bl_tail=z(), bl_sched=z(np.int8),
+        input_queue_head=z(), input_queue_tail=z(),
+        poll_list=np.zeros((ncpu, lists), I64), pl_n=z(),
+        local_list=np.zeros((ncpu, lists), I64), ll_pos=z(), ll_n=z(),
+        repoll=np.zeros((ncpu, lists), I64), rp_n=z(),
+        rps_ipi_list=np.zeros((ncpu, ncpu), I64), ipi_n=z(),
+        softirq_pending=z(np.int8), in_rx_action=z(np.int8), budget=z(), time_limit_j=z(),
+        hs_active=z(np.int8), hs_end_j=z(), hs_restart=z(), ksoftirqd=z(np.int8),
+        ks_vrt=z(), app_vrt=z(), ev_pending=z(np.int8), seg_kind=z(np.int8), seg_arg=z(),
+        seg_work=z(), seg_ctx=z(np.int8), irq_debt=z(), rr=z(),
+        fl_on=np.array([c in fl_cpus for c in range(ncpu)], np.int8),
+        fl_history=np.zeros((ncpu, hist), I64), fl_head=z(),
+        fl_buckets=np.zeros((ncpu, tl), I64),
+        processed=z(), dropped=z(), time_squeeze=z(), received_rps=z(), flow_limit_count=z(),
+    )
+    total = int(sock_off[-1]) or 1
+    nflows = len(fl)
+    so = SockState(
+        so_flow=np.zeros(total, np.int32), so_tarr=np.zeros(total, I64),
+        so_seq=np.zeros(total, I64), so_len=np.zeros(total, np.int32),
+        so_stamp=np.zeros(total, I64), so_head=np.zeros(nth, I64),
+        so_tail=np.zeros(nth, I64), so_rmem=np.zeros(nth, I64), so_drops=np.zeros(nth, I64),
+        th_state=np.zeros(nth, np.int8), th_served=np.zeros(nth, I64),
+        flow_next_seq=np.zeros(nflows, I64), flow_max_seq=np.full(nflows, -1, I64),
+        flow_delivered=np.zeros(nflows, I64),
+    )
+    st = Stats(
+        cnt=np.zeros(N_CNT, I64), lat_sock=np.zeros(HIST_BINS, I64),
+        lat_app=np.zeros(HIST_BINS, I64), lat_sum=np.zeros(2, np.float64),
+        cpu_ns=np.zeros((ncpu, 5), I64), ts_cpu=np.zeros((n_int, ncpu, 5), I64),
+        ts_pkt=np.zeros((n_int, 4), I64), ts_drop=np.zeros((n_int, N_DROP_SLOTS), I64),
+        rng=new_state(sc.seed),
+    )
+    # calendar: at most one pending CPU event per CPU, one IRQ per queue, one wake per
+    # thread, and IPIs (at most one in flight per target and per backlog re-wake)
+    ev = new_calendar(4 * (ncpu + nq + nth) + 64)
+    config = {
+        "kernel": sc.host.kernel,
+        "softnet_stat_columns": kb.softnet_columns,
+        "rps_cpus": masks,
+        "rps_needed": p.rps_needed,
+        "flow_limit_cpus": fl_cpus,
+        "flow_limit_table_len": tl,
+        "flow_limit_history": hist,
+        "flow_limit_bucket": "hash_32" if p.fl_hash32 else "hash & (len - 1)",
+        "netdev_budget_usecs": usecs,
+        "budget_jiffies": budget_j,
+        "hz": sc.host.hz,
+        "irq_affinity": list(irq),
+        "indirection_table": steer["table"].tolist(),
+        "ksoftirqd_defers": kb.ksoftirqd_defers,
+        "cost_profile": sc.host.cost_profile,
+        "costs_ns": costs,
+        "flows": nflows,
+        "threads": [{"app": a, "cpu": c} for a, c in threads],
+    }
+    return Model(sc, p, nic, sd, so, st, ev, fl, kb, config, threads)

@@ -1,0 +1,104 @@
+"""Per-CPU backlog: ``enqueue_to_backlog()`` and ``process_backlog()`` (reference 3.5-3.7).
+
+One FIFO per CPU holds both kernel queues: [head, proc) is ``process_queue`` and
+[proc, tail) is ``input_pkt_queue``; a splice moves ``proc`` to ``tail``, exactly as
+skb_queue_splice_tail_init moves the whole input queue behind the process queue.
+
+Simplification (docs/model.md, "atomic segments"): a NAPI poll runs as one segment at
+its start time; the packets it enqueues carry the time of their enqueue (``bl_stamp``)
+and a consumer only takes packets whose stamp is not in its future.
+"""
+
+from numba import njit
+
+from rxlab.config import JIT
+from rxlab.engine.core import PRIO_HARDIRQ, schedule
+from rxlab.kernel.accounting import cost, drop
+from rxlab.kernel.flow_limit import skb_flow_limit
+from rxlab.kernel.socket import netif_receive_skb_core
+from rxlab.kernel.state import C_IPI_LATENCY, DROP_BACKLOG, DROP_FLOW_LIMIT, U32
+
+EV_IPI = 3  # event kind: an RPS IPI reaches its target CPU (handled in rx_loop)
+
+
+@njit(**JIT)
+def napi_list_add(sd, c, napi):
+    """____napi_schedule: append a NAPI to sd->poll_list and raise NET_RX_SOFTIRQ."""
+    sd.poll_list[c, sd.pl_n[c]] = napi
+    sd.pl_n[c] += 1
+    sd.softirq_pending[c] = 1
+
+
+@njit(**JIT)
+def napi_schedule_rps(p, sd, this_cpu, target):
+    """Wake the target's backlog: locally at once, remotely by an IPI sent later."""
+    if target == this_cpu:
+        napi_list_add(sd, this_cpu, p.nq + target)
+    else:
+        sd.rps_ipi_list[this_cpu, sd.ipi_n[this_cpu]] = target
+        sd.ipi_n[this_cpu] += 1
+
+
+@njit(**JIT)
+def enqueue_to_backlog(p, sd, st, this_cpu, cpu, skb_hash, f, tarr, seq, length, t):
+    """Queue a packet on CPU ``cpu``'s backlog; returns True if queued, False if dropped."""
+    qlen = sd.bl_tail[cpu] - sd.bl_proc[cpu]  # input_pkt_queue length (lockless read)
+    if qlen > p.max_backlog:
+        sd.dropped[cpu] += 1
+        drop(p, st, DROP_BACKLOG, t)
+        return False
+    if skb_flow_limit(p, sd, this_cpu, skb_hash, qlen):
+        sd.dropped[cpu] += 1
+        drop(p, st, DROP_FLOW_LIMIT, t)
+        return False
+    if qlen == 0 and sd.bl_sched[cpu] == 0:
+        sd.bl_sched[cpu] = 1  # __test_and_set_bit(NAPI_STATE_SCHED)
+        napi_schedule_rps(p, sd, this_cpu, cpu)
+    slot = sd.bl_tail[cpu] % p.bl_cap
+    sd.bl_flow[cpu, slot] = f
+    sd.bl_tarr[cpu, slot] = tarr
+    sd.bl_seq[cpu, slot] = seq
+    sd.bl_len[cpu, slot] = length
+    sd.bl_stamp[cpu, slot] = t
+    sd.bl_src[cpu, slot] = this_cpu
+    sd.bl_tail[cpu] += 1
+    sd.input_queue_tail[cpu] = (sd.input_queue_tail[cpu] + 1) & U32
+    return True
+
+
+@njit(**JIT)
+def process_backlog(p, sd, so, st, ev, c, t, quota):
+    """Drain CPU c's backlog up to ``quota`` packets; returns (work, end time)."""
+    work = 0
+    while True:
+        while sd.bl_head[c] < sd.bl_proc[c]:
+            slot = sd.bl_head[c] % p.bl_cap
+            sd.bl_head[c] += 1
+            t = netif_receive_skb_core(
+                p, sd, so, st, ev, c, sd.bl_src[c, slot], sd.bl_flow[c, slot],
+                sd.bl_tarr[c, slot], sd.bl_seq[c, slot], sd.bl_len[c, slot], t,
+            )
+            work += 1
+            if work >= quota:
+                # input_queue_head advances once per call (v6.10+); with atomic
+                # segments this equals the older per-packet update at segment end
+                sd.input_queue_head[c] = (sd.input_queue_head[c] + work) & U32
+                return work, t
+        # splice the visible part of input_pkt_queue behind process_queue
+        k = sd.bl_proc[c]
+        while k < sd.bl_tail[c] and sd.bl_stamp[c, k % p.bl_cap] <= t:
+            k += 1
+        if k == sd.bl_proc[c]:
+            sd.bl_sched[c] = 0  # queue empty: napi completes, SCHED cleared
+            if sd.bl_tail[c] > k:
+                # packets enqueued later in simulated time found the queue empty and
+                # not scheduled: their enqueuer IPIs this CPU (approximated at stamp)
+                sd.bl_sched[c] = 1
+                stamp = sd.bl_stamp[c, k % p.bl_cap]
+                schedule(ev, max(stamp + cost(p, st, C_IPI_LATENCY), t), PRIO_HARDIRQ,
+                         EV_IPI, c)
+            break
+        sd.bl_proc[c] = k
+    if work:
+        sd.input_queue_head[c] = (sd.input_queue_head[c] + work) & U32
+    return work, t

@@ -1,0 +1,34 @@
+"""Kernel constants under their kernel names, with unit, constraint and source file.
+
+Source: Linux 6.19 as read in ../shared/reference/linux-rx-path.md (sections cited).
+"""
+
+# net/core/dev.h: must be a power of two; buckets are u8 so history/2 must fit (sec. 6.1).
+FLOW_LIMIT_HISTORY = 1 << 7  # packets remembered per CPU (scaling.rst still says 256)
+# The 2013 patch of seed 003 ("rps: selective flow shedding during softnet overflow")
+# described a 256-packet history; rxlab's "2013" flow-limit variant uses it.
+FLOW_LIMIT_HISTORY_2013 = 1 << 8
+
+# net/core/hotdata.c defaults (sec. 7.1)
+NETDEV_MAX_BACKLOG = 1000  # packets in input_pkt_queue (check is qlen > max, sec. 3.5)
+NETDEV_BUDGET = 300  # packets per net_rx_action
+DEV_WEIGHT = 64  # weight_p: quota of the per-CPU backlog NAPI
+NAPI_POLL_WEIGHT = 64  # include/linux/netdevice.h: typical driver NAPI weight
+FLOW_LIMIT_TABLE_LEN = 1 << 12  # net.core.flow_limit_table_len, power of two
+GRO_NORMAL_BATCH = 8
+
+# kernel/softirq.c (sec. 7.3)
+MAX_SOFTIRQ_TIME_MS = 2  # msecs_to_jiffies(2)
+MAX_SOFTIRQ_RESTART = 10
+
+# include/net/rps.h (sec. 4)
+RPS_NO_CPU = 0xFFFF
+RPS_NO_FILTER = 0xFFFF
+RPS_SOCK_FLOW_ENTRIES_MAX = 1 << 29  # larger writes get -EINVAL
+
+# kernel/bpf/cpumap.c (sec. 9)
+CPU_MAP_BULK_SIZE = 8  # 8 == one cacheline on 64-bit archs
+CPUMAP_BATCH = 8
+
+# socket defaults: net.core.rmem_default on a stock x86-64 kernel (bytes)
+RMEM_DEFAULT = 212992

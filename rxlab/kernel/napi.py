@@ -1,0 +1,193 @@
+"""NAPI: the driver poll and ``net_rx_action()`` with budget, time limit, repoll and the
+softirq restart / ksoftirqd hand-off (reference sec. 7).
+
+One NAPI poll is one CPU segment: ``net_rx_action_step`` starts it and
+``napi_segment_end`` does what net_rx_action does after ``__napi_poll`` returns.
+NAPI ids: rx queue ``q`` (driver) or ``nq + cpu`` (that CPU's backlog).
+"""
+
+from numba import njit
+
+from rxlab.config import JIT
+from rxlab.engine.core import PRIO_HARDIRQ, schedule
+from rxlab.kernel.accounting import cost
+from rxlab.kernel.backlog import EV_IPI, enqueue_to_backlog, process_backlog
+from rxlab.kernel.rps import get_rps_cpu
+from rxlab.kernel.socket import netif_receive_skb_core
+from rxlab.kernel.state import (
+    C_DRIVER_RX,
+    C_GRO,
+    C_IPI_LATENCY,
+    C_IPI_SEND,
+    C_NAPI_POLL,
+    C_RPS_ENQUEUE,
+    T_KSOFTIRQD,
+    T_SOFTIRQ,
+    TH_RUNNABLE,
+)
+
+EV_IRQ = 2  # event kind: a queue's interrupt reaches its CPU (handled in rx_loop)
+
+
+@njit(**JIT)
+def jiffies(p, t):
+    return t // p.jiffy_ns
+
+
+@njit(**JIT)
+def driver_poll(p, nic, sd, so, st, ev, c, q, t):
+    """The driver's NAPI poll of rx queue q: up to napi_weight descriptors."""
+    nic.q_polls[q] += 1
+    n = min(nic.ring_tail[q] - nic.ring_head[q], p.napi_weight)
+    for _ in range(n):
+        idx = nic.ring_head[q]
+        slot = idx % p.ring_size
+        nic.ring_deq[q, slot] = t  # the descriptor goes back to the NIC from now on
+        nic.ring_head[q] = idx + 1
+        f = nic.ring_flow[q, slot]
+        tarr = nic.ring_tarr[q, slot]
+        seq = nic.ring_seq[q, slot]
+        length = nic.ring_len[q, slot]
+        t += cost(p, st, C_DRIVER_RX) + cost(p, st, C_GRO)
+        cpu = -1
+        if p.rps_needed:
+            cpu = get_rps_cpu(p, q, p.flow_hash[f])
+        if cpu >= 0:
+            # netif_receive_skb with RPS: always through a backlog, even the local one
+            t += cost(p, st, C_RPS_ENQUEUE)
+            enqueue_to_backlog(p, sd, st, c, cpu, p.flow_hash[f], f, tarr, seq, length, t)
+        else:
+            t = netif_receive_skb_core(p, sd, so, st, ev, c, c, f, tarr, seq, length, t)
+    return n, t
+
+
+@njit(**JIT)
+def has_runnable_thread(p, so, c):
+    for k in range(p.cpu_nthreads[c]):
+        if so.th_state[p.cpu_threads[c, k]] == TH_RUNNABLE:
+            return True
+    return False
+
+
+@njit(**JIT)
+def net_rps_send_ipi(p, sd, st, ev, c, t):
+    """Send the IPIs queued on CPU c's rps_ipi_list; returns the time after sending."""
+    for k in range(sd.ipi_n[c]):
+        t += cost(p, st, C_IPI_SEND)
+        schedule(ev, t + cost(p, st, C_IPI_LATENCY), PRIO_HARDIRQ, EV_IPI,
+                 sd.rps_ipi_list[c, k])
+    sd.ipi_n[c] = 0
+    return t
+
+
+@njit(**JIT)
+def _take_poll_list(sd, c):
+    """list_splice_init(&sd->poll_list, &list): net_rx_action's private list."""
+    n = sd.pl_n[c]
+    for k in range(n):
+        sd.local_list[c, k] = sd.poll_list[c, k]
+    sd.ll_pos[c] = 0
+    sd.ll_n[c] = n
+    sd.pl_n[c] = 0
+
+
+@njit(**JIT)
+def net_rx_action_step(p, nic, sd, so, st, ev, c, t):
+    """Run the next NAPI poll of net_rx_action on CPU c at time t.
+
+    Returns (segment end time, napi id); napi id -1 means net_rx_action returned.
+    """
+    if not sd.in_rx_action[c]:
+        if not sd.hs_active[c] and not sd.ksoftirqd[c]:
+            # handle_softirqs(): restart window of MAX_SOFTIRQ_TIME and 10 restarts
+            sd.hs_active[c] = 1
+            sd.hs_end_j[c] = jiffies(p, t) + p.max_softirq_jiffies
+            sd.hs_restart[c] = 10
+        sd.in_rx_action[c] = 1
+        sd.softirq_pending[c] = 0
+        sd.budget[c] = p.netdev_budget
+        sd.time_limit_j[c] = jiffies(p, t) + p.budget_jiffies
+        _take_poll_list(sd, c)
+    while sd.ll_pos[c] >= sd.ll_n[c]:
+        if sd.rp_n[c] == 0 and sd.pl_n[c] > 0:
+            _take_poll_list(sd, c)  # the poll list was refilled meanwhile: goto start
+            continue
+        return finish_rx_action(p, nic, sd, so, st, ev, c, t), -1
+    napi = sd.local_list[c, sd.ll_pos[c]]
+    sd.ll_pos[c] += 1
+    t += cost(p, st, C_NAPI_POLL)
+    if napi < p.nq:
+        work, t = driver_poll(p, nic, sd, so, st, ev, c, napi, t)
+    else:
+        work, t = process_backlog(p, sd, so, st, ev, c, t, p.dev_rx_weight)
+    sd.seg_work[c] = work
+    return t, napi
+
+
+@njit(**JIT)
+def napi_segment_end(p, nic, sd, so, st, ev, c, napi, t):
+    """What net_rx_action does after __napi_poll returned ``seg_work`` packets."""
+    work = sd.seg_work[c]
+    weight = p.napi_weight if napi < p.nq else p.dev_rx_weight
+    if work >= weight:
+        sd.repoll[c, sd.rp_n[c]] = napi  # still owned: polled again next round
+        sd.rp_n[c] += 1
+    elif napi < p.nq:
+        # napi_complete_done: interrupts re-enabled; descriptors that arrived during the
+        # poll raise the interrupt again at once
+        nic.napi_sched[napi] = 0
+        if nic.ring_tail[napi] > nic.ring_head[napi]:
+            nic.napi_sched[napi] = 1
+            schedule(ev, t + p.irq_delay_ns, PRIO_HARDIRQ, EV_IRQ, napi)
+    sd.budget[c] -= work
+    if sd.budget[c] <= 0 or jiffies(p, t) >= sd.time_limit_j[c]:
+        sd.time_squeeze[c] += 1
+        return finish_rx_action(p, nic, sd, so, st, ev, c, t)
+    return t
+
+
+@njit(**JIT)
+def finish_rx_action(p, nic, sd, so, st, ev, c, t):
+    """End of net_rx_action: requeue leftovers, send RPS IPIs, restart or defer."""
+    # remaining = rest of our list + newly scheduled + repoll, in that order
+    n = 0
+    tmp = sd.repoll[c].copy()
+    buf = sd.local_list[c].copy()
+    for k in range(sd.ll_pos[c], sd.ll_n[c]):
+        buf[n] = sd.local_list[c, k]
+        n += 1
+    for k in range(sd.pl_n[c]):
+        buf[n] = sd.poll_list[c, k]
+        n += 1
+    for k in range(sd.rp_n[c]):
+        buf[n] = tmp[k]
+        n += 1
+    for k in range(n):
+        sd.poll_list[c, k] = buf[k]
+    sd.pl_n[c] = n
+    sd.ll_n[c] = 0
+    sd.ll_pos[c] = 0
+    sd.rp_n[c] = 0
+    sd.in_rx_action[c] = 0
+    t = net_rps_send_ipi(p, sd, st, ev, c, t)
+    if n > 0:
+        sd.softirq_pending[c] = 1
+        if sd.hs_active[c]:
+            sd.hs_restart[c] -= 1
+            if (
+                jiffies(p, t) >= sd.hs_end_j[c]
+                or sd.hs_restart[c] <= 0
+                or has_runnable_thread(p, so, c)  # need_resched()
+            ):
+                sd.hs_active[c] = 0
+                sd.ksoftirqd[c] = 1  # wakeup_softirqd()
+    else:
+        sd.softirq_pending[c] = 0
+        sd.hs_active[c] = 0
+        sd.ksoftirqd[c] = 0  # nothing left: ksoftirqd goes back to sleep
+    return t
+
+
+@njit(**JIT)
+def softirq_context(sd, c):
+    return T_KSOFTIRQD if sd.ksoftirqd[c] else T_SOFTIRQ

@@ -1,0 +1,220 @@
+"""The receive-path event loop: packet arrivals merged with the calendar (jitted).
+
+Arrivals stream beside the heap, already shaped by the wire and the NIC (``shape``):
+an arrival costs one ring enqueue, and only the first packet on an idle queue raises an
+interrupt event. Every other event is a batch the kernel itself has: an interrupt, an
+IPI, a wake-up, or a CPU finishing a segment (a NAPI poll or an application read).
+New mechanisms add an event kind and a branch in ``handle_event`` (never an edit to
+``rxlab.engine.core``).
+"""
+
+import numpy as np
+from numba import njit
+
+from rxlab.config import JIT
+from rxlab.engine.core import PRIO_CPU, peek_time, pop, schedule
+from rxlab.kernel.accounting import account, drop, interval_of
+from rxlab.kernel.backlog import EV_IPI, napi_list_add
+from rxlab.kernel.napi import (
+    EV_IRQ,
+    has_runnable_thread,
+    napi_segment_end,
+    net_rx_action_step,
+    softirq_context,
+)
+from rxlab.kernel.socket import EV_WAKE, app_after_read, app_read
+from rxlab.kernel.state import (
+    C_HARDIRQ,
+    C_IPI_RECV,
+    CNT_OFFERED,
+    DROP_NIC_OVERRUN,
+    DROP_RING_FULL,
+    SEG_APP,
+    SEG_NAPI,
+    SEG_NONE,
+    T_HARDIRQ,
+    T_KSOFTIRQD,
+    T_SYSTEM,
+    T_USER,
+    TH_RUNNABLE,
+    TH_WAKING,
+    TS_OFFERED,
+)
+from rxlab.kernel.accounting import cost
+
+EV_CPU = 1  # a CPU finished its segment and chooses what to run next
+
+
+@njit(**JIT)
+def shape(t_gen, length, link_ps_per_byte, svc_ns, fifo, port_state, t_nic, overrun):
+    """Wire serialisation (FIFO at line rate) and the NIC's packet-rate ceiling.
+
+    ``port_state`` = [wire_free, nic_free] carries across chunks. Order is preserved, so
+    ``t_nic`` stays non-decreasing. A packet that would wait behind more than ``fifo``
+    packets at the NIC ceiling is an overrun drop.
+    """
+    wire_free = port_state[0]
+    nic_free = port_state[1]
+    for i in range(t_gen.size):
+        # preamble + SFD + inter-frame gap: 20 bytes beyond the frame (line-rate rule)
+        ser = ((length[i] + 20) * link_ps_per_byte) // 1000
+        start = max(t_gen[i], wire_free)
+        wire_free = start + ser
+        t = wire_free
+        overrun[i] = False
+        if svc_ns > 0:
+            s = max(t, nic_free)
+            if (s - t) > fifo * svc_ns:
+                overrun[i] = True
+            else:
+                nic_free = s + svc_ns
+                t = nic_free
+        t_nic[i] = t
+    port_state[0] = wire_free
+    port_state[1] = nic_free
+
+
+@njit(**JIT)
+def kick_cpu(sd, ev, c, t):
+    """Make sure CPU c will dispatch at t (it is idle: no segment, no pending event)."""
+    if sd.ev_pending[c] == 0:
+        sd.ev_pending[c] = 1
+        schedule(ev, t, PRIO_CPU, EV_CPU, c)
+
+
+@njit(**JIT)
+def ingest(p, nic, so, st, ev, f, length, t, overrun):
+    """A packet reaches the NIC at t: take a free descriptor or drop (ring full)."""
+    st.cnt[CNT_OFFERED] += 1
+    st.ts_pkt[interval_of(p, t), TS_OFFERED] += 1
+    seq = so.flow_next_seq[f]
+    so.flow_next_seq[f] = seq + 1
+    if overrun:
+        drop(p, st, DROP_NIC_OVERRUN, t)
+        return
+    q = p.flow_rxq[f]
+    rel = nic.ring_rel[q]
+    while rel < nic.ring_head[q] and nic.ring_deq[q, rel % p.ring_size] <= t:
+        rel += 1  # descriptors the driver has taken by now are free again
+    nic.ring_rel[q] = rel
+    if nic.ring_tail[q] - rel >= p.ring_size:
+        nic.q_drops[q] += 1
+        drop(p, st, DROP_RING_FULL, t)
+        return
+    slot = nic.ring_tail[q] % p.ring_size
+    nic.ring_flow[q, slot] = f
+    nic.ring_tarr[q, slot] = t
+    nic.ring_seq[q, slot] = seq
+    nic.ring_len[q, slot] = length
+    nic.ring_tail[q] += 1
+    nic.q_packets[q] += 1
+    if nic.napi_sched[q] == 0:
+        nic.napi_sched[q] = 1  # interrupt raised; masked until napi_complete_done
+        schedule(ev, t + p.irq_delay_ns, 0, EV_IRQ, q)
+
+
+@njit(**JIT)
+def interrupt(p, sd, st, ev, c, napi, irq_cost, t):
+    """Hard interrupt on CPU c that schedules a NAPI and raises NET_RX_SOFTIRQ."""
+    sd.irq_debt[c] += irq_cost
+    napi_list_add(sd, c, napi)
+    if sd.ksoftirqd[c] and not p.ksoftirqd_defers:
+        # since v6.5 irq_exit runs pending softirqs inline even while ksoftirqd is awake
+        sd.ksoftirqd[c] = 0
+    kick_cpu(sd, ev, c, t)
+
+
+@njit(**JIT)
+def dispatch(p, nic, sd, so, st, ev, c, t):
+    """CPU c finished its segment at t: bookkeeping, then start the next segment."""
+    sd.ev_pending[c] = 0
+    kind = sd.seg_kind[c]
+    sd.seg_kind[c] = SEG_NONE
+    if kind == SEG_NAPI:
+        t0 = t
+        ctx = sd.seg_ctx[c]
+        t = napi_segment_end(p, nic, sd, so, st, ev, c, sd.seg_arg[c], t)
+        account(p, st, c, ctx, t0, t)
+    elif kind == SEG_APP:
+        app_after_read(p, so, st, ev, sd.seg_arg[c], t)
+    if sd.irq_debt[c] > 0:
+        account(p, st, c, T_HARDIRQ, t, t + sd.irq_debt[c])
+        t += sd.irq_debt[c]
+        sd.irq_debt[c] = 0
+    soft = sd.softirq_pending[c] or sd.in_rx_action[c]
+    app = has_runnable_thread(p, so, c)
+    if soft and (not sd.ksoftirqd[c] or not app or sd.ks_vrt[c] <= sd.app_vrt[c]):
+        was_ks = sd.ksoftirqd[c]
+        ctx = softirq_context(sd, c)
+        t_end, napi = net_rx_action_step(p, nic, sd, so, st, ev, c, t)
+        account(p, st, c, ctx, t, t_end)
+        if was_ks:
+            sd.ks_vrt[c] += t_end - t
+        if sd.ksoftirqd[c] and not was_ks:
+            sd.ks_vrt[c] = sd.app_vrt[c]  # a woken thread starts level in CFS
+        if napi >= 0:
+            sd.seg_kind[c] = SEG_NAPI
+            sd.seg_arg[c] = napi
+            sd.seg_ctx[c] = ctx
+        sd.ev_pending[c] = 1
+        schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
+    elif app:
+        nth = p.cpu_nthreads[c]
+        th = -1
+        for k in range(nth):
+            cand = p.cpu_threads[c, (sd.rr[c] + k) % nth]
+            if so.th_state[cand] == TH_RUNNABLE:
+                th = cand
+                sd.rr[c] = (sd.rr[c] + k + 1) % nth
+                break
+        t_end, n, sys_ns, user_ns = app_read(p, so, st, th, t)
+        account(p, st, c, T_SYSTEM, t, t + sys_ns)
+        account(p, st, c, T_USER, t + sys_ns, t_end)
+        sd.app_vrt[c] += t_end - t
+        sd.seg_kind[c] = SEG_APP
+        sd.seg_arg[c] = th
+        sd.ev_pending[c] = 1
+        schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
+    # else: idle until an interrupt, IPI or wake-up kicks it
+
+
+@njit(**JIT)
+def handle_event(p, nic, sd, so, st, ev, t, kind, arg):
+    if kind == EV_CPU:
+        dispatch(p, nic, sd, so, st, ev, arg, t)
+    elif kind == EV_IRQ:
+        c = p.irq_cpu[arg]
+        interrupt(p, sd, st, ev, c, arg, cost(p, st, C_HARDIRQ), t)
+    elif kind == EV_IPI:
+        sd.received_rps[arg] += 1  # rps_trigger_softirq on the target
+        interrupt(p, sd, st, ev, arg, p.nq + arg, cost(p, st, C_IPI_RECV), t)
+    elif kind == EV_WAKE:
+        if so.th_state[arg] == TH_WAKING:
+            so.th_state[arg] = TH_RUNNABLE
+            kick_cpu(sd, ev, p.thread_cpu[arg], t)
+
+
+@njit(**JIT)
+def run(p, nic, sd, so, st, ev, t_nic, flow, length, overrun, t_until):
+    """Merge this chunk's arrivals with the calendar.
+
+    With ``t_until < 0`` stop when the chunk is consumed (events at or after the last
+    arrival wait for the next chunk, whose arrivals cannot be earlier); otherwise run the
+    calendar up to ``t_until`` after the last arrival.
+    """
+    i = 0
+    n = t_nic.size
+    while True:
+        te = peek_time(ev)
+        if i < n:
+            if t_nic[i] <= te:
+                ingest(p, nic, so, st, ev, flow[i], length[i], t_nic[i], overrun[i])
+                i += 1
+                continue
+        elif t_until < 0 or te > t_until:
+            return
+        t, kind, arg = pop(ev)
+        handle_event(p, nic, sd, so, st, ev, t, kind, arg)
+
+
+_unused = (np, T_KSOFTIRQD)

@@ -1,0 +1,135 @@
+"""Protocol delivery to sockets and application reads (simplified UDP/TCP receive).
+
+``netif_receive_skb_core`` stands for __netif_receive_skb_core + ip_rcv + udp_rcv/
+tcp_v4_rcv as one cost stage (``stack_rx``); the socket enqueue follows
+__udp_enqueue_schedule_skb's rule: drop when sk_rmem_alloc is already above sk_rcvbuf.
+Simplifications (docs/model.md): no TCP ACK/state machine, no GRO aggregation; the
+truesize of a packet is modelled as max(768, len + 320) bytes.
+"""
+
+import numpy as np
+from numba import njit
+
+from rxlab.config import JIT
+from rxlab.engine.core import PRIO_WAKE, schedule
+from rxlab.kernel.accounting import cost, drop, hist_index, interval_of, work_ns
+from rxlab.kernel.state import (
+    C_CROSS_CPU,
+    C_SOCKET_ENQUEUE,
+    C_STACK_RX,
+    C_WAKEUP_LATENCY,
+    CNT_DELIVERED,
+    CNT_LAT_APP_N,
+    CNT_LAT_SOCK_N,
+    CNT_REORDERED,
+    CNT_SOCKET_IN,
+    DROP_NO_SOCKET,
+    DROP_SOCKET_RCVBUF,
+    TH_RUNNABLE,
+    TH_SLEEP,
+    TH_WAKING,
+    TS_DELIVERED,
+    TS_PROCESSED,
+)
+
+EV_WAKE = 4  # event kind: a thread's wake-up reaches its CPU (handled in rx_loop)
+
+
+@njit(**JIT)
+def truesize(length):
+    return max(768, length + 320)
+
+
+@njit(**JIT)
+def netif_receive_skb_core(p, sd, so, st, ev, c, rx_cpu, f, tarr, seq, length, t):
+    """Protocol processing of one packet on CPU c at time t; returns the new time."""
+    sd.processed[c] += 1
+    st.ts_pkt[interval_of(p, t), TS_PROCESSED] += 1
+    if rx_cpu != c:
+        t += cost(p, st, C_CROSS_CPU)  # skb head and data are cold on this CPU
+    t += cost(p, st, C_STACK_RX)
+    s = p.flow_sock[f]
+    if s < 0:
+        drop(p, st, DROP_NO_SOCKET, t)
+        return t
+    ts = truesize(length)
+    cap = p.sock_off[s + 1] - p.sock_off[s]
+    if so.so_rmem[s] > p.sock_rcvbuf[s] or so.so_tail[s] - so.so_head[s] >= cap:
+        so.so_drops[s] += 1
+        drop(p, st, DROP_SOCKET_RCVBUF, t)
+        return t
+    t += cost(p, st, C_SOCKET_ENQUEUE)
+    slot = p.sock_off[s] + so.so_tail[s] % cap
+    so.so_flow[slot] = f
+    so.so_tarr[slot] = tarr
+    so.so_seq[slot] = seq
+    so.so_len[slot] = length
+    so.so_stamp[slot] = t
+    so.so_tail[s] += 1
+    so.so_rmem[s] += ts
+    st.cnt[CNT_SOCKET_IN] += 1
+    lat = t - tarr
+    st.lat_sock[hist_index(lat)] += 1
+    st.lat_sum[0] += lat
+    st.cnt[CNT_LAT_SOCK_N] += 1
+    if seq < so.flow_max_seq[f]:
+        st.cnt[CNT_REORDERED] += 1
+    else:
+        so.flow_max_seq[f] = seq
+    th = p.sock_thread[s]
+    if so.th_state[th] == TH_SLEEP:
+        so.th_state[th] = TH_WAKING
+        schedule(ev, t + cost(p, st, C_WAKEUP_LATENCY), PRIO_WAKE, EV_WAKE, th)
+    return t
+
+
+@njit(**JIT)
+def app_read(p, so, st, th, t):
+    """A thread reads up to its batch of visible packets (recvmsg + user work).
+
+    Returns (end time, packets, system ns, user ns).
+    """
+    s = p.thread_sock[th]
+    cap = p.sock_off[s + 1] - p.sock_off[s]
+    n = 0
+    sys_ns = np.int64(0)
+    user_ns = np.int64(0)
+    while n < p.thread_batch[th] and so.so_head[s] < so.so_tail[s]:
+        slot = p.sock_off[s] + so.so_head[s] % cap
+        if so.so_stamp[slot] > t:
+            break  # queued by a segment that, in simulated time, has not happened yet
+        ds = work_ns(p, st, p.thread_sys_ns[th])
+        du = work_ns(p, st, p.thread_user_ns[th])
+        sys_ns += ds
+        user_ns += du
+        t += ds + du
+        so.so_rmem[s] -= truesize(so.so_len[slot])
+        so.so_head[s] += 1
+        f = so.so_flow[slot]
+        so.flow_delivered[f] += 1
+        lat = t - so.so_tarr[slot]
+        st.lat_app[hist_index(lat)] += 1
+        st.lat_sum[1] += lat
+        st.cnt[CNT_LAT_APP_N] += 1
+        st.cnt[CNT_DELIVERED] += 1
+        st.ts_pkt[interval_of(p, t), TS_DELIVERED] += 1
+        n += 1
+    so.th_served[th] += n
+    return t, n, sys_ns, user_ns
+
+
+@njit(**JIT)
+def app_after_read(p, so, st, ev, th, t):
+    """Thread state after a read: runnable, waking for a queued packet, or asleep."""
+    s = p.thread_sock[th]
+    if so.so_head[s] < so.so_tail[s]:
+        cap = p.sock_off[s + 1] - p.sock_off[s]
+        stamp = so.so_stamp[p.sock_off[s] + so.so_head[s] % cap]
+        if stamp <= t:
+            so.th_state[th] = TH_RUNNABLE
+        else:
+            so.th_state[th] = TH_WAKING
+            schedule(ev, stamp + cost(p, st, C_WAKEUP_LATENCY), PRIO_WAKE, EV_WAKE, th)
+    else:
+        so.th_state[th] = TH_SLEEP
+

@@ -1,0 +1,250 @@
+"""Simulation state as arrays, grouped in NamedTuples named after kernel structures.
+
+Python allocates (``rxlab.build``); jitted mechanisms mutate in place (stumpy's
+``stumpi`` pattern). Leading axis = CPU, rx queue, socket or flow. Queue positions are
+free-running counters as in the kernel (``input_queue_head``/``tail`` are u32 and
+compared with ``s32_diff``); FIFOs are ring buffers indexed ``position % capacity``.
+
+Packets in flight carry their own columns (flow, NIC arrival time, per-flow sequence,
+length, and the time they became visible in the queue), because a packet can stay
+queued across traffic chunks.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+# --- cost stages (indices into Params.cost_ns); names match profile YAML keys --------
+STAGES = (
+    "hardirq",
+    "irq_latency",
+    "napi_poll",
+    "driver_rx",
+    "gro",
+    "rps_enqueue",
+    "stack_rx",
+    "socket_enqueue",
+    "cross_cpu_miss",
+    "ipi_send",
+    "ipi_latency",
+    "ipi_recv",
+    "wakeup_latency",
+    "recvmsg",
+)
+(
+    C_HARDIRQ,
+    C_IRQ_LATENCY,
+    C_NAPI_POLL,
+    C_DRIVER_RX,
+    C_GRO,
+    C_RPS_ENQUEUE,
+    C_STACK_RX,
+    C_SOCKET_ENQUEUE,
+    C_CROSS_CPU,
+    C_IPI_SEND,
+    C_IPI_LATENCY,
+    C_IPI_RECV,
+    C_WAKEUP_LATENCY,
+    C_RECVMSG,
+) = range(len(STAGES))
+# per-packet CPU work is jittered; latencies and fixed per-event overheads are not
+JITTERED = ("driver_rx", "gro", "rps_enqueue", "stack_rx", "socket_enqueue", "recvmsg")
+
+# --- drop reasons: one drop path, names after SKB_DROP_REASON_* where one exists ----
+DROP_REASONS = (
+    "ring_full",  # NIC rx ring had no free descriptor (rx_missed / rx_no_buffer)
+    "nic_overrun",  # NIC packet-rate ceiling exceeded (rx_fifo_errors)
+    "backlog",  # enqueue_to_backlog: qlen > netdev_max_backlog (CPU_BACKLOG)
+    "flow_limit",  # skb_flow_limit said drop (counted as CPU_BACKLOG by the kernel)
+    "socket_rcvbuf",  # socket receive buffer full (SOCKET_RCVBUFF)
+    "no_socket",  # no listener: UdpNoPorts / TCP reset (NO_SOCKET)
+)
+N_DROP_SLOTS = 16  # room for later mechanisms (XDP, cpumap, AF_XDP)
+(
+    DROP_RING_FULL,
+    DROP_NIC_OVERRUN,
+    DROP_BACKLOG,
+    DROP_FLOW_LIMIT,
+    DROP_SOCKET_RCVBUF,
+    DROP_NO_SOCKET,
+) = range(len(DROP_REASONS))
+
+# --- global counters (Stats.cnt) ----------------------------------------------------
+CNT_OFFERED = 0  # packets that reached the NIC
+CNT_DELIVERED = 1  # read by an application thread
+CNT_SOCKET_IN = 2  # queued on a socket
+CNT_REORDERED = 3  # arrived at the socket behind a later packet of the same flow
+CNT_LAT_SOCK_N = 4
+CNT_LAT_APP_N = 5
+CNT_DROP0 = 8  # CNT_DROP0 + reason
+N_CNT = CNT_DROP0 + N_DROP_SLOTS
+
+# --- CPU time categories (Stats.cpu_ns, Stats.ts_cpu) -------------------------------
+CPU_CATS = ("softirq", "ksoftirqd", "hardirq", "system", "user")
+T_SOFTIRQ, T_KSOFTIRQD, T_HARDIRQ, T_SYSTEM, T_USER = range(5)
+
+# --- per-interval packet series (Stats.ts_pkt) --------------------------------------
+TS_PKT = ("offered", "delivered", "dropped", "processed")
+TS_OFFERED, TS_DELIVERED, TS_DROPPED, TS_PROCESSED = range(4)
+
+# --- latency histogram: log-linear, 64 sub-buckets per power of two (~1.6 %) --------
+HIST_BINS = 128 + 64 * 40
+
+# --- thread states --------------------------------------------------------------------
+TH_SLEEP, TH_WAKING, TH_RUNNABLE = 0, 1, 2
+
+# --- CPU segment kinds ----------------------------------------------------------------
+SEG_NONE, SEG_NAPI, SEG_APP = 0, 1, 2
+
+U32 = 0xFFFFFFFF
+
+
+class Params(NamedTuple):
+    """Read-only configuration, already rounded the kernel's way."""
+
+    ncpu: int
+    nq: int
+    nthreads: int
+    ring_size: int
+    napi_weight: int
+    dev_rx_weight: int
+    netdev_budget: int
+    budget_jiffies: int
+    max_softirq_jiffies: int
+    jiffy_ns: int
+    max_backlog: int
+    bl_cap: int
+    rps_needed: bool
+    fl_history: int
+    fl_log: int
+    fl_hash32: bool
+    ksoftirqd_defers: bool
+    jitter_kind: int
+    jitter_sigma: float
+    interval_ns: int
+    n_intervals: int
+    cost_ns: np.ndarray  # float64[len(STAGES)]
+    jitter_mask: np.ndarray  # bool[len(STAGES)]: stage is per-packet work
+    irq_delay_ns: int  # irq_latency + rx_usecs
+    irq_cpu: np.ndarray  # int64[nq]
+    rps_map: np.ndarray  # int64[nq, ncpu]
+    rps_len: np.ndarray  # int64[nq]
+    flow_rxq: np.ndarray  # int64[nflows]
+    flow_hash: np.ndarray  # int64[nflows]: skb_get_hash() value (u32)
+    flow_sock: np.ndarray  # int64[nflows]: socket index or -1
+    sock_thread: np.ndarray  # int64[nsock]
+    sock_rcvbuf: np.ndarray  # int64[nsock] bytes
+    sock_off: np.ndarray  # int64[nsock + 1]: slots of each socket queue
+    thread_cpu: np.ndarray  # int64[nthreads]
+    thread_sock: np.ndarray  # int64[nthreads]
+    thread_user_ns: np.ndarray  # float64[nthreads]
+    thread_sys_ns: np.ndarray  # float64[nthreads]
+    thread_batch: np.ndarray  # int64[nthreads]
+    cpu_threads: np.ndarray  # int64[ncpu, max_threads_per_cpu], -1 padded
+    cpu_nthreads: np.ndarray  # int64[ncpu]
+
+
+class NicState(NamedTuple):
+    """Per rx queue descriptor rings and NAPI state (the driver's view)."""
+
+    ring_flow: np.ndarray  # int32[nq, ring]
+    ring_tarr: np.ndarray  # int64[nq, ring]
+    ring_seq: np.ndarray  # int64[nq, ring]
+    ring_len: np.ndarray  # int32[nq, ring]
+    ring_deq: np.ndarray  # int64[nq, ring]: time the driver took the descriptor
+    ring_tail: np.ndarray  # int64[nq]: descriptors filled
+    ring_head: np.ndarray  # int64[nq]: descriptors taken by NAPI polls
+    ring_rel: np.ndarray  # int64[nq]: descriptors returned to the NIC by time now
+    napi_sched: np.ndarray  # int8[nq]: 1 = interrupt raised / NAPI scheduled
+    q_packets: np.ndarray  # int64[nq]
+    q_drops: np.ndarray  # int64[nq]
+    q_polls: np.ndarray  # int64[nq]
+
+
+class SoftnetData(NamedTuple):
+    """Per-CPU ``struct softnet_data`` plus the CPU's scheduling state."""
+
+    # backlog: one FIFO, [head, proc) = process_queue, [proc, tail) = input_pkt_queue
+    bl_flow: np.ndarray  # int32[ncpu, bl_cap]
+    bl_tarr: np.ndarray  # int64
+    bl_seq: np.ndarray  # int64
+    bl_len: np.ndarray  # int32
+    bl_stamp: np.ndarray  # int64: time the enqueue happened
+    bl_src: np.ndarray  # int16: CPU that enqueued (for the cross-CPU cost)
+    bl_head: np.ndarray  # int64[ncpu]
+    bl_proc: np.ndarray  # int64[ncpu]
+    bl_tail: np.ndarray  # int64[ncpu]
+    bl_sched: np.ndarray  # int8[ncpu]: backlog NAPI_STATE_SCHED
+    input_queue_head: np.ndarray  # int64[ncpu] (u32 value)
+    input_queue_tail: np.ndarray  # int64[ncpu] (u32 value)
+    # NAPI lists (napi id: rx queue q, or nq + cpu for the backlog)
+    poll_list: np.ndarray  # int64[ncpu, L]: sd->poll_list
+    pl_n: np.ndarray  # int64[ncpu]
+    local_list: np.ndarray  # int64[ncpu, L]: the list net_rx_action took
+    ll_pos: np.ndarray  # int64[ncpu]
+    ll_n: np.ndarray  # int64[ncpu]
+    repoll: np.ndarray  # int64[ncpu, L]
+    rp_n: np.ndarray  # int64[ncpu]
+    rps_ipi_list: np.ndarray  # int64[ncpu, ncpu]: targets to IPI at net_rx_action end
+    ipi_n: np.ndarray  # int64[ncpu]
+    # net_rx_action / handle_softirqs state
+    softirq_pending: np.ndarray  # int8[ncpu]
+    in_rx_action: np.ndarray  # int8[ncpu]
+    budget: np.ndarray  # int64[ncpu]
+    time_limit_j: np.ndarray  # int64[ncpu] (jiffies)
+    hs_active: np.ndarray  # int8[ncpu]: inside handle_softirqs (inline)
+    hs_end_j: np.ndarray  # int64[ncpu]
+    hs_restart: np.ndarray  # int64[ncpu]
+    ksoftirqd: np.ndarray  # int8[ncpu]: softirq work deferred to ksoftirqd/<cpu>
+    ks_vrt: np.ndarray  # int64[ncpu]: ksoftirqd runtime (CFS share against threads)
+    app_vrt: np.ndarray  # int64[ncpu]
+    # the segment the CPU is running
+    ev_pending: np.ndarray  # int8[ncpu]: a PRIO_CPU event is in the calendar
+    seg_kind: np.ndarray  # int8[ncpu]
+    seg_arg: np.ndarray  # int64[ncpu]: napi id or thread
+    seg_work: np.ndarray  # int64[ncpu]
+    seg_ctx: np.ndarray  # int8[ncpu]: T_SOFTIRQ or T_KSOFTIRQD for NAPI segments
+    irq_debt: np.ndarray  # int64[ncpu]: hardirq time taken while a segment ran
+    rr: np.ndarray  # int64[ncpu]: round-robin position over the CPU's threads
+    # flow limit (struct sd_flow_limit)
+    fl_on: np.ndarray  # int8[ncpu]
+    fl_history: np.ndarray  # int64[ncpu, history]
+    fl_head: np.ndarray  # int64[ncpu]
+    fl_buckets: np.ndarray  # int64[ncpu, table_len]
+    # softnet_stat counters
+    processed: np.ndarray  # int64[ncpu]
+    dropped: np.ndarray
+    time_squeeze: np.ndarray
+    received_rps: np.ndarray
+    flow_limit_count: np.ndarray
+
+
+class SockState(NamedTuple):
+    """Socket receive queues (flattened, per-socket slots) and application threads."""
+
+    so_flow: np.ndarray  # int32[total]
+    so_tarr: np.ndarray  # int64
+    so_seq: np.ndarray  # int64
+    so_len: np.ndarray  # int32
+    so_stamp: np.ndarray  # int64
+    so_head: np.ndarray  # int64[nsock]
+    so_tail: np.ndarray  # int64[nsock]
+    so_rmem: np.ndarray  # int64[nsock]: sk_rmem_alloc (truesize bytes)
+    so_drops: np.ndarray  # int64[nsock]
+    th_state: np.ndarray  # int8[nthreads]
+    th_served: np.ndarray  # int64[nthreads]
+    flow_next_seq: np.ndarray  # int64[nflows]
+    flow_max_seq: np.ndarray  # int64[nflows]: highest sequence queued on a socket
+    flow_delivered: np.ndarray  # int64[nflows]
+
+
+class Stats(NamedTuple):
+    cnt: np.ndarray  # int64[N_CNT]
+    lat_sock: np.ndarray  # int64[HIST_BINS]
+    lat_app: np.ndarray  # int64[HIST_BINS]
+    lat_sum: np.ndarray  # float64[2]: exact sums (socket, app) for the mean
+    cpu_ns: np.ndarray  # int64[ncpu, 5]
+    ts_cpu: np.ndarray  # int64[n_intervals, ncpu, 5]
+    ts_pkt: np.ndarray  # int64[n_intervals, 4]
+    ts_drop: np.ndarray  # int64[n_intervals, N_DROP_SLOTS]
+    rng: np.ndarray  # uint64[1]

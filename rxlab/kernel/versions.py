@@ -1,0 +1,51 @@
+"""Kernel-version behaviour switches (reference sec. 11, "change timeline").
+
+Each behaviour that changed across versions is one flag here, computed once from the
+scenario's ``host.kernel`` string; jitted code branches on the flag, never on versions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rxlab.errors import UsageError
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    """'6.19', '6.18.19' or '5.4.0-rc1' -> (major, minor)."""
+    m = re.fullmatch(r"\s*(\d+)\.(\d+)(?:\.\d+)?(?:[-+.~][\w.+~-]*)?\s*", str(text))
+    if not m:
+        raise UsageError(f"host.kernel: {text!r} is not a kernel version; use e.g. \"6.19\"")
+    return int(m.group(1)), int(m.group(2))
+
+
+@dataclass(frozen=True)
+class KernelBehaviour:
+    version: tuple[int, int]
+    # "net: flow_limit: use hash_32()" (v6.16 cycle): bucket = hash_32(hash, log)
+    flow_limit_hash_32: bool
+    # "softirq: Let ksoftirqd do its job" (v4.9) .. its revert d15121be7485 (v6.5): while
+    # ksoftirqd is pending, irq exit does not run softirqs inline.
+    ksoftirqd_defers: bool
+    # v6.10: input_queue_head advanced once per process_backlog call, not per packet
+    backlog_head_batched: bool
+    # softnet_stat column count: 11 (v3.11), 13 (v5.10), 15 (v6.4)
+    softnet_columns: int
+    # "net/flow_dissector: switch to siphash" (v5.4); older kernels use jhash2 (not modelled)
+    siphash_flow_hash: bool
+
+
+def behaviour(text: str) -> KernelBehaviour:
+    v = parse_version(text)
+    if v < (3, 0):
+        raise UsageError(f"host.kernel: {text!r} is older than rxlab models; use 3.11 or newer")
+    cols = 15 if v >= (6, 4) else 13 if v >= (5, 10) else 11 if v >= (3, 11) else 10
+    return KernelBehaviour(
+        version=v,
+        flow_limit_hash_32=v >= (6, 16),
+        ksoftirqd_defers=(4, 9) <= v < (6, 5),
+        backlog_head_batched=v >= (6, 10),
+        softnet_columns=cols,
+        siphash_flow_hash=v >= (5, 4),
+    )

@@ -1,0 +1,155 @@
+"""Turn a finished model's arrays into the Result (a JSON-able dict plus series)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rxlab.kernel.accounting import hist_value
+from rxlab.kernel.state import (
+    CNT_DELIVERED,
+    CNT_DROP0,
+    CNT_LAT_APP_N,
+    CNT_LAT_SOCK_N,
+    CNT_OFFERED,
+    CNT_REORDERED,
+    DROP_REASONS,
+    T_HARDIRQ,
+    T_KSOFTIRQD,
+    T_SOFTIRQ,
+    T_SYSTEM,
+    T_USER,
+    TS_DELIVERED,
+    TS_DROPPED,
+    TS_OFFERED,
+    TS_PROCESSED,
+)
+from rxlab.metrics.softnet import softnet_lines
+
+
+@dataclass
+class Result:
+    """What a run reports: ``data`` (the ``--json`` dict) and per-interval ``series``."""
+
+    data: dict
+    series: dict = field(default_factory=dict)
+
+    def __getitem__(self, key):
+        return self.data[key]
+
+    def to_json(self, **kw) -> str:
+        return json.dumps(self.data, sort_keys=True, **kw)
+
+    @property
+    def softnet_stat(self) -> str:
+        return "\n".join(self.data["softnet_stat"]) + "\n"
+
+
+def percentiles(hist: np.ndarray, qs=(0.5, 0.99, 0.999)) -> list[float]:
+    total = int(hist.sum())
+    if total == 0:
+        return [0.0 for _ in qs]
+    cum = np.cumsum(hist)
+    mids = hist_value(np.arange(hist.size))
+    return [float(mids[int(np.searchsorted(cum, q * total))]) for q in qs]
+
+
+def _lat(hist: np.ndarray, total_ns: float, n: int) -> dict:
+    p50, p99, p999 = percentiles(hist)
+    nz = np.nonzero(hist)[0]
+    return {
+        "p50": round(p50, 1), "p99": round(p99, 1), "p999": round(p999, 1),
+        "mean": round(total_ns / n, 3) if n else 0.0,
+        "max": round(float(hist_value(nz[-1:])[0]), 1) if nz.size else 0.0,
+        "samples": n,
+    }
+
+
+def assemble(m, in_flight: int) -> Result:
+    sc, p, st, sd, nic, so = m.scenario, m.params, m.st, m.sd, m.nic, m.so
+    cnt = st.cnt
+    drops = {name: int(cnt[CNT_DROP0 + i]) for i, name in enumerate(DROP_REASONS)}
+    dropped = int(sum(drops.values()))
+    dur = sc.duration
+    # utilisation over the traffic window [0, duration): whole intervals inside it
+    n_win = max(1, min(p.n_intervals, int(round(dur * 1e9 / p.interval_ns))))
+    win_ns = n_win * p.interval_ns
+    busy = st.ts_cpu[:n_win].sum(axis=0)  # [ncpu, cat]
+    cpus = []
+    softnet_rows = []
+    for c in range(p.ncpu):
+        b = busy[c] / win_ns
+        soft = float(b[T_SOFTIRQ] + b[T_KSOFTIRQD])
+        used = soft + float(b[T_HARDIRQ] + b[T_SYSTEM] + b[T_USER])
+        inq = int(sd.bl_tail[c] - sd.bl_proc[c])
+        prq = int(sd.bl_proc[c] - sd.bl_head[c])
+        row = {
+            "cpu": c, "processed": int(sd.processed[c]), "dropped": int(sd.dropped[c]),
+            "time_squeeze": int(sd.time_squeeze[c]), "received_rps": int(sd.received_rps[c]),
+            "flow_limit_count": int(sd.flow_limit_count[c]), "backlog_len": inq + prq,
+            "input_pkt_queue_len": inq, "process_queue_len": prq,
+        }
+        softnet_rows.append(row)
+        cpus.append({
+            "cpu": c,
+            "util": {
+                "softirq": round(soft, 6), "ksoftirqd": round(float(b[T_KSOFTIRQD]), 6),
+                "irq": round(float(b[T_HARDIRQ]), 6), "system": round(float(b[T_SYSTEM]), 6),
+                "user": round(float(b[T_USER]), 6), "idle": round(max(0.0, 1.0 - used), 6),
+            },
+            "softnet_stat": {k: v for k, v in row.items() if k != "cpu"},
+        })
+    queues = [
+        {"queue": q, "irq_cpu": int(p.irq_cpu[q]), "packets": int(nic.q_packets[q]),
+         "ring_full_drops": int(nic.q_drops[q]), "polls": int(nic.q_polls[q])}
+        for q in range(p.nq)
+    ]
+    apps = []
+    for t, (name, cpu) in enumerate(m.threads):
+        apps.append({"app": name, "cpu": cpu, "served": int(so.th_served[t]),
+                     "served_pps": round(int(so.th_served[t]) / dur, 3),
+                     "socket_drops": int(so.so_drops[t])})
+    lat_sock = _lat(st.lat_sock, float(st.lat_sum[0]), int(cnt[CNT_LAT_SOCK_N]))
+    lat_app = _lat(st.lat_app, float(st.lat_sum[1]), int(cnt[CNT_LAT_APP_N]))
+    offered = int(cnt[CNT_OFFERED])
+    delivered = int(cnt[CNT_DELIVERED])
+    processed = int(sd.processed.sum())
+    data = {
+        "scenario": sc.name,
+        "seed": sc.seed,
+        "duration_s": dur,
+        "kernel": sc.host.kernel,
+        "config": m.config,
+        "packets": {
+            "offered": offered, "delivered": delivered, "dropped": dropped,
+            "in_flight": in_flight, "dropped_by_reason": drops,
+        },
+        "throughput": {
+            "offered_pps": round(offered / dur, 3),
+            "delivered_pps": round(delivered / dur, 3),
+            "processed_pps": round(processed / dur, 3),
+        },
+        "cpus": cpus,
+        "queues": queues,
+        "apps": apps,
+        "latency_ns": {**{k: lat_sock[k] for k in ("p50", "p99", "p999", "mean")},
+                       "to_socket": lat_sock, "to_app": lat_app},
+        "reordered_packets": int(cnt[CNT_REORDERED]),
+        "softnet_stat": softnet_lines(softnet_rows, m.kb.softnet_columns),
+    }
+    isec = p.interval_ns / 1e9
+    series = {
+        "t_s": (np.arange(p.n_intervals) * isec).tolist(),
+        "offered_pps": (st.ts_pkt[:, TS_OFFERED] / isec).tolist(),
+        "delivered_pps": (st.ts_pkt[:, TS_DELIVERED] / isec).tolist(),
+        "dropped_pps": (st.ts_pkt[:, TS_DROPPED] / isec).tolist(),
+        "processed_pps": (st.ts_pkt[:, TS_PROCESSED] / isec).tolist(),
+        "cpu_busy": (st.ts_cpu.sum(axis=2) / p.interval_ns).tolist(),  # [t][cpu]
+        "cpu_softirq": ((st.ts_cpu[:, :, T_SOFTIRQ] + st.ts_cpu[:, :, T_KSOFTIRQD])
+                        / p.interval_ns).tolist(),
+        "latency_hist_app": st.lat_app.tolist(),
+        "latency_hist_socket": st.lat_sock.tolist(),
+    }
+    return Result(data, series)

@@ -1,0 +1,314 @@
+"""Scenario files: the YAML schema (pydantic) and loading with one-line errors.
+
+A scenario describes a host (CPUs, kernel version, cost profile), its NIC (queues, RSS,
+IRQ affinity), the kernel's steering knobs, the offered traffic and the applications.
+Values the kernel would round (powers of two) are rounded the kernel's way when the
+scenario is compiled (see ``rxlab.build``) and reported in the result's ``config``.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from rxlab.errors import UsageError
+from rxlab.traffic.spec import TrafficSpec
+
+HEX_RE = re.compile(r"^(0x)?[0-9a-fA-F,]+$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _cpu_list(text: str | int | list[int]) -> list[int]:
+    """'0-3,6' | 5 | [0, 2] -> sorted CPU list (a cpulist, as in /sys cpu lists)."""
+    if isinstance(text, int):
+        return [text]
+    if isinstance(text, list):
+        return sorted(set(int(c) for c in text))
+    out: set[int] = set()
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            a, b = part.split("-", 1)
+            out.update(range(int(a), int(b) + 1))
+        else:
+            out.add(int(part))
+    return sorted(out)
+
+
+def hex_mask_to_cpus(mask: str) -> list[int]:
+    """A sysfs CPU bitmap ('ff', '00000001,00000000') -> list of CPU numbers."""
+    digits = mask.lower().removeprefix("0x").replace(",", "")
+    value = int(digits, 16) if digits else 0
+    return [i for i in range(value.bit_length()) if value >> i & 1]
+
+
+class Jitter(_Strict):
+    dist: Literal["deterministic", "exponential", "lognormal"] = "deterministic"
+    cv: float = Field(0.5, gt=0, description="coefficient of variation for lognormal")
+
+
+class Host(_Strict):
+    cpus: int = Field(4, ge=1, le=4096)
+    kernel: str = "6.19"
+    hz: Literal[100, 250, 300, 1000] = 1000
+    cost_profile: str = "modern-x86"
+    costs: dict[str, float] = Field(default_factory=dict, description="per-stage overrides, ns")
+    cost_jitter: Jitter = Field(default_factory=Jitter)
+
+    @field_validator("costs")
+    @classmethod
+    def _non_negative(cls, v: dict[str, float]) -> dict[str, float]:
+        for k, ns in v.items():
+            if ns < 0:
+                raise ValueError(f"cost {k!r} is negative; costs are ns >= 0")
+        return v
+
+
+class NtupleMatch(_Strict):
+    proto: Literal["tcp", "udp"] | None = None
+    src_port: int | None = Field(None, ge=0, le=65535)
+    dst_port: int | None = Field(None, ge=0, le=65535)
+    group: str | None = None
+
+
+class NtupleRule(_Strict):
+    """`ethtool -N DEV flow-type ... action Q | context C`: steer matching flows."""
+
+    match: NtupleMatch
+    queue: int | None = Field(None, ge=0)
+    context: int | None = Field(None, ge=1)
+    ring_cookie: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _one_action(self):
+        if (self.queue is None) == (self.context is None):
+            raise ValueError("give exactly one of queue or context")
+        return self
+
+
+Indirection = Literal["default"] | dict[str, Any] | list[int]
+
+
+class RssContext(_Strict):
+    id: int = Field(ge=1)
+    indirection: Indirection = "default"
+
+
+class Rss(_Strict):
+    hfunc: Literal["toeplitz"] = "toeplitz"
+    key: str | None = None  # hex; default: Microsoft verification key
+    input_xfrm: Literal["none", "sym-xor", "sym-or-xor"] = "none"
+    table_size: int = Field(128, ge=1, le=65536)
+    indirection: Indirection = "default"
+    flow_hash: dict[Literal["tcp4", "udp4", "tcp6", "udp6"], str] = Field(default_factory=dict)
+    contexts: list[RssContext] = Field(default_factory=list)
+
+    @field_validator("flow_hash")
+    @classmethod
+    def _letters(cls, v: dict[str, str]) -> dict[str, str]:
+        for k, s in v.items():
+            if not s or set(s) - set("sdfn"):
+                raise ValueError(
+                    f"{k}: {s!r} uses letters other than s,d,f,n (ethtool rx-flow-hash)"
+                )
+        return v
+
+
+class Nic(_Strict):
+    driver: str = "generic"
+    queues: int = Field(4, ge=1, le=4096)
+    ring_size: int = Field(1024, ge=1, le=65536)
+    link_gbps: float = Field(10.0, gt=0)
+    max_pps: float | None = Field(None, gt=0, description="NIC packet-rate ceiling")
+    nic_fifo: int = Field(512, ge=0, description="packets the NIC buffers above max_pps")
+    irq_affinity: list[int] | None = None
+    napi_weight: int = Field(64, ge=1, le=65536)
+    rx_usecs: float = Field(0.0, ge=0, description="interrupt moderation delay")
+    rxhash: bool = True
+    rss: Rss = Field(default_factory=Rss)
+    ntuple: list[NtupleRule] = Field(default_factory=list)
+
+
+class Kernel(_Strict):
+    rps_cpus: dict[int, str] | str | None = None  # per-queue hex masks, or one for all
+    netdev_max_backlog: int = Field(1000, ge=0)
+    netdev_budget: int = Field(300, ge=1)
+    netdev_budget_usecs: int | None = Field(None, ge=1)
+    dev_weight: int = Field(64, ge=1)
+    flow_limit_cpu_bitmap: str = "0"
+    flow_limit_table_len: int = Field(4096, ge=2, le=1 << 20)
+    flow_limit_variant: Literal["current", "2013"] = "current"
+    hashrnd: str | None = None  # 32 hex chars: the boot-random flow-dissector key
+
+    @field_validator("flow_limit_cpu_bitmap")
+    @classmethod
+    def _hexmask(cls, v: str) -> str:
+        if not HEX_RE.match(v):
+            raise ValueError(f"{v!r} is not a hex CPU bitmap such as 'f' or '00000001'")
+        return v
+
+    @field_validator("rps_cpus")
+    @classmethod
+    def _rps_masks(cls, v):
+        masks = v.values() if isinstance(v, dict) else [v] if isinstance(v, str) else []
+        for m in masks:
+            if not HEX_RE.match(str(m)):
+                raise ValueError(f"{m!r} is not a hex CPU bitmap such as 'f' or '0e'")
+        return v
+
+
+class AppCost(_Strict):
+    user_ns: float = Field(0.0, ge=0, description="application work per request (user time)")
+    syscall_ns: float | None = Field(None, ge=0, description="recvmsg cost; default: profile")
+
+
+class App(_Strict):
+    name: str = "app"
+    cpus: Annotated[str | int | list[int], Field(description="one thread per CPU listed")] = 0
+    groups: list[str] | Literal["all"] = "all"
+    cost: AppCost = Field(default_factory=AppCost)
+    rcvbuf: int = Field(212992, ge=1024, description="SO_RCVBUF bytes (rmem_default)")
+    batch: int = Field(8, ge=1, le=1024, description="packets a thread reads per wake-up")
+
+    def cpu_list(self) -> list[int]:
+        return _cpu_list(self.cpus)
+
+
+class Metrics(_Strict):
+    interval: float = Field(0.01, gt=0, description="time-series interval, seconds")
+
+
+class Scenario(_Strict):
+    name: str = "scenario"
+    description: str = ""
+    seed: int = Field(1, ge=0)
+    duration: float = Field(0.1, gt=0, le=1e6)
+    drain: float = Field(0.05, ge=0, description="seconds simulated after traffic stops")
+    host: Host = Field(default_factory=Host)
+    nic: Nic = Field(default_factory=Nic)
+    kernel: Kernel = Field(default_factory=Kernel)
+    traffic: TrafficSpec
+    apps: list[App] = Field(default_factory=list)
+    metrics: Metrics = Field(default_factory=Metrics)
+
+    @model_validator(mode="after")
+    def _cross_checks(self):
+        n = self.host.cpus
+        if self.nic.irq_affinity is not None:
+            if len(self.nic.irq_affinity) != self.nic.queues:
+                raise ValueError(
+                    f"nic.irq_affinity: {len(self.nic.irq_affinity)} entries for "
+                    f"{self.nic.queues} queues; give one CPU per queue"
+                )
+            for q, c in enumerate(self.nic.irq_affinity):
+                if not 0 <= c < n:
+                    raise ValueError(
+                        f"nic.irq_affinity[{q}]: CPU {c} does not exist (host.cpus = {n})"
+                    )
+        for i, app in enumerate(self.apps):
+            try:
+                cpus = app.cpu_list()
+            except ValueError:
+                raise ValueError(f"apps[{i}].cpus: {app.cpus!r} is not a CPU list like '2-7'")
+            for c in cpus:
+                if not 0 <= c < n:
+                    raise ValueError(f"apps[{i}].cpus: CPU {c} does not exist (host.cpus = {n})")
+            names = {g.name for g in self.traffic.groups}
+            if app.groups != "all":
+                for g in app.groups:
+                    if g not in names:
+                        raise ValueError(
+                            f"apps[{i}].groups: no traffic group named {g!r} "
+                            f"(groups: {', '.join(sorted(names))})"
+                        )
+        for r, rule in enumerate(self.nic.ntuple):
+            if rule.queue is not None and rule.queue >= self.nic.queues:
+                raise ValueError(f"nic.ntuple[{r}].queue: queue {rule.queue} does not exist")
+        return self
+
+
+def _fmt_loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("function-after", "function-before") or "[" in str(part):
+            continue
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def validation_message(err: ValidationError) -> str:
+    """First pydantic error as 'field.path: message' (one line)."""
+    e = err.errors()[0]
+    loc = _fmt_loc(tuple(x for x in e["loc"] if not str(x).startswith(("literal[", "dict["))))
+    msg = e["msg"].removeprefix("Value error, ")
+    if e["type"] == "extra_forbidden":
+        msg = "unknown key; check the spelling against docs/scenario.md"
+    elif e["type"] == "missing":
+        msg = "required field is missing"
+    return f"{loc}: {msg}" if loc else msg
+
+
+def scenario_from_dict(data: Any, source: str = "scenario") -> Scenario:
+    if not isinstance(data, dict):
+        raise UsageError(f"{source}: the top level must be a mapping of keys (name, host, ...)")
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as err:
+        raise UsageError(f"{source}: {validation_message(err)}") from None
+
+
+def load_yaml(path: str | Path) -> dict:
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"{p}: no such scenario file; give a path or a built-in name")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise UsageError(f"{p}:{where} malformed YAML ({getattr(err, 'problem', err)})") from None
+    return data
+
+
+BUILTIN_DIR = Path(__file__).parent / "scenarios"
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.stem for p in BUILTIN_DIR.glob("*.yaml"))
+
+
+def load_scenario(ref: str | Path) -> Scenario:
+    """Load a scenario from a YAML path or a built-in name (e.g. 'default')."""
+    p = Path(ref)
+    if not p.exists() and (BUILTIN_DIR / f"{ref}.yaml").exists():
+        p = BUILTIN_DIR / f"{ref}.yaml"
+    return scenario_from_dict(load_yaml(p), str(ref))
+
+
+def with_overrides(sc: Scenario, overrides: dict[str, Any]) -> Scenario:
+    """Return a copy with dotted-path overrides applied ('kernel.netdev_max_backlog': 2000)."""
+    data = copy.deepcopy(sc.model_dump(mode="python", exclude_none=True))
+    for path, value in overrides.items():
+        node = data
+        parts = path.split(".")
+        for part in parts[:-1]:
+            key: Any = int(part) if isinstance(node, list) else part
+            if isinstance(node, dict) and key not in node:
+                node[key] = {}
+            node = node[key]
+        last: Any = int(parts[-1]) if isinstance(node, list) else parts[-1]
+        node[last] = value
+    return scenario_from_dict(data, sc.name)
