@@ -14,6 +14,7 @@ import numpy as np
 from rxlab.build import Model, build
 from rxlab.errors import ConservationError
 from rxlab.kernel.rx_loop import run, shape
+from rxlab.kernel.sim import new_sim
 from rxlab.metrics.result import Result, assemble
 from rxlab.scenario import Scenario, load_scenario, with_overrides
 from rxlab.traffic.stream import PacketStream
@@ -48,7 +49,7 @@ def run_model(
     stream = PacketStream(sc.traffic, m.flows, sc.seed, sc.duration)
     link_ps_per_byte = int(round(8000.0 / sc.nic.link_gbps))  # ps per byte on the wire
     svc_ns = int(round(1e9 / sc.nic.max_pps)) if sc.nic.max_pps else 0
-    p, nic, sd, so, st, ev = m.params, m.nic, m.sd, m.so, m.st, m.ev
+    sim = new_sim(m.params, m.nic, m.sd, m.so, m.st, m.ev)
     done = 0
     for chunk in stream.chunks(chunk_packets):
         n = len(chunk)
@@ -56,13 +57,13 @@ def run_model(
         overrun = np.empty(n, np.bool_)
         shape(chunk.t_ns, chunk.size, link_ps_per_byte, svc_ns, sc.nic.nic_fifo,
               m.port_state, t_nic, overrun)
-        run(p, nic, sd, so, st, ev, t_nic, chunk.flow, chunk.size, overrun, -1)
+        run(sim, t_nic, chunk.flow, chunk.size, overrun, -1)
         done += n
         if progress:
             progress(done, float(t_nic[-1]) / 1e9 if n else 0.0)
     end = int(round((sc.duration + sc.drain) * 1e9))
     empty_i = np.empty(0, np.int64)
-    run(p, nic, sd, so, st, ev, empty_i, np.empty(0, np.int32), np.empty(0, np.int32),
+    run(sim, empty_i, np.empty(0, np.int32), np.empty(0, np.int32),
         np.empty(0, np.bool_), end)
 
 

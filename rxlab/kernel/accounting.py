@@ -1,13 +1,13 @@
 """CPU time, drops, latency histograms and per-interval series (jitted helpers).
 
-Every packet leaves through ``drop()`` with a reason or through ``app delivery``; the
+Every packet leaves through ``drop(s,)`` with a reason or through ``app delivery``; the
 conservation check in ``rxlab.simulate`` relies on that single exit per outcome.
 """
 
 import numpy as np
 from numba import njit
 
-from rxlab.config import JIT
+from rxlab.config import JIT_LOOP
 from rxlab.engine.rng import jittered
 from rxlab.kernel.state import (
     CNT_DROP0,
@@ -16,38 +16,42 @@ from rxlab.kernel.state import (
 )
 
 
-@njit(**JIT)
-def cost(p, st, stage):
+@njit(**JIT_LOOP)
+def cost(s, stage):
     """ns of CPU time for one unit of a stage (jittered for per-packet stages)."""
+    p, st = s.p, s.st
     m = p.cost_ns[stage]
     if p.jitter_kind != 0 and p.jitter_mask[stage]:
         m = jittered(st.rng, m, p.jitter_kind, p.jitter_sigma)
     return np.int64(m + 0.5)
 
 
-@njit(**JIT)
-def work_ns(p, st, mean):
+@njit(**JIT_LOOP)
+def work_ns(s, mean):
     """Jittered application work (mean ns) as an integer number of ns."""
+    p, st = s.p, s.st
     if p.jitter_kind != 0:
         mean = jittered(st.rng, mean, p.jitter_kind, p.jitter_sigma)
     return np.int64(mean + 0.5)
 
 
-@njit(**JIT)
-def interval_of(p, t):
+@njit(**JIT_LOOP)
+def interval_of(s, t):
+    p = s.p
     i = t // p.interval_ns
     return min(max(i, 0), p.n_intervals - 1)
 
 
-@njit(**JIT)
-def account(p, st, c, cat, t0, t1):
+@njit(**JIT_LOOP)
+def account(s, c, cat, t0, t1):
     """Charge CPU c's time [t0, t1) to a category, split over the series intervals."""
+    p, st = s.p, s.st
     if t1 <= t0:
         return
     st.cpu_ns[c, cat] += t1 - t0
     t = t0
     while t < t1:
-        i = interval_of(p, t)
+        i = interval_of(s, t)
         end = (i + 1) * p.interval_ns
         if i == p.n_intervals - 1 or end > t1:
             end = t1
@@ -55,14 +59,15 @@ def account(p, st, c, cat, t0, t1):
         t = end
 
 
-@njit(**JIT)
-def drop(p, st, reason, t):
+@njit(**JIT_LOOP)
+def drop(s, reason, t):
+    p, st = s.p, s.st
     st.cnt[CNT_DROP0 + reason] += 1
-    st.ts_drop[interval_of(p, t), reason] += 1
-    st.ts_pkt[interval_of(p, t), TS_DROPPED] += 1
+    st.ts_drop[interval_of(s, t), reason] += 1
+    st.ts_pkt[interval_of(s, t), TS_DROPPED] += 1
 
 
-@njit(**JIT)
+@njit(**JIT_LOOP)
 def hist_index(v):
     """Log-linear bucket: exact below 128 ns, then 64 sub-buckets per power of two."""
     if v < 128:

@@ -1,4 +1,4 @@
-"""Per-CPU backlog: ``enqueue_to_backlog()`` and ``process_backlog()`` (reference 3.5-3.7).
+"""Per-CPU backlog: ``enqueue_to_backlog(s,)`` and ``process_backlog(s,)`` (reference 3.5-3.7).
 
 One FIFO per CPU holds both kernel queues: [head, proc) is ``process_queue`` and
 [proc, tail) is ``input_pkt_queue``; a splice moves ``proc`` to ``tail``, exactly as
@@ -11,7 +11,7 @@ and a consumer only takes packets whose stamp is not in its future.
 
 from numba import njit
 
-from rxlab.config import JIT
+from rxlab.config import JIT_LOOP
 from rxlab.engine.core import PRIO_HARDIRQ, schedule
 from rxlab.kernel.accounting import cost, drop
 from rxlab.kernel.flow_limit import skb_flow_limit
@@ -21,39 +21,42 @@ from rxlab.kernel.state import C_IPI_LATENCY, DROP_BACKLOG, DROP_FLOW_LIMIT, U32
 EV_IPI = 3  # event kind: an RPS IPI reaches its target CPU (handled in rx_loop)
 
 
-@njit(**JIT)
-def napi_list_add(sd, c, napi):
+@njit(**JIT_LOOP)
+def napi_list_add(s, c, napi):
     """____napi_schedule: append a NAPI to sd->poll_list and raise NET_RX_SOFTIRQ."""
+    sd = s.sd
     sd.poll_list[c, sd.pl_n[c]] = napi
     sd.pl_n[c] += 1
     sd.softirq_pending[c] = 1
 
 
-@njit(**JIT)
-def napi_schedule_rps(p, sd, this_cpu, target):
+@njit(**JIT_LOOP)
+def napi_schedule_rps(s, this_cpu, target):
     """Wake the target's backlog: locally at once, remotely by an IPI sent later."""
+    p, sd = s.p, s.sd
     if target == this_cpu:
-        napi_list_add(sd, this_cpu, p.nq + target)
+        napi_list_add(s, this_cpu, p.nq + target)
     else:
         sd.rps_ipi_list[this_cpu, sd.ipi_n[this_cpu]] = target
         sd.ipi_n[this_cpu] += 1
 
 
-@njit(**JIT)
-def enqueue_to_backlog(p, sd, st, this_cpu, cpu, skb_hash, f, tarr, seq, length, t):
+@njit(**JIT_LOOP)
+def enqueue_to_backlog(s, this_cpu, cpu, skb_hash, f, tarr, seq, length, t):
     """Queue a packet on CPU ``cpu``'s backlog; returns True if queued, False if dropped."""
+    p, sd, st = s.p, s.sd, s.st
     qlen = sd.bl_tail[cpu] - sd.bl_proc[cpu]  # input_pkt_queue length (lockless read)
     if qlen > p.max_backlog:
         sd.dropped[cpu] += 1
-        drop(p, st, DROP_BACKLOG, t)
+        drop(s, DROP_BACKLOG, t)
         return False
-    if skb_flow_limit(p, sd, this_cpu, skb_hash, qlen):
+    if skb_flow_limit(s, this_cpu, skb_hash, qlen):
         sd.dropped[cpu] += 1
-        drop(p, st, DROP_FLOW_LIMIT, t)
+        drop(s, DROP_FLOW_LIMIT, t)
         return False
     if qlen == 0 and sd.bl_sched[cpu] == 0:
         sd.bl_sched[cpu] = 1  # __test_and_set_bit(NAPI_STATE_SCHED)
-        napi_schedule_rps(p, sd, this_cpu, cpu)
+        napi_schedule_rps(s, this_cpu, cpu)
     slot = sd.bl_tail[cpu] % p.bl_cap
     sd.bl_flow[cpu, slot] = f
     sd.bl_tarr[cpu, slot] = tarr
@@ -66,16 +69,16 @@ def enqueue_to_backlog(p, sd, st, this_cpu, cpu, skb_hash, f, tarr, seq, length,
     return True
 
 
-@njit(**JIT)
-def process_backlog(p, sd, so, st, ev, c, t, quota):
+@njit(**JIT_LOOP)
+def process_backlog(s, c, t, quota):
     """Drain CPU c's backlog up to ``quota`` packets; returns (work, end time)."""
+    p, sd, so, st, ev = s.p, s.sd, s.so, s.st, s.ev
     work = 0
     while True:
         while sd.bl_head[c] < sd.bl_proc[c]:
             slot = sd.bl_head[c] % p.bl_cap
             sd.bl_head[c] += 1
-            t = netif_receive_skb_core(
-                p, sd, so, st, ev, c, sd.bl_src[c, slot], sd.bl_flow[c, slot],
+            t = netif_receive_skb_core(s, c, sd.bl_src[c, slot], sd.bl_flow[c, slot],
                 sd.bl_tarr[c, slot], sd.bl_seq[c, slot], sd.bl_len[c, slot], t,
             )
             work += 1
@@ -95,7 +98,7 @@ def process_backlog(p, sd, so, st, ev, c, t, quota):
                 # not scheduled: their enqueuer IPIs this CPU (approximated at stamp)
                 sd.bl_sched[c] = 1
                 stamp = sd.bl_stamp[c, k % p.bl_cap]
-                schedule(ev, max(stamp + cost(p, st, C_IPI_LATENCY), t), PRIO_HARDIRQ,
+                schedule(ev, max(stamp + cost(s, C_IPI_LATENCY), t), PRIO_HARDIRQ,
                          EV_IPI, c)
             break
         sd.bl_proc[c] = k

@@ -1,4 +1,4 @@
-"""Flow limit: ``skb_flow_limit()`` in net/core/dev.c (reference sec. 6).
+"""Flow limit: ``skb_flow_limit(s,)`` in net/core/dev.c (reference sec. 6).
 
 The table consulted is the *enqueuing* CPU's, while ``qlen`` is the *target* CPU's
 input_pkt_queue length; ``flow_limit_count`` therefore lands on the enqueuing CPU and
@@ -7,27 +7,29 @@ the drop itself on the target's ``dropped`` column (the caller counts that).
 
 from numba import njit
 
-from rxlab.config import JIT
+from rxlab.config import JIT_LOOP
 from rxlab.kernel.hashfn import hash_32
 
 
-@njit(**JIT)
-def flow_limit_bucket(p, skb_hash):
+@njit(**JIT_LOOP)
+def flow_limit_bucket(s, skb_hash):
     """Bucket of a flow: hash_32(hash, log) since v6.16, hash & (len - 1) before."""
+    p = s.p
     if p.fl_hash32:
         return hash_32(skb_hash, p.fl_log)
     return skb_hash & ((1 << p.fl_log) - 1)
 
 
-@njit(**JIT)
-def skb_flow_limit(p, sd, this_cpu, skb_hash, qlen):
-    """True if the packet must be dropped. Mirrors skb_flow_limit() (6.19)."""
+@njit(**JIT_LOOP)
+def skb_flow_limit(s, this_cpu, skb_hash, qlen):
+    """True if the packet must be dropped. Mirrors skb_flow_limit(s,) (6.19)."""
+    p, sd = s.p, s.sd
     # fast path: no accounting while the target queue is under half of max_backlog
     if qlen < (p.max_backlog >> 1):
         return False
     if not sd.fl_on[this_cpu]:
         return False
-    new_flow = flow_limit_bucket(p, skb_hash)
+    new_flow = flow_limit_bucket(s, skb_hash)
     head = sd.fl_head[this_cpu]
     old_flow = sd.fl_history[this_cpu, head]
     sd.fl_history[this_cpu, head] = new_flow

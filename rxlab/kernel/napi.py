@@ -8,7 +8,7 @@ NAPI ids: rx queue ``q`` (driver) or ``nq + cpu`` (that CPU's backlog).
 
 from numba import njit
 
-from rxlab.config import JIT
+from rxlab.config import JIT_LOOP
 from rxlab.engine.core import PRIO_HARDIRQ, schedule
 from rxlab.kernel.accounting import cost
 from rxlab.kernel.backlog import EV_IPI, enqueue_to_backlog, process_backlog
@@ -29,14 +29,16 @@ from rxlab.kernel.state import (
 EV_IRQ = 2  # event kind: a queue's interrupt reaches its CPU (handled in rx_loop)
 
 
-@njit(**JIT)
-def jiffies(p, t):
+@njit(**JIT_LOOP)
+def jiffies(s, t):
+    p = s.p
     return t // p.jiffy_ns
 
 
-@njit(**JIT)
-def driver_poll(p, nic, sd, so, st, ev, c, q, t):
+@njit(**JIT_LOOP)
+def driver_poll(s, c, q, t):
     """The driver's NAPI poll of rx queue q: up to napi_weight descriptors."""
+    p, nic, sd, so, st, ev = s.p, s.nic, s.sd, s.so, s.st, s.ev
     nic.q_polls[q] += 1
     n = min(nic.ring_tail[q] - nic.ring_head[q], p.napi_weight)
     for _ in range(n):
@@ -48,41 +50,44 @@ def driver_poll(p, nic, sd, so, st, ev, c, q, t):
         tarr = nic.ring_tarr[q, slot]
         seq = nic.ring_seq[q, slot]
         length = nic.ring_len[q, slot]
-        t += cost(p, st, C_DRIVER_RX) + cost(p, st, C_GRO)
+        t += cost(s, C_DRIVER_RX) + cost(s, C_GRO)
         cpu = -1
         if p.rps_needed:
-            cpu = get_rps_cpu(p, q, p.flow_hash[f])
+            cpu = get_rps_cpu(s, q, p.flow_hash[f])
         if cpu >= 0:
             # netif_receive_skb with RPS: always through a backlog, even the local one
-            t += cost(p, st, C_RPS_ENQUEUE)
-            enqueue_to_backlog(p, sd, st, c, cpu, p.flow_hash[f], f, tarr, seq, length, t)
+            t += cost(s, C_RPS_ENQUEUE)
+            enqueue_to_backlog(s, c, cpu, p.flow_hash[f], f, tarr, seq, length, t)
         else:
-            t = netif_receive_skb_core(p, sd, so, st, ev, c, c, f, tarr, seq, length, t)
+            t = netif_receive_skb_core(s, c, c, f, tarr, seq, length, t)
     return n, t
 
 
-@njit(**JIT)
-def has_runnable_thread(p, so, c):
+@njit(**JIT_LOOP)
+def has_runnable_thread(s, c):
+    p, so = s.p, s.so
     for k in range(p.cpu_nthreads[c]):
         if so.th_state[p.cpu_threads[c, k]] == TH_RUNNABLE:
             return True
     return False
 
 
-@njit(**JIT)
-def net_rps_send_ipi(p, sd, st, ev, c, t):
+@njit(**JIT_LOOP)
+def net_rps_send_ipi(s, c, t):
     """Send the IPIs queued on CPU c's rps_ipi_list; returns the time after sending."""
+    p, sd, st, ev = s.p, s.sd, s.st, s.ev
     for k in range(sd.ipi_n[c]):
-        t += cost(p, st, C_IPI_SEND)
-        schedule(ev, t + cost(p, st, C_IPI_LATENCY), PRIO_HARDIRQ, EV_IPI,
+        t += cost(s, C_IPI_SEND)
+        schedule(ev, t + cost(s, C_IPI_LATENCY), PRIO_HARDIRQ, EV_IPI,
                  sd.rps_ipi_list[c, k])
     sd.ipi_n[c] = 0
     return t
 
 
-@njit(**JIT)
-def _take_poll_list(sd, c):
+@njit(**JIT_LOOP)
+def _take_poll_list(s, c):
     """list_splice_init(&sd->poll_list, &list): net_rx_action's private list."""
+    sd = s.sd
     n = sd.pl_n[c]
     for k in range(n):
         sd.local_list[c, k] = sd.poll_list[c, k]
@@ -91,42 +96,44 @@ def _take_poll_list(sd, c):
     sd.pl_n[c] = 0
 
 
-@njit(**JIT)
-def net_rx_action_step(p, nic, sd, so, st, ev, c, t):
+@njit(**JIT_LOOP)
+def net_rx_action_step(s, c, t):
     """Run the next NAPI poll of net_rx_action on CPU c at time t.
 
     Returns (segment end time, napi id); napi id -1 means net_rx_action returned.
     """
+    p, nic, sd, so, st, ev = s.p, s.nic, s.sd, s.so, s.st, s.ev
     if not sd.in_rx_action[c]:
         if not sd.hs_active[c] and not sd.ksoftirqd[c]:
             # handle_softirqs(): restart window of MAX_SOFTIRQ_TIME and 10 restarts
             sd.hs_active[c] = 1
-            sd.hs_end_j[c] = jiffies(p, t) + p.max_softirq_jiffies
+            sd.hs_end_j[c] = jiffies(s, t) + p.max_softirq_jiffies
             sd.hs_restart[c] = 10
         sd.in_rx_action[c] = 1
         sd.softirq_pending[c] = 0
         sd.budget[c] = p.netdev_budget
-        sd.time_limit_j[c] = jiffies(p, t) + p.budget_jiffies
-        _take_poll_list(sd, c)
+        sd.time_limit_j[c] = jiffies(s, t) + p.budget_jiffies
+        _take_poll_list(s, c)
     while sd.ll_pos[c] >= sd.ll_n[c]:
         if sd.rp_n[c] == 0 and sd.pl_n[c] > 0:
-            _take_poll_list(sd, c)  # the poll list was refilled meanwhile: goto start
+            _take_poll_list(s, c)  # the poll list was refilled meanwhile: goto start
             continue
-        return finish_rx_action(p, nic, sd, so, st, ev, c, t), -1
+        return finish_rx_action(s, c, t), -1
     napi = sd.local_list[c, sd.ll_pos[c]]
     sd.ll_pos[c] += 1
-    t += cost(p, st, C_NAPI_POLL)
+    t += cost(s, C_NAPI_POLL)
     if napi < p.nq:
-        work, t = driver_poll(p, nic, sd, so, st, ev, c, napi, t)
+        work, t = driver_poll(s, c, napi, t)
     else:
-        work, t = process_backlog(p, sd, so, st, ev, c, t, p.dev_rx_weight)
+        work, t = process_backlog(s, c, t, p.dev_rx_weight)
     sd.seg_work[c] = work
     return t, napi
 
 
-@njit(**JIT)
-def napi_segment_end(p, nic, sd, so, st, ev, c, napi, t):
+@njit(**JIT_LOOP)
+def napi_segment_end(s, c, napi, t):
     """What net_rx_action does after __napi_poll returned ``seg_work`` packets."""
+    p, nic, sd, so, st, ev = s.p, s.nic, s.sd, s.so, s.st, s.ev
     work = sd.seg_work[c]
     weight = p.napi_weight if napi < p.nq else p.dev_rx_weight
     if work >= weight:
@@ -140,44 +147,44 @@ def napi_segment_end(p, nic, sd, so, st, ev, c, napi, t):
             nic.napi_sched[napi] = 1
             schedule(ev, t + p.irq_delay_ns, PRIO_HARDIRQ, EV_IRQ, napi)
     sd.budget[c] -= work
-    if sd.budget[c] <= 0 or jiffies(p, t) >= sd.time_limit_j[c]:
+    if sd.budget[c] <= 0 or jiffies(s, t) >= sd.time_limit_j[c]:
         sd.time_squeeze[c] += 1
-        return finish_rx_action(p, nic, sd, so, st, ev, c, t)
+        return finish_rx_action(s, c, t)
     return t
 
 
-@njit(**JIT)
-def finish_rx_action(p, nic, sd, so, st, ev, c, t):
+@njit(**JIT_LOOP)
+def finish_rx_action(s, c, t):
     """End of net_rx_action: requeue leftovers, send RPS IPIs, restart or defer."""
-    # remaining = rest of our list + newly scheduled + repoll, in that order
+    p, nic, sd, so, st, ev = s.p, s.nic, s.sd, s.so, s.st, s.ev
+    # remaining = rest of our list + newly scheduled + repoll, in that order; built in
+    # place: the rest of our list moves to the front of local_list first
     n = 0
-    tmp = sd.repoll[c].copy()
-    buf = sd.local_list[c].copy()
     for k in range(sd.ll_pos[c], sd.ll_n[c]):
-        buf[n] = sd.local_list[c, k]
+        sd.local_list[c, n] = sd.local_list[c, k]
         n += 1
     for k in range(sd.pl_n[c]):
-        buf[n] = sd.poll_list[c, k]
+        sd.local_list[c, n] = sd.poll_list[c, k]
         n += 1
     for k in range(sd.rp_n[c]):
-        buf[n] = tmp[k]
+        sd.local_list[c, n] = sd.repoll[c, k]
         n += 1
     for k in range(n):
-        sd.poll_list[c, k] = buf[k]
+        sd.poll_list[c, k] = sd.local_list[c, k]
     sd.pl_n[c] = n
     sd.ll_n[c] = 0
     sd.ll_pos[c] = 0
     sd.rp_n[c] = 0
     sd.in_rx_action[c] = 0
-    t = net_rps_send_ipi(p, sd, st, ev, c, t)
+    t = net_rps_send_ipi(s, c, t)
     if n > 0:
         sd.softirq_pending[c] = 1
         if sd.hs_active[c]:
             sd.hs_restart[c] -= 1
             if (
-                jiffies(p, t) >= sd.hs_end_j[c]
+                jiffies(s, t) >= sd.hs_end_j[c]
                 or sd.hs_restart[c] <= 0
-                or has_runnable_thread(p, so, c)  # need_resched()
+                or has_runnable_thread(s, c)  # need_resched()
             ):
                 sd.hs_active[c] = 0
                 sd.ksoftirqd[c] = 1  # wakeup_softirqd()
@@ -188,6 +195,7 @@ def finish_rx_action(p, nic, sd, so, st, ev, c, t):
     return t
 
 
-@njit(**JIT)
-def softirq_context(sd, c):
+@njit(**JIT_LOOP)
+def softirq_context(s, c):
+    sd = s.sd
     return T_KSOFTIRQD if sd.ksoftirqd[c] else T_SOFTIRQ

@@ -11,9 +11,9 @@ New mechanisms add an event kind and a branch in ``handle_event`` (never an edit
 import numpy as np
 from numba import njit
 
-from rxlab.config import JIT
+from rxlab.config import JIT_LOOP, JIT_LOOP_ENTRY
 from rxlab.engine.core import PRIO_CPU, peek_time, pop, schedule
-from rxlab.kernel.accounting import account, drop, interval_of
+from rxlab.kernel.accounting import account, cost, drop, interval_of
 from rxlab.kernel.backlog import EV_IPI, napi_list_add
 from rxlab.kernel.napi import (
     EV_IRQ,
@@ -40,12 +40,11 @@ from rxlab.kernel.state import (
     TH_WAKING,
     TS_OFFERED,
 )
-from rxlab.kernel.accounting import cost
 
 EV_CPU = 1  # a CPU finished its segment and chooses what to run next
 
 
-@njit(**JIT)
+@njit(**JIT_LOOP_ENTRY)
 def shape(t_gen, length, link_ps_per_byte, svc_ns, fifo, port_state, t_nic, overrun):
     """Wire serialisation (FIFO at line rate) and the NIC's packet-rate ceiling.
 
@@ -74,23 +73,25 @@ def shape(t_gen, length, link_ps_per_byte, svc_ns, fifo, port_state, t_nic, over
     port_state[1] = nic_free
 
 
-@njit(**JIT)
-def kick_cpu(sd, ev, c, t):
+@njit(**JIT_LOOP)
+def kick_cpu(s, c, t):
     """Make sure CPU c will dispatch at t (it is idle: no segment, no pending event)."""
+    sd, ev = s.sd, s.ev
     if sd.ev_pending[c] == 0:
         sd.ev_pending[c] = 1
         schedule(ev, t, PRIO_CPU, EV_CPU, c)
 
 
-@njit(**JIT)
-def ingest(p, nic, so, st, ev, f, length, t, overrun):
+@njit(**JIT_LOOP)
+def ingest(s, f, length, t, overrun):
     """A packet reaches the NIC at t: take a free descriptor or drop (ring full)."""
+    p, nic, so, st, ev = s.p, s.nic, s.so, s.st, s.ev
     st.cnt[CNT_OFFERED] += 1
-    st.ts_pkt[interval_of(p, t), TS_OFFERED] += 1
+    st.ts_pkt[interval_of(s, t), TS_OFFERED] += 1
     seq = so.flow_next_seq[f]
     so.flow_next_seq[f] = seq + 1
     if overrun:
-        drop(p, st, DROP_NIC_OVERRUN, t)
+        drop(s, DROP_NIC_OVERRUN, t)
         return
     q = p.flow_rxq[f]
     rel = nic.ring_rel[q]
@@ -99,7 +100,7 @@ def ingest(p, nic, so, st, ev, f, length, t, overrun):
     nic.ring_rel[q] = rel
     if nic.ring_tail[q] - rel >= p.ring_size:
         nic.q_drops[q] += 1
-        drop(p, st, DROP_RING_FULL, t)
+        drop(s, DROP_RING_FULL, t)
         return
     slot = nic.ring_tail[q] % p.ring_size
     nic.ring_flow[q, slot] = f
@@ -113,41 +114,43 @@ def ingest(p, nic, so, st, ev, f, length, t, overrun):
         schedule(ev, t + p.irq_delay_ns, 0, EV_IRQ, q)
 
 
-@njit(**JIT)
-def interrupt(p, sd, st, ev, c, napi, irq_cost, t):
+@njit(**JIT_LOOP)
+def interrupt(s, c, napi, irq_cost, t):
     """Hard interrupt on CPU c that schedules a NAPI and raises NET_RX_SOFTIRQ."""
+    p, sd, st, ev = s.p, s.sd, s.st, s.ev
     sd.irq_debt[c] += irq_cost
-    napi_list_add(sd, c, napi)
+    napi_list_add(s, c, napi)
     if sd.ksoftirqd[c] and not p.ksoftirqd_defers:
         # since v6.5 irq_exit runs pending softirqs inline even while ksoftirqd is awake
         sd.ksoftirqd[c] = 0
-    kick_cpu(sd, ev, c, t)
+    kick_cpu(s, c, t)
 
 
-@njit(**JIT)
-def dispatch(p, nic, sd, so, st, ev, c, t):
+@njit(**JIT_LOOP)
+def dispatch(s, c, t):
     """CPU c finished its segment at t: bookkeeping, then start the next segment."""
+    p, nic, sd, so, st, ev = s.p, s.nic, s.sd, s.so, s.st, s.ev
     sd.ev_pending[c] = 0
     kind = sd.seg_kind[c]
     sd.seg_kind[c] = SEG_NONE
     if kind == SEG_NAPI:
         t0 = t
         ctx = sd.seg_ctx[c]
-        t = napi_segment_end(p, nic, sd, so, st, ev, c, sd.seg_arg[c], t)
-        account(p, st, c, ctx, t0, t)
+        t = napi_segment_end(s, c, sd.seg_arg[c], t)
+        account(s, c, ctx, t0, t)
     elif kind == SEG_APP:
-        app_after_read(p, so, st, ev, sd.seg_arg[c], t)
+        app_after_read(s, sd.seg_arg[c], t)
     if sd.irq_debt[c] > 0:
-        account(p, st, c, T_HARDIRQ, t, t + sd.irq_debt[c])
+        account(s, c, T_HARDIRQ, t, t + sd.irq_debt[c])
         t += sd.irq_debt[c]
         sd.irq_debt[c] = 0
     soft = sd.softirq_pending[c] or sd.in_rx_action[c]
-    app = has_runnable_thread(p, so, c)
+    app = has_runnable_thread(s, c)
     if soft and (not sd.ksoftirqd[c] or not app or sd.ks_vrt[c] <= sd.app_vrt[c]):
         was_ks = sd.ksoftirqd[c]
-        ctx = softirq_context(sd, c)
-        t_end, napi = net_rx_action_step(p, nic, sd, so, st, ev, c, t)
-        account(p, st, c, ctx, t, t_end)
+        ctx = softirq_context(s, c)
+        t_end, napi = net_rx_action_step(s, c, t)
+        account(s, c, ctx, t, t_end)
         if was_ks:
             sd.ks_vrt[c] += t_end - t
         if sd.ksoftirqd[c] and not was_ks:
@@ -167,9 +170,9 @@ def dispatch(p, nic, sd, so, st, ev, c, t):
                 th = cand
                 sd.rr[c] = (sd.rr[c] + k + 1) % nth
                 break
-        t_end, n, sys_ns, user_ns = app_read(p, so, st, th, t)
-        account(p, st, c, T_SYSTEM, t, t + sys_ns)
-        account(p, st, c, T_USER, t + sys_ns, t_end)
+        t_end, n, sys_ns, user_ns = app_read(s, th, t)
+        account(s, c, T_SYSTEM, t, t + sys_ns)
+        account(s, c, T_USER, t + sys_ns, t_end)
         sd.app_vrt[c] += t_end - t
         sd.seg_kind[c] = SEG_APP
         sd.seg_arg[c] = th
@@ -178,43 +181,45 @@ def dispatch(p, nic, sd, so, st, ev, c, t):
     # else: idle until an interrupt, IPI or wake-up kicks it
 
 
-@njit(**JIT)
-def handle_event(p, nic, sd, so, st, ev, t, kind, arg):
+@njit(**JIT_LOOP)
+def handle_event(s, t, kind, arg):
+    p, nic, sd, so, st, ev = s.p, s.nic, s.sd, s.so, s.st, s.ev
     if kind == EV_CPU:
-        dispatch(p, nic, sd, so, st, ev, arg, t)
+        dispatch(s, arg, t)
     elif kind == EV_IRQ:
         c = p.irq_cpu[arg]
-        interrupt(p, sd, st, ev, c, arg, cost(p, st, C_HARDIRQ), t)
+        interrupt(s, c, arg, cost(s, C_HARDIRQ), t)
     elif kind == EV_IPI:
         sd.received_rps[arg] += 1  # rps_trigger_softirq on the target
-        interrupt(p, sd, st, ev, arg, p.nq + arg, cost(p, st, C_IPI_RECV), t)
+        interrupt(s, arg, p.nq + arg, cost(s, C_IPI_RECV), t)
     elif kind == EV_WAKE:
         if so.th_state[arg] == TH_WAKING:
             so.th_state[arg] = TH_RUNNABLE
-            kick_cpu(sd, ev, p.thread_cpu[arg], t)
+            kick_cpu(s, p.thread_cpu[arg], t)
 
 
-@njit(**JIT)
-def run(p, nic, sd, so, st, ev, t_nic, flow, length, overrun, t_until):
+@njit(**JIT_LOOP_ENTRY)
+def run(s, t_nic, flow, length, overrun, t_until):
     """Merge this chunk's arrivals with the calendar.
 
     With ``t_until < 0`` stop when the chunk is consumed (events at or after the last
     arrival wait for the next chunk, whose arrivals cannot be earlier); otherwise run the
     calendar up to ``t_until`` after the last arrival.
     """
+    p, nic, sd, so, st, ev = s.p, s.nic, s.sd, s.so, s.st, s.ev
     i = 0
     n = t_nic.size
     while True:
         te = peek_time(ev)
         if i < n:
             if t_nic[i] <= te:
-                ingest(p, nic, so, st, ev, flow[i], length[i], t_nic[i], overrun[i])
+                ingest(s, flow[i], length[i], t_nic[i], overrun[i])
                 i += 1
                 continue
         elif t_until < 0 or te > t_until:
             return
         t, kind, arg = pop(ev)
-        handle_event(p, nic, sd, so, st, ev, t, kind, arg)
+        handle_event(s, t, kind, arg)
 
 
 _unused = (np, T_KSOFTIRQD)

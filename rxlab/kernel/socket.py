@@ -10,7 +10,7 @@ truesize of a packet is modelled as max(768, len + 320) bytes.
 import numpy as np
 from numba import njit
 
-from rxlab.config import JIT
+from rxlab.config import JIT_LOOP
 from rxlab.engine.core import PRIO_WAKE, schedule
 from rxlab.kernel.accounting import cost, drop, hist_index, interval_of, work_ns
 from rxlab.kernel.state import (
@@ -35,38 +35,39 @@ from rxlab.kernel.state import (
 EV_WAKE = 4  # event kind: a thread's wake-up reaches its CPU (handled in rx_loop)
 
 
-@njit(**JIT)
+@njit(**JIT_LOOP)
 def truesize(length):
     return max(768, length + 320)
 
 
-@njit(**JIT)
-def netif_receive_skb_core(p, sd, so, st, ev, c, rx_cpu, f, tarr, seq, length, t):
+@njit(**JIT_LOOP)
+def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t):
     """Protocol processing of one packet on CPU c at time t; returns the new time."""
+    p, sd, so, st, ev = s.p, s.sd, s.so, s.st, s.ev
     sd.processed[c] += 1
-    st.ts_pkt[interval_of(p, t), TS_PROCESSED] += 1
+    st.ts_pkt[interval_of(s, t), TS_PROCESSED] += 1
     if rx_cpu != c:
-        t += cost(p, st, C_CROSS_CPU)  # skb head and data are cold on this CPU
-    t += cost(p, st, C_STACK_RX)
-    s = p.flow_sock[f]
-    if s < 0:
-        drop(p, st, DROP_NO_SOCKET, t)
+        t += cost(s, C_CROSS_CPU)  # skb head and data are cold on this CPU
+    t += cost(s, C_STACK_RX)
+    sk = p.flow_sock[f]
+    if sk < 0:
+        drop(s, DROP_NO_SOCKET, t)
         return t
     ts = truesize(length)
-    cap = p.sock_off[s + 1] - p.sock_off[s]
-    if so.so_rmem[s] > p.sock_rcvbuf[s] or so.so_tail[s] - so.so_head[s] >= cap:
-        so.so_drops[s] += 1
-        drop(p, st, DROP_SOCKET_RCVBUF, t)
+    cap = p.sock_off[sk + 1] - p.sock_off[sk]
+    if so.so_rmem[sk] > p.sock_rcvbuf[sk] or so.so_tail[sk] - so.so_head[sk] >= cap:
+        so.so_drops[sk] += 1
+        drop(s, DROP_SOCKET_RCVBUF, t)
         return t
-    t += cost(p, st, C_SOCKET_ENQUEUE)
-    slot = p.sock_off[s] + so.so_tail[s] % cap
+    t += cost(s, C_SOCKET_ENQUEUE)
+    slot = p.sock_off[sk] + so.so_tail[sk] % cap
     so.so_flow[slot] = f
     so.so_tarr[slot] = tarr
     so.so_seq[slot] = seq
     so.so_len[slot] = length
     so.so_stamp[slot] = t
-    so.so_tail[s] += 1
-    so.so_rmem[s] += ts
+    so.so_tail[sk] += 1
+    so.so_rmem[sk] += ts
     st.cnt[CNT_SOCKET_IN] += 1
     lat = t - tarr
     st.lat_sock[hist_index(lat)] += 1
@@ -76,35 +77,36 @@ def netif_receive_skb_core(p, sd, so, st, ev, c, rx_cpu, f, tarr, seq, length, t
         st.cnt[CNT_REORDERED] += 1
     else:
         so.flow_max_seq[f] = seq
-    th = p.sock_thread[s]
+    th = p.sock_thread[sk]
     if so.th_state[th] == TH_SLEEP:
         so.th_state[th] = TH_WAKING
-        schedule(ev, t + cost(p, st, C_WAKEUP_LATENCY), PRIO_WAKE, EV_WAKE, th)
+        schedule(ev, t + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_WAKE, th)
     return t
 
 
-@njit(**JIT)
-def app_read(p, so, st, th, t):
+@njit(**JIT_LOOP)
+def app_read(s, th, t):
     """A thread reads up to its batch of visible packets (recvmsg + user work).
 
     Returns (end time, packets, system ns, user ns).
     """
-    s = p.thread_sock[th]
-    cap = p.sock_off[s + 1] - p.sock_off[s]
+    p, so, st = s.p, s.so, s.st
+    sk = p.thread_sock[th]
+    cap = p.sock_off[sk + 1] - p.sock_off[sk]
     n = 0
     sys_ns = np.int64(0)
     user_ns = np.int64(0)
-    while n < p.thread_batch[th] and so.so_head[s] < so.so_tail[s]:
-        slot = p.sock_off[s] + so.so_head[s] % cap
+    while n < p.thread_batch[th] and so.so_head[sk] < so.so_tail[sk]:
+        slot = p.sock_off[sk] + so.so_head[sk] % cap
         if so.so_stamp[slot] > t:
             break  # queued by a segment that, in simulated time, has not happened yet
-        ds = work_ns(p, st, p.thread_sys_ns[th])
-        du = work_ns(p, st, p.thread_user_ns[th])
+        ds = work_ns(s, p.thread_sys_ns[th])
+        du = work_ns(s, p.thread_user_ns[th])
         sys_ns += ds
         user_ns += du
         t += ds + du
-        so.so_rmem[s] -= truesize(so.so_len[slot])
-        so.so_head[s] += 1
+        so.so_rmem[sk] -= truesize(so.so_len[slot])
+        so.so_head[sk] += 1
         f = so.so_flow[slot]
         so.flow_delivered[f] += 1
         lat = t - so.so_tarr[slot]
@@ -112,24 +114,25 @@ def app_read(p, so, st, th, t):
         st.lat_sum[1] += lat
         st.cnt[CNT_LAT_APP_N] += 1
         st.cnt[CNT_DELIVERED] += 1
-        st.ts_pkt[interval_of(p, t), TS_DELIVERED] += 1
+        st.ts_pkt[interval_of(s, t), TS_DELIVERED] += 1
         n += 1
     so.th_served[th] += n
     return t, n, sys_ns, user_ns
 
 
-@njit(**JIT)
-def app_after_read(p, so, st, ev, th, t):
+@njit(**JIT_LOOP)
+def app_after_read(s, th, t):
     """Thread state after a read: runnable, waking for a queued packet, or asleep."""
-    s = p.thread_sock[th]
-    if so.so_head[s] < so.so_tail[s]:
-        cap = p.sock_off[s + 1] - p.sock_off[s]
-        stamp = so.so_stamp[p.sock_off[s] + so.so_head[s] % cap]
+    p, so, st, ev = s.p, s.so, s.st, s.ev
+    sk = p.thread_sock[th]
+    if so.so_head[sk] < so.so_tail[sk]:
+        cap = p.sock_off[sk + 1] - p.sock_off[sk]
+        stamp = so.so_stamp[p.sock_off[sk] + so.so_head[sk] % cap]
         if stamp <= t:
             so.th_state[th] = TH_RUNNABLE
         else:
             so.th_state[th] = TH_WAKING
-            schedule(ev, stamp + cost(p, st, C_WAKEUP_LATENCY), PRIO_WAKE, EV_WAKE, th)
+            schedule(ev, stamp + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_WAKE, th)
     else:
         so.th_state[th] = TH_SLEEP
 
