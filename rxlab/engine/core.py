@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from rxlab.config import JIT_LOOP
+from rxlab.config import JIT_LEAF
 
 INF_TIME = np.int64(2**62)
 
@@ -47,14 +47,14 @@ def new_calendar(capacity: int) -> Calendar:
     )
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_LEAF)
 def _less(ev, i, j):
     ti = ev.time[i]
     tj = ev.time[j]
     return ti < tj or (ti == tj and ev.key[i] < ev.key[j])
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_LEAF)
 def _swap(ev, i, j):
     ev.time[i], ev.time[j] = ev.time[j], ev.time[i]
     ev.key[i], ev.key[j] = ev.key[j], ev.key[i]
@@ -62,7 +62,7 @@ def _swap(ev, i, j):
     ev.arg[i], ev.arg[j] = ev.arg[j], ev.arg[i]
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_LEAF)
 def schedule(ev, t, prio, kind, arg):
     """Push an event; raises if the preallocated calendar is full (a sizing bug)."""
     n = ev.n[0]
@@ -84,12 +84,12 @@ def schedule(ev, t, prio, kind, arg):
             break
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_LEAF)
 def peek_time(ev):
     return ev.time[0] if ev.n[0] > 0 else INF_TIME
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_LEAF)
 def pop(ev):
     """Remove the earliest event; returns (time, kind, arg)."""
     t = ev.time[0]

@@ -10,7 +10,7 @@ import math
 import numpy as np
 from numba import njit
 
-from rxlab.config import JIT_LOOP
+from rxlab.config import JIT_LEAF
 
 JITTER_NONE = 0
 JITTER_EXP = 1
@@ -26,7 +26,7 @@ def new_state(seed: int) -> np.ndarray:
     return np.array([z or 1], dtype=np.uint64)
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_LEAF)
 def uniform(state):
     """A double in (0, 1)."""
     x = state[0]
@@ -38,7 +38,7 @@ def uniform(state):
     return ((r >> np.uint64(11)) + np.uint64(1)) * (1.0 / 9007199254740994.0)
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_LEAF)
 def jittered(state, mean, kind, sigma):
     """A service time with the given mean: deterministic, exponential or lognormal."""
     if kind == JITTER_NONE or mean <= 0.0:

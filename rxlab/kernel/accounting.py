@@ -7,7 +7,7 @@ conservation check in ``rxlab.simulate`` relies on that single exit per outcome.
 import numpy as np
 from numba import njit
 
-from rxlab.config import JIT_LOOP
+from rxlab.config import JIT_LEAF, JIT_STATE
 from rxlab.engine.rng import jittered
 from rxlab.kernel.state import (
     CNT_DROP0,
@@ -16,7 +16,7 @@ from rxlab.kernel.state import (
 )
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def cost(s, stage):
     """ns of CPU time for one unit of a stage (jittered for per-packet stages)."""
     p, st = s.p, s.st
@@ -26,7 +26,7 @@ def cost(s, stage):
     return np.int64(m + 0.5)
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def work_ns(s, mean):
     """Jittered application work (mean ns) as an integer number of ns."""
     p, st = s.p, s.st
@@ -35,39 +35,54 @@ def work_ns(s, mean):
     return np.int64(mean + 0.5)
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_LEAF)
+def _interval(interval_ns, n_intervals, t):
+    i = t // interval_ns
+    return min(max(i, 0), n_intervals - 1)
+
+
+@njit(**JIT_STATE)
 def interval_of(s, t):
-    p = s.p
-    i = t // p.interval_ns
-    return min(max(i, 0), p.n_intervals - 1)
+    return _interval(s.p.interval_ns, s.p.n_intervals, t)
 
 
-@njit(**JIT_LOOP)
-def account(s, c, cat, t0, t1):
-    """Charge CPU c's time [t0, t1) to a category, split over the series intervals."""
-    p, st = s.p, s.st
+@njit(**JIT_LEAF)
+def _account(cpu_ns, ts_cpu, interval_ns, n_intervals, c, cat, t0, t1):
     if t1 <= t0:
         return
-    st.cpu_ns[c, cat] += t1 - t0
+    cpu_ns[c, cat] += t1 - t0
     t = t0
     while t < t1:
-        i = interval_of(s, t)
-        end = (i + 1) * p.interval_ns
-        if i == p.n_intervals - 1 or end > t1:
+        i = _interval(interval_ns, n_intervals, t)
+        end = (i + 1) * interval_ns
+        if i == n_intervals - 1 or end > t1:
             end = t1
-        st.ts_cpu[i, c, cat] += end - t
+        ts_cpu[i, c, cat] += end - t
         t = end
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
+def account(s, c, cat, t0, t1):
+    """Charge CPU c's time [t0, t1) to a category, split over the series intervals."""
+    _account(s.st.cpu_ns, s.st.ts_cpu, s.p.interval_ns, s.p.n_intervals, c, cat, t0, t1)
+
+
+@njit(**JIT_LEAF)
+def _drop(cnt, ts_drop, ts_pkt, interval_ns, n_intervals, reason, t):
+    i = _interval(interval_ns, n_intervals, t)
+    cnt[CNT_DROP0 + reason] += 1
+    ts_drop[i, reason] += 1
+    ts_pkt[i, TS_DROPPED] += 1
+
+
+@njit(**JIT_STATE)
 def drop(s, reason, t):
-    p, st = s.p, s.st
-    st.cnt[CNT_DROP0 + reason] += 1
-    st.ts_drop[interval_of(s, t), reason] += 1
-    st.ts_pkt[interval_of(s, t), TS_DROPPED] += 1
+    """The one exit for a dropped packet: counted by reason and in the series."""
+    st = s.st
+    _drop(st.cnt, st.ts_drop, st.ts_pkt, s.p.interval_ns, s.p.n_intervals, reason, t)
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_LEAF)
 def hist_index(v):
     """Log-linear bucket: exact below 128 ns, then 64 sub-buckets per power of two."""
     if v < 128:

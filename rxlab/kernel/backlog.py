@@ -11,7 +11,7 @@ and a consumer only takes packets whose stamp is not in its future.
 
 from numba import njit
 
-from rxlab.config import JIT_LOOP
+from rxlab.config import JIT_LEAF, JIT_STATE
 from rxlab.engine.core import PRIO_HARDIRQ, schedule
 from rxlab.kernel.accounting import cost, drop
 from rxlab.kernel.flow_limit import skb_flow_limit
@@ -21,7 +21,7 @@ from rxlab.kernel.state import C_IPI_LATENCY, DROP_BACKLOG, DROP_FLOW_LIMIT, U32
 EV_IPI = 3  # event kind: an RPS IPI reaches its target CPU (handled in rx_loop)
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def napi_list_add(s, c, napi):
     """____napi_schedule: append a NAPI to sd->poll_list and raise NET_RX_SOFTIRQ."""
     sd = s.sd
@@ -30,7 +30,7 @@ def napi_list_add(s, c, napi):
     sd.softirq_pending[c] = 1
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def napi_schedule_rps(s, this_cpu, target):
     """Wake the target's backlog: locally at once, remotely by an IPI sent later."""
     p, sd = s.p, s.sd
@@ -41,7 +41,7 @@ def napi_schedule_rps(s, this_cpu, target):
         sd.ipi_n[this_cpu] += 1
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def enqueue_to_backlog(s, this_cpu, cpu, skb_hash, f, tarr, seq, length, t):
     """Queue a packet on CPU ``cpu``'s backlog; returns True if queued, False if dropped."""
     p, sd, st = s.p, s.sd, s.st
@@ -69,7 +69,7 @@ def enqueue_to_backlog(s, this_cpu, cpu, skb_hash, f, tarr, seq, length, t):
     return True
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def process_backlog(s, c, t, quota):
     """Drain CPU c's backlog up to ``quota`` packets; returns (work, end time)."""
     p, sd, so, st, ev = s.p, s.sd, s.so, s.st, s.ev

@@ -7,11 +7,11 @@ the drop itself on the target's ``dropped`` column (the caller counts that).
 
 from numba import njit
 
-from rxlab.config import JIT_LOOP
+from rxlab.config import JIT_LEAF, JIT_STATE
 from rxlab.kernel.hashfn import hash_32
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def flow_limit_bucket(s, skb_hash):
     """Bucket of a flow: hash_32(hash, log) since v6.16, hash & (len - 1) before."""
     p = s.p
@@ -20,7 +20,7 @@ def flow_limit_bucket(s, skb_hash):
     return skb_hash & ((1 << p.fl_log) - 1)
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def skb_flow_limit(s, this_cpu, skb_hash, qlen):
     """True if the packet must be dropped. Mirrors skb_flow_limit(s,) (6.19)."""
     p, sd = s.p, s.sd

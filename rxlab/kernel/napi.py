@@ -8,7 +8,7 @@ NAPI ids: rx queue ``q`` (driver) or ``nq + cpu`` (that CPU's backlog).
 
 from numba import njit
 
-from rxlab.config import JIT_LOOP
+from rxlab.config import JIT_LEAF, JIT_STATE
 from rxlab.engine.core import PRIO_HARDIRQ, schedule
 from rxlab.kernel.accounting import cost
 from rxlab.kernel.backlog import EV_IPI, enqueue_to_backlog, process_backlog
@@ -29,13 +29,13 @@ from rxlab.kernel.state import (
 EV_IRQ = 2  # event kind: a queue's interrupt reaches its CPU (handled in rx_loop)
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def jiffies(s, t):
     p = s.p
     return t // p.jiffy_ns
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def driver_poll(s, c, q, t):
     """The driver's NAPI poll of rx queue q: up to napi_weight descriptors."""
     p, nic, sd, so, st, ev = s.p, s.nic, s.sd, s.so, s.st, s.ev
@@ -63,7 +63,7 @@ def driver_poll(s, c, q, t):
     return n, t
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def has_runnable_thread(s, c):
     p, so = s.p, s.so
     for k in range(p.cpu_nthreads[c]):
@@ -72,7 +72,7 @@ def has_runnable_thread(s, c):
     return False
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def net_rps_send_ipi(s, c, t):
     """Send the IPIs queued on CPU c's rps_ipi_list; returns the time after sending."""
     p, sd, st, ev = s.p, s.sd, s.st, s.ev
@@ -84,7 +84,7 @@ def net_rps_send_ipi(s, c, t):
     return t
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def _take_poll_list(s, c):
     """list_splice_init(&sd->poll_list, &list): net_rx_action's private list."""
     sd = s.sd
@@ -96,7 +96,7 @@ def _take_poll_list(s, c):
     sd.pl_n[c] = 0
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def net_rx_action_step(s, c, t):
     """Run the next NAPI poll of net_rx_action on CPU c at time t.
 
@@ -130,7 +130,7 @@ def net_rx_action_step(s, c, t):
     return t, napi
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def napi_segment_end(s, c, napi, t):
     """What net_rx_action does after __napi_poll returned ``seg_work`` packets."""
     p, nic, sd, so, st, ev = s.p, s.nic, s.sd, s.so, s.st, s.ev
@@ -153,7 +153,7 @@ def napi_segment_end(s, c, napi, t):
     return t
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def finish_rx_action(s, c, t):
     """End of net_rx_action: requeue leftovers, send RPS IPIs, restart or defer."""
     p, nic, sd, so, st, ev = s.p, s.nic, s.sd, s.so, s.st, s.ev
@@ -195,7 +195,7 @@ def finish_rx_action(s, c, t):
     return t
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def softirq_context(s, c):
     sd = s.sd
     return T_KSOFTIRQD if sd.ksoftirqd[c] else T_SOFTIRQ

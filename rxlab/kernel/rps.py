@@ -7,11 +7,11 @@ The RFS branch (socket flow table, per-queue flow table, the move rule) plugs in
 
 from numba import njit
 
-from rxlab.config import JIT_LOOP
+from rxlab.config import JIT_LEAF, JIT_STATE
 from rxlab.kernel.hashfn import reciprocal_scale
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def get_rps_cpu(s, rxq, skb_hash):
     """Target CPU for a packet of hash ``skb_hash`` received on ``rxq``, or -1 (inline)."""
     p = s.p

@@ -11,7 +11,7 @@ New mechanisms add an event kind and a branch in ``handle_event`` (never an edit
 import numpy as np
 from numba import njit
 
-from rxlab.config import JIT_LOOP, JIT_LOOP_ENTRY
+from rxlab.config import JIT_LEAF, JIT_STATE
 from rxlab.engine.core import PRIO_CPU, peek_time, pop, schedule
 from rxlab.kernel.accounting import account, cost, drop, interval_of
 from rxlab.kernel.backlog import EV_IPI, napi_list_add
@@ -44,7 +44,7 @@ from rxlab.kernel.state import (
 EV_CPU = 1  # a CPU finished its segment and chooses what to run next
 
 
-@njit(**JIT_LOOP_ENTRY)
+@njit(**JIT_LEAF)
 def shape(t_gen, length, link_ps_per_byte, svc_ns, fifo, port_state, t_nic, overrun):
     """Wire serialisation (FIFO at line rate) and the NIC's packet-rate ceiling.
 
@@ -73,7 +73,7 @@ def shape(t_gen, length, link_ps_per_byte, svc_ns, fifo, port_state, t_nic, over
     port_state[1] = nic_free
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def kick_cpu(s, c, t):
     """Make sure CPU c will dispatch at t (it is idle: no segment, no pending event)."""
     sd, ev = s.sd, s.ev
@@ -82,7 +82,7 @@ def kick_cpu(s, c, t):
         schedule(ev, t, PRIO_CPU, EV_CPU, c)
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def ingest(s, f, length, t, overrun):
     """A packet reaches the NIC at t: take a free descriptor or drop (ring full)."""
     p, nic, so, st, ev = s.p, s.nic, s.so, s.st, s.ev
@@ -114,7 +114,7 @@ def ingest(s, f, length, t, overrun):
         schedule(ev, t + p.irq_delay_ns, 0, EV_IRQ, q)
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def interrupt(s, c, napi, irq_cost, t):
     """Hard interrupt on CPU c that schedules a NAPI and raises NET_RX_SOFTIRQ."""
     p, sd, st, ev = s.p, s.sd, s.st, s.ev
@@ -126,7 +126,7 @@ def interrupt(s, c, napi, irq_cost, t):
     kick_cpu(s, c, t)
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def dispatch(s, c, t):
     """CPU c finished its segment at t: bookkeeping, then start the next segment."""
     p, nic, sd, so, st, ev = s.p, s.nic, s.sd, s.so, s.st, s.ev
@@ -181,7 +181,7 @@ def dispatch(s, c, t):
     # else: idle until an interrupt, IPI or wake-up kicks it
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def handle_event(s, t, kind, arg):
     p, nic, sd, so, st, ev = s.p, s.nic, s.sd, s.so, s.st, s.ev
     if kind == EV_CPU:
@@ -198,7 +198,7 @@ def handle_event(s, t, kind, arg):
             kick_cpu(s, p.thread_cpu[arg], t)
 
 
-@njit(**JIT_LOOP_ENTRY)
+@njit(**JIT_LEAF)
 def run(s, t_nic, flow, length, overrun, t_until):
     """Merge this chunk's arrivals with the calendar.
 

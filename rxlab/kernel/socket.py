@@ -10,7 +10,7 @@ truesize of a packet is modelled as max(768, len + 320) bytes.
 import numpy as np
 from numba import njit
 
-from rxlab.config import JIT_LOOP
+from rxlab.config import JIT_LEAF, JIT_STATE
 from rxlab.engine.core import PRIO_WAKE, schedule
 from rxlab.kernel.accounting import cost, drop, hist_index, interval_of, work_ns
 from rxlab.kernel.state import (
@@ -35,12 +35,12 @@ from rxlab.kernel.state import (
 EV_WAKE = 4  # event kind: a thread's wake-up reaches its CPU (handled in rx_loop)
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_LEAF)
 def truesize(length):
     return max(768, length + 320)
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t):
     """Protocol processing of one packet on CPU c at time t; returns the new time."""
     p, sd, so, st, ev = s.p, s.sd, s.so, s.st, s.ev
@@ -84,7 +84,7 @@ def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t):
     return t
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def app_read(s, th, t):
     """A thread reads up to its batch of visible packets (recvmsg + user work).
 
@@ -120,7 +120,7 @@ def app_read(s, th, t):
     return t, n, sys_ns, user_ns
 
 
-@njit(**JIT_LOOP)
+@njit(**JIT_STATE)
 def app_after_read(s, th, t):
     """Thread state after a read: runnable, waking for a queued packet, or asleep."""
     p, so, st, ev = s.p, s.so, s.st, s.ev

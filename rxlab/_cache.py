@@ -1,0 +1,28 @@
+"""Point numba's cache at a folder keyed by the source of rxlab's jitted code.
+
+numba invalidates a cached function only when *its own* file changes, but the event loop
+inlines mechanisms from many files: a stale cache would silently run old code. Keying
+the cache folder by a hash of the folders that hold jitted code makes any edit a fresh compile.
+Must run before numba is imported (numba reads NUMBA_CACHE_DIR at import).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+
+def configure() -> None:
+    if "NUMBA_CACHE_DIR" in os.environ:
+        return
+    root = Path(__file__).parent
+    h = hashlib.sha256()
+    jitted = [root / "config.py"] + [
+        f for d in ("engine", "kernel", "nic", "traffic", "xdp") for f in (root / d).rglob("*.py")
+    ]
+    for path in sorted(jitted):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rxlab" / "numba"
+    os.environ["NUMBA_CACHE_DIR"] = str(base / h.hexdigest()[:16])

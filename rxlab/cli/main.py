@@ -1,0 +1,55 @@
+"""``rxlab``: the console script. Subcommands live in their own modules and register here.
+
+Each module has ``add_parser(subparsers)`` (which sets ``func``) and ``run(args) -> int``.
+Bad input anywhere raises ``UsageError``: printed as one line, exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from rxlab.errors import ConservationError, UsageError
+
+# subcommand modules, in the order `rxlab --help` lists them
+COMMANDS = [
+    "rxlab.cli.run_cmd",
+    "rxlab.cli.reproduce_cmd",
+    "rxlab.cli.hash_cmd",
+    "rxlab.cli.list_cmd",
+]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2 (argparse would print usage too)
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="rxlab", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name in COMMANDS:
+        importlib.import_module(name).add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        return int(args.func(args) or 0)
+    except UsageError as err:
+        print(f"rxlab: error: {err}", file=sys.stderr)
+        return 2
+    except ConservationError as err:
+        print(f"rxlab: internal error: {err}", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt:
+        print("rxlab: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
