@@ -217,9 +217,13 @@ def build(sc: Scenario) -> Model:
         groups = fl.group_names if app.groups == "all" else app.groups
         gidx = [fl.group_names.index(g) for g in groups]
         rows = np.isin(fl.group, gidx) & (flow_sock < 0)
-        # SO_REUSEPORT-style spread of the app's flows over its threads' sockets
-        h = steer["skb_hash"][rows].astype(np.uint64)
-        flow_sock[rows] = first + ((h * np.uint64(len(cpus))) >> np.uint64(32)).astype(I64)
+        if app.spread == "round_robin":
+            pick = np.arange(int(rows.sum()), dtype=I64) % len(cpus)
+        else:
+            # SO_REUSEPORT: reciprocal_scale(hash, n) over the group's sockets
+            h = steer["skb_hash"][rows].astype(np.uint64)
+            pick = ((h * np.uint64(len(cpus))) >> np.uint64(32)).astype(I64)
+        flow_sock[rows] = first + pick
     nth = len(threads)
     sock_cap = np.array([rb // 768 + 2 for rb in sock_rcvbuf], I64)
     sock_off = np.concatenate([[0], np.cumsum(sock_cap)]).astype(I64)
@@ -241,8 +245,9 @@ def build(sc: Scenario) -> Model:
         netdev_budget=sc.kernel.netdev_budget, budget_jiffies=budget_j,
         max_softirq_jiffies=max(1, math.ceil(K.MAX_SOFTIRQ_TIME_MS * 1e6 / jiffy_ns)),
         jiffy_ns=jiffy_ns, max_backlog=sc.kernel.netdev_max_backlog, bl_cap=bl_cap,
-        rps_needed=bool(rps_len.any()), fl_history=hist, fl_log=ilog2(tl),
-        fl_hash32=kb.flow_limit_hash_32 and sc.kernel.flow_limit_variant == "current",
+        rps_needed=bool(rps_len.any()), netif_rx=sc.nic.rx_mode == "netif_rx",
+        fl_history=hist, fl_log=ilog2(tl),
+        fl_hash32=kb.flow_limit_hash_32,
         ksoftirqd_defers=kb.ksoftirqd_defers, jitter_kind=jk, jitter_sigma=sigma,
         interval_ns=interval_ns, n_intervals=n_int, cost_ns=cost_ns, jitter_mask=jmask,
         irq_delay_ns=int(round(costs["irq_latency"] + sc.nic.rx_usecs * 1000)),
@@ -309,6 +314,7 @@ def build(sc: Scenario) -> Model:
         "softnet_stat_columns": kb.softnet_columns,
         "rps_cpus": masks,
         "rps_needed": p.rps_needed,
+        "rx_mode": sc.nic.rx_mode,
         "flow_limit_cpus": fl_cpus,
         "flow_limit_table_len": tl,
         "flow_limit_history": hist,

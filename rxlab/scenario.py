@@ -133,6 +133,9 @@ class Nic(_Strict):
     nic_fifo: int = Field(512, ge=0, description="packets the NIC buffers above max_pps")
     irq_affinity: list[int] | None = None
     napi_weight: int = Field(64, ge=1, le=65536)
+    rx_mode: Literal["napi", "netif_rx"] = Field(
+        "napi", description="napi: descriptor ring + NAPI poll; netif_rx: veth/tun/legacy"
+    )
     rx_usecs: float = Field(0.0, ge=0, description="interrupt moderation delay")
     rxhash: bool = True
     rss: Rss = Field(default_factory=Rss)
@@ -179,6 +182,9 @@ class App(_Strict):
     cost: AppCost = Field(default_factory=AppCost)
     rcvbuf: int = Field(212992, ge=1024, description="SO_RCVBUF bytes (rmem_default)")
     batch: int = Field(8, ge=1, le=1024, description="packets a thread reads per wake-up")
+    spread: Literal["hash", "round_robin"] = Field(
+        "hash", description="flows to threads: SO_REUSEPORT hash, or one by one in turn"
+    )
 
     def cpu_list(self) -> list[int]:
         return _cpu_list(self.cpus)
@@ -219,7 +225,9 @@ class Scenario(_Strict):
             try:
                 cpus = app.cpu_list()
             except ValueError:
-                raise ValueError(f"apps[{i}].cpus: {app.cpus!r} is not a CPU list like '2-7'")
+                raise ValueError(
+                    f"apps[{i}].cpus: {app.cpus!r} is not a CPU list like '2-7'"
+                ) from None
             for c in cpus:
                 if not 0 <= c < n:
                     raise ValueError(f"apps[{i}].cpus: CPU {c} does not exist (host.cpus = {n})")

@@ -18,6 +18,8 @@ COMMANDS = [
     "rxlab.cli.reproduce_cmd",
     "rxlab.cli.hash_cmd",
     "rxlab.cli.list_cmd",
+    "rxlab.cli.sweep_cmd",
+    "rxlab.cli.report_cmd",
 ]
 
 

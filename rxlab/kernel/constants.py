@@ -5,8 +5,10 @@ Source: Linux 6.19 as read in ../shared/reference/linux-rx-path.md (sections cit
 
 # net/core/dev.h: must be a power of two; buckets are u8 so history/2 must fit (sec. 6.1).
 FLOW_LIMIT_HISTORY = 1 << 7  # packets remembered per CPU (scaling.rst still says 256)
-# The 2013 patch of seed 003 ("rps: selective flow shedding during softnet overflow")
-# described a 256-packet history; rxlab's "2013" flow-limit variant uses it.
+# The mail of seed 003 (patch v4, 2013) describes a 256-packet history and scaling.rst
+# still says 256, but merged code has had (1 << 7) since (old trees read: skb_flow_limit
+# with num_buckets and FLOW_LIMIT_HISTORY (1 << 7)). kernel.flow_limit_variant "2013"
+# models the mail's 256-packet description; "current" the code.
 FLOW_LIMIT_HISTORY_2013 = 1 << 8
 
 # net/core/hotdata.c defaults (sec. 7.1)

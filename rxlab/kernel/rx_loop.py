@@ -14,18 +14,22 @@ from numba import njit
 from rxlab.config import JIT_LEAF, JIT_STATE
 from rxlab.engine.core import PRIO_CPU, peek_time, pop, schedule
 from rxlab.kernel.accounting import account, cost, drop, interval_of
-from rxlab.kernel.backlog import EV_IPI, napi_list_add
+from rxlab.kernel.backlog import EV_IPI, enqueue_to_backlog, napi_list_add
 from rxlab.kernel.napi import (
     EV_IRQ,
     has_runnable_thread,
+    net_rps_send_ipi,
     napi_segment_end,
     net_rx_action_step,
     softirq_context,
 )
+from rxlab.kernel.rps import get_rps_cpu
 from rxlab.kernel.socket import EV_WAKE, app_after_read, app_read
 from rxlab.kernel.state import (
+    C_DRIVER_RX,
     C_HARDIRQ,
     C_IPI_RECV,
+    C_RPS_ENQUEUE,
     CNT_OFFERED,
     DROP_NIC_OVERRUN,
     DROP_RING_FULL,
@@ -94,6 +98,9 @@ def ingest(s, f, length, t, overrun):
         drop(s, DROP_NIC_OVERRUN, t)
         return
     q = p.flow_rxq[f]
+    if p.netif_rx:
+        netif_rx(s, q, f, length, t, seq)
+        return
     rel = nic.ring_rel[q]
     while rel < nic.ring_head[q] and nic.ring_deq[q, rel % p.ring_size] <= t:
         rel += 1  # descriptors the driver has taken by now are free again
@@ -112,6 +119,32 @@ def ingest(s, f, length, t, overrun):
     if nic.napi_sched[q] == 0:
         nic.napi_sched[q] = 1  # interrupt raised; masked until napi_complete_done
         schedule(ev, t + p.irq_delay_ns, 0, EV_IRQ, q)
+
+
+@njit(**JIT_STATE)
+def netif_rx(s, q, f, length, t, seq):
+    """A device without NAPI polling (veth, tun, legacy drivers): ``netif_rx()``.
+
+    Every packet goes straight to a backlog from the receiving context on the queue's
+    CPU, so no driver poll limits how fast one flow reaches the backlog (reference 3.3).
+    The per-packet driver work is charged as interrupt time on that CPU.
+    """
+    p, nic, sd = s.p, s.nic, s.sd
+    c = p.irq_cpu[q]
+    nic.q_packets[q] += 1
+    sd.irq_debt[c] += cost(s, C_DRIVER_RX)
+    cpu = c
+    if p.rps_needed:
+        cpu = get_rps_cpu(s, q, p.flow_hash[f])
+        if cpu < 0:
+            cpu = c
+        else:
+            sd.irq_debt[c] += cost(s, C_RPS_ENQUEUE)
+    enqueue_to_backlog(s, c, cpu, p.flow_hash[f], f, t, seq, length, t)
+    if sd.ipi_n[c] > 0:
+        net_rps_send_ipi(s, c, t)  # simplification: sent at once, not at softirq end
+    if sd.softirq_pending[c]:
+        kick_cpu(s, c, t)
 
 
 @njit(**JIT_STATE)

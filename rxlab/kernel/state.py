@@ -115,6 +115,7 @@ class Params(NamedTuple):
     max_backlog: int
     bl_cap: int
     rps_needed: bool
+    netif_rx: bool  # device delivers with netif_rx() (no NAPI poll): veth, tun, legacy
     fl_history: int
     fl_log: int
     fl_hash32: bool

@@ -116,6 +116,15 @@ def assemble(m, in_flight: int) -> Result:
     offered = int(cnt[CNT_OFFERED])
     delivered = int(cnt[CNT_DELIVERED])
     processed = int(sd.processed.sum())
+    fl = m.flows
+    by_group = {}
+    for g, gname in enumerate(fl.group_names):
+        rows = fl.rows(g)
+        by_group[gname] = {
+            "flows": rows.stop - rows.start,
+            "offered": int(so.flow_next_seq[rows].sum()),
+            "delivered": int(so.flow_delivered[rows].sum()),
+        }
     data = {
         "scenario": sc.name,
         "seed": sc.seed,
@@ -137,6 +146,7 @@ def assemble(m, in_flight: int) -> Result:
         "latency_ns": {**{k: lat_sock[k] for k in ("p50", "p99", "p999", "mean")},
                        "to_socket": lat_sock, "to_app": lat_app},
         "reordered_packets": int(cnt[CNT_REORDERED]),
+        "flows_by_group": by_group,
         "softnet_stat": softnet_lines(softnet_rows, m.kb.softnet_columns),
     }
     isec = p.interval_ns / 1e9

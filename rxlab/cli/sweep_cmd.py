@@ -1,0 +1,76 @@
+"""``rxlab sweep SWEEP.yaml [--jobs N] [--scheduler tcp://HOST:PORT] [--out DIR] [--resume]``.
+
+Runs a base scenario over a grid (or list) of overrides times seeds, on local processes
+or on an existing Dask cluster; writes one JSON per run, a Parquet table, a summary
+with 95 % confidence intervals and plots. See docs/sweeps.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+MAX_SUMMARY_ROWS = 40
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "sweep", help="run a scenario over a grid of parameters and seeds (local or Dask)",
+        description="Run the sweep described in SWEEP (YAML: base, grid/zip/points, "
+                    "replications); see docs/sweeps.md.")
+    p.add_argument("sweep", metavar="SWEEP", help="the sweep file (YAML)")
+    p.add_argument("--jobs", "-j", type=int, metavar="N",
+                   help="local worker processes (default: the number of CPUs)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run on an existing Dask cluster, e.g. tcp://10.0.0.5:8786")
+    p.add_argument("--out", metavar="DIR",
+                   help="output folder (default: sweep-NAME in the current folder)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the finished runs in DIR and run only the rest")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="no progress bar and no summary table")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args) -> int:
+    from rich.console import Console
+
+    from rxlab.sweep.runner import run_sweep
+    from rxlab.sweep.spec import load_sweep
+
+    sweep = load_sweep(args.sweep)
+    out = Path(args.out) if args.out else Path(f"sweep-{sweep.name}")
+    err = Console(stderr=True)
+    res = run_sweep(sweep, out, jobs=args.jobs, scheduler=args.scheduler, resume=args.resume,
+                    console=err, show_progress=not args.quiet, plots=not args.no_plots)
+    if not args.quiet:
+        print_summary(Console(), sweep, res)
+    skipped = f", {res.skipped} already finished" if res.skipped else ""
+    print(f"{res.total} runs ({res.ran} run now{skipped}) in {res.wall_s:.1f} s -> "
+          f"{out / 'results.parquet'}")
+    return 0
+
+
+def print_summary(console, sweep, res) -> None:
+    from rich.table import Table
+
+    from rxlab.sweep.plots import fmt
+
+    t = Table(title=f"sweep {sweep.name}: mean ± 95% CI over {len(sweep.seeds)} seed(s)")
+    for p in sweep.param_paths:
+        t.add_column(p, style="cyan")
+    t.add_column("n", justify="right")
+    for m in sweep.metrics:
+        t.add_column(m, justify="right")
+    for e in res.summary[:MAX_SUMMARY_ROWS]:
+        cells = [fmt(e["params"][p]) for p in sweep.param_paths] + [str(e["n"])]
+        for m in sweep.metrics:
+            mean, ci = e["stats"][m]
+            cells.append(fmt(mean) + ("" if math.isnan(ci) else f" ± {fmt(ci)}"))
+        t.add_row(*cells)
+    console.print(t)
+    if len(res.summary) > MAX_SUMMARY_ROWS:
+        console.print(f"... {len(res.summary) - MAX_SUMMARY_ROWS} more points in summary.csv")

@@ -1,0 +1,148 @@
+"""Running code and commands inside a named network namespace, without a shell.
+
+``in_netns(ns, fn, *args)`` forks; the child enters the namespace (``setns`` on
+``/run/netns/NS``), unshares its mount namespace and mounts a fresh sysfs on ``/sys`` (the
+way ``ip netns exec`` does: sysfs shows the devices of the namespace that mounted it),
+runs ``fn`` and sends the result back through a pipe. Python 3.11 has no ``os.setns``,
+so the system calls go through ctypes. ``run_cmd`` runs an argument list (never a shell)
+in the current or, through ``in_netns``, another namespace.
+
+Names are validated first: device names the way the kernel's ``dev_valid_name()`` does
+(1-15 bytes, not ``.``/``..``, no ``/``, ``:`` or whitespace), namespace names the way
+``ip netns`` does (no ``/``, not ``.``/``..``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import pickle
+import re
+import subprocess
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from rxlab.errors import UsageError
+
+NETNS_RUN_DIR = "/run/netns"
+CLONE_NEWNET = 0x40000000
+CLONE_NEWNS = 0x00020000
+MS_REC, MS_PRIVATE = 0x4000, 1 << 18
+MNT_DETACH = 2
+
+_DEV_RE = re.compile(r"^[^/:\s]{1,15}$")
+_NS_RE = re.compile(r"^[^/\s\x00]{1,255}$")
+
+T = TypeVar("T")
+
+
+def check_dev(name: str) -> str:
+    """A device name the kernel would accept (``dev_valid_name``), else UsageError."""
+    if not isinstance(name, str) or not _DEV_RE.match(name) or name in (".", "..") or (
+            len(name.encode()) > 15):
+        raise UsageError(f"bad device name {name!r}: 1-15 characters, no '/', ':' or "
+                         "whitespace, not '.' or '..'")
+    return name
+
+
+def check_netns(name: str | None) -> str | None:
+    """A namespace name that exists under /run/netns (None = the current namespace)."""
+    if name is None:
+        return None
+    if not isinstance(name, str) or not _NS_RE.match(name) or name in (".", ".."):
+        raise UsageError(f"bad network namespace name {name!r}: no '/' or whitespace")
+    if not os.path.exists(os.path.join(NETNS_RUN_DIR, name)):
+        raise UsageError(f"network namespace {name!r} does not exist (see `ip netns list`)")
+    return name
+
+
+def in_initial_netns() -> bool:
+    """True when this process shares the network namespace of PID 1."""
+    try:
+        return os.stat("/proc/self/ns/net").st_ino == os.stat("/proc/1/ns/net").st_ino
+    except OSError:
+        return True  # cannot tell (no permission to PID 1): assume the usual case
+
+
+_libc = None
+
+
+def _libc_fn():
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    return _libc
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"{what}: {os.strerror(e)}")
+
+
+def _enter(ns: str) -> None:
+    """In a fresh child: join ``ns`` and see its devices under /sys."""
+    libc = _libc_fn()
+    fd = os.open(os.path.join(NETNS_RUN_DIR, ns), os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        _check(libc.setns(fd, CLONE_NEWNET), f"setns({ns})")
+    finally:
+        os.close(fd)
+    _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    _check(libc.umount2(b"/sys", MNT_DETACH), "umount /sys")
+    _check(libc.mount(b"sysfs", b"/sys", b"sysfs", 0, None), "mount sysfs")
+
+
+def in_netns(ns: str | None, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` run inside namespace ``ns`` (here when None); result or its exception."""
+    if ns is None:
+        return fn(*args)
+    check_netns(ns)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never returns
+        code = 0
+        try:
+            os.close(r)
+            try:
+                _enter(ns)
+                out: tuple = ("ok", fn(*args))
+            except BaseException as err:  # noqa: BLE001 - sent to the parent
+                out = ("err", err)
+            try:
+                data = pickle.dumps(out)
+            except Exception as err:  # noqa: BLE001 - an unpicklable exception
+                data = pickle.dumps(("err", RuntimeError(f"{type(err).__name__}: {err}")))
+            with os.fdopen(w, "wb") as fh:
+                fh.write(data)
+        except BaseException:  # noqa: BLE001
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as fh:
+        data = fh.read()
+    _, status = os.waitpid(pid, 0)
+    if not data:
+        raise RuntimeError(f"child in netns {ns!r} died (status {status})")
+    kind, value = pickle.loads(data)
+    if kind == "err":
+        raise value
+    return value
+
+
+def run_cmd(argv: list[str], timeout: float = 10.0) -> subprocess.CompletedProcess:
+    """Run an argument list (no shell) in the current namespace; output as text."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              check=False, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise UsageError(f"{argv[0]}: command not found (install it, e.g. apt-get install "
+                         f"{argv[0]})") from None
+
+
+def have_cmd(name: str) -> bool:
+    from shutil import which
+    return which(name) is not None

@@ -1,0 +1,49 @@
+"""``--out DIR``: result JSON, time series CSV, softnet_stat dump and plots.
+
+Written into a temporary sibling folder and renamed at the end, so an error never
+leaves a half-written output folder behind.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from rxlab.errors import UsageError
+from rxlab.report import plots
+
+
+def write_out(result, out: str | Path) -> Path:
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out: {out} exists and is not a folder; give a folder path")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        d, s = result.data, result.series
+        (tmp / "result.json").write_text(json.dumps(d, indent=1, sort_keys=True) + "\n")
+        (tmp / "softnet_stat").write_text(result.softnet_stat)
+        ncpu = len(d["cpus"])
+        with open(tmp / "series.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["t_s", "offered_pps", "delivered_pps", "dropped_pps", "processed_pps"]
+                       + [f"cpu{c}_busy" for c in range(ncpu)]
+                       + [f"cpu{c}_softirq" for c in range(ncpu)])
+            for i, t in enumerate(s["t_s"]):
+                w.writerow([f"{t:.6f}", s["offered_pps"][i], s["delivered_pps"][i],
+                            s["dropped_pps"][i], s["processed_pps"][i]]
+                           + [f"{x:.6f}" for x in s["cpu_busy"][i]]
+                           + [f"{x:.6f}" for x in s["cpu_softirq"][i]])
+        plots.plot_cpu_load(d, tmp / "cpu_load.png")
+        plots.plot_latency_cdf(s, tmp / "latency_cdf.png")
+        plots.plot_throughput(s, tmp / "throughput.png")
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out

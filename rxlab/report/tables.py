@@ -1,0 +1,114 @@
+"""Rich terminal tables rendered from a Result's dict (the same dict --json prints)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:5.1f}%"
+
+
+def _n(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def summary_table(d: dict) -> Table:
+    pk, tp = d["packets"], d["throughput"]
+    t = Table(title=f"{d['scenario']}  (kernel {d['kernel']}, {d['duration_s']} s, "
+                    f"seed {d['seed']})", show_header=False)
+    t.add_column(style="bold")
+    t.add_column(justify="right")
+    t.add_row("offered", f"{_n(pk['offered'])}  ({_n(tp['offered_pps'])} pps)")
+    t.add_row("delivered", f"{_n(pk['delivered'])}  ({_n(tp['delivered_pps'])} pps)")
+    t.add_row("dropped", _n(pk["dropped"]))
+    for reason, n in pk["dropped_by_reason"].items():
+        if n:
+            t.add_row(f"  {reason}", _n(n))
+    t.add_row("in flight at end", _n(pk["in_flight"]))
+    lat = d["latency_ns"]
+    for key, label in (("to_socket", "NIC -> socket"), ("to_app", "NIC -> app")):
+        v = lat[key]
+        if v["samples"]:
+            t.add_row(f"latency {label}",
+                      f"p50 {v['p50'] / 1e3:.1f} us  p99 {v['p99'] / 1e3:.1f} us  "
+                      f"p99.9 {v['p999'] / 1e3:.1f} us")
+    t.add_row("reordered packets", _n(d["reordered_packets"]))
+    return t
+
+
+def cpu_table(d: dict) -> Table:
+    t = Table(title="Per-CPU load and softnet_stat")
+    for col in ("cpu", "softirq", "(ksoftirqd)", "irq", "system", "user", "idle",
+                "processed", "dropped", "time_squeeze", "received_rps", "flow_limit"):
+        t.add_column(col, justify="right")
+    for c in d["cpus"]:
+        u, s = c["util"], c["softnet_stat"]
+        t.add_row(str(c["cpu"]), _pct(u["softirq"]), _pct(u["ksoftirqd"]), _pct(u["irq"]),
+                  _pct(u["system"]), _pct(u["user"]), _pct(u["idle"]), _n(s["processed"]),
+                  _n(s["dropped"]), _n(s["time_squeeze"]), _n(s["received_rps"]),
+                  _n(s["flow_limit_count"]))
+    return t
+
+
+def queue_table(d: dict) -> Table:
+    t = Table(title="Per-queue")
+    for col in ("queue", "irq cpu", "packets", "ring_full drops", "polls"):
+        t.add_column(col, justify="right")
+    for q in d["queues"]:
+        t.add_row(str(q["queue"]), str(q["irq_cpu"]), _n(q["packets"]),
+                  _n(q["ring_full_drops"]), _n(q["polls"]))
+    return t
+
+
+def app_table(d: dict) -> Table | None:
+    if not d["apps"]:
+        return None
+    t = Table(title="Application threads")
+    for col in ("app", "cpu", "served", "served pps", "socket drops"):
+        t.add_column(col, justify="right")
+    for a in d["apps"]:
+        t.add_row(a["app"], str(a["cpu"]), _n(a["served"]), _n(a["served_pps"]),
+                  _n(a["socket_drops"]))
+    return t
+
+
+def print_result(d: dict, console: Console | None = None) -> None:
+    console = console or Console()
+    console.print(summary_table(d))
+    console.print(cpu_table(d))
+    console.print(queue_table(d))
+    at = app_table(d)
+    if at is not None:
+        console.print(at)
+
+
+def experiment_table(exp: dict) -> Table:
+    """Cases side by side, metrics as rows (like the seeds' tables)."""
+    cases = exp["cases"]
+    t = Table(title=exp.get("title", exp["experiment"]))
+    t.add_column("metric", style="bold")
+    for c in cases:
+        t.add_column(c["name"], justify="right")
+    keys = exp.get("table_metrics") or [k for k in cases[0]["metrics"]
+                                        if isinstance(cases[0]["metrics"][k], (int, float))]
+    for k in keys:
+        row = []
+        for c in cases:
+            v = c["metrics"].get(k)
+            row.append(_fmt(v))
+        t.add_row(k, *row)
+    return t
+
+
+def _fmt(v) -> str:
+    if isinstance(v, bool) or v is None:
+        return str(v)
+    if isinstance(v, float) and abs(v) < 10:
+        return f"{v:.3f}"
+    if isinstance(v, (int, float)):
+        return _n(v)
+    if isinstance(v, list):
+        return " ".join(_fmt(x) for x in v)
+    return str(v)

@@ -1,0 +1,132 @@
+"""Key metrics of a run (one table row) and means with 95 % confidence intervals.
+
+A metric is a named column below, ``drop_<reason>`` for one drop reason, or a dotted
+path into the run's ``Result.data`` (``latency_ns.to_app.p99``, ``cpus.0.util.softirq``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rxlab.errors import UsageError
+
+# name -> (description, unit)
+METRICS: dict[str, tuple[str, str]] = {
+    "offered": ("packets offered", "packets"),
+    "delivered": ("packets delivered to sockets", "packets"),
+    "dropped": ("packets dropped", "packets"),
+    "in_flight": ("packets still queued at the end", "packets"),
+    "drop_fraction": ("dropped / offered", ""),
+    "offered_pps": ("offered rate", "pps"),
+    "delivered_pps": ("delivered rate", "pps"),
+    "latency_p50_ns": ("latency to socket, median", "ns"),
+    "latency_p99_ns": ("latency to socket, 99th percentile", "ns"),
+    "latency_p999_ns": ("latency to socket, 99.9th percentile", "ns"),
+    "latency_mean_ns": ("latency to socket, mean", "ns"),
+    "reordered_packets": ("packets delivered out of order within a flow", "packets"),
+    "softirq_util_mean": ("softirq share of CPU time, mean over CPUs", ""),
+    "softirq_util_max": ("softirq share of CPU time, busiest CPU", ""),
+    "idle_mean": ("idle share of CPU time, mean over CPUs", ""),
+    "time_squeeze": ("softnet time_squeeze, summed over CPUs", "events"),
+    "flow_limit_count": ("softnet flow_limit_count, summed over CPUs", "packets"),
+    "received_rps": ("softnet received_rps, summed over CPUs", "IPIs"),
+}
+DEFAULT_METRICS = ["delivered_pps", "drop_fraction", "latency_p99_ns", "softirq_util_max"]
+RESULT_TOP = ("packets", "throughput", "cpus", "queues", "apps", "latency_ns",
+              "reordered_packets", "config")
+
+
+def check_metric_name(name: Any, where: str) -> None:
+    if not isinstance(name, str) or not name:
+        raise UsageError(f"{where}: {name!r} is not a metric name")
+    if name in METRICS or name.startswith("drop_") or name.split(".")[0] in RESULT_TOP:
+        return
+    raise UsageError(f"{where}: unknown metric {name!r}; choose from "
+                     + ", ".join(METRICS) + ", drop_<reason>, or a dotted path into the "
+                     "result (e.g. latency_ns.to_app.p99)")
+
+
+def _path(data: Any, path: str) -> Any:
+    node = data
+    for part in path.split("."):
+        if isinstance(node, list):
+            try:
+                node = node[int(part)]
+            except (ValueError, IndexError):
+                return None
+        elif isinstance(node, dict):
+            node = node.get(part)
+        else:
+            return None
+    return node if isinstance(node, int | float) and not isinstance(node, bool) else None
+
+
+def key_metrics(data: dict, extra: list[str] = ()) -> dict[str, float | int | None]:
+    """The table row's metrics from a run's ``Result.data``."""
+    pk, tp, lat = data["packets"], data["throughput"], data["latency_ns"]
+    cpus = data.get("cpus", [])
+    soft = [c["util"]["softirq"] for c in cpus]
+    idle = [c["util"]["idle"] for c in cpus]
+
+    def sn(k):
+        return sum(int(c["softnet_stat"].get(k, 0)) for c in cpus)
+
+    row: dict[str, float | int | None] = {
+        "offered": pk["offered"], "delivered": pk["delivered"], "dropped": pk["dropped"],
+        "in_flight": pk["in_flight"],
+        "drop_fraction": pk["dropped"] / pk["offered"] if pk["offered"] else 0.0,
+        "offered_pps": tp["offered_pps"], "delivered_pps": tp["delivered_pps"],
+        "latency_p50_ns": lat["p50"], "latency_p99_ns": lat["p99"],
+        "latency_p999_ns": lat["p999"], "latency_mean_ns": lat["mean"],
+        "reordered_packets": data.get("reordered_packets", 0),
+        "softirq_util_mean": sum(soft) / len(soft) if soft else 0.0,
+        "softirq_util_max": max(soft) if soft else 0.0,
+        "idle_mean": sum(idle) / len(idle) if idle else 0.0,
+        "time_squeeze": sn("time_squeeze"), "flow_limit_count": sn("flow_limit_count"),
+        "received_rps": sn("received_rps"),
+    }
+    for reason, n in sorted(pk.get("dropped_by_reason", {}).items()):
+        row[f"drop_{reason}"] = n
+    for name in extra:
+        if name not in row:
+            row[name] = _path(data, name)
+    return row
+
+
+# two-sided 95 % Student t quantiles t(0.975, df)
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+        9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131,
+        16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074,
+        23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045,
+        30: 2.042, 40: 2.021, 50: 2.009, 60: 2.000, 80: 1.990, 100: 1.984, 120: 1.980}
+
+
+def t95(df: int) -> float:
+    """t(0.975, df), interpolated in 1/df between table rows (exact to 3 decimals)."""
+    if df < 1:
+        return math.nan
+    if df in _T95:
+        return _T95[df]
+    keys = sorted(_T95)
+    if df > keys[-1]:
+        lo, hi, tlo, thi = keys[-1], math.inf, _T95[keys[-1]], 1.959964
+    else:
+        hi = next(k for k in keys if k > df)
+        lo = max(k for k in keys if k < df)
+        tlo, thi = _T95[lo], _T95[hi]
+    x, xlo, xhi = 1 / df, 1 / lo, (0.0 if hi == math.inf else 1 / hi)
+    return thi + (tlo - thi) * (x - xhi) / (xlo - xhi)
+
+
+def mean_ci(values: list[float]) -> tuple[float, float, int]:
+    """(mean, 95 % CI half-width, n) over the values that are not None; nan where undefined."""
+    xs = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+    n = len(xs)
+    if n == 0:
+        return math.nan, math.nan, 0
+    mean = sum(xs) / n
+    if n == 1:
+        return mean, math.nan, 1
+    var = sum((x - mean) ** 2 for x in xs) / (n - 1)
+    return mean, t95(n - 1) * math.sqrt(var / n), n

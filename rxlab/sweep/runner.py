@@ -1,0 +1,299 @@
+"""Run a sweep's runs on local processes or on a Dask cluster, each result written once.
+
+Workers get the full scenario of their run as a mapping (no files needed on their side)
+and return the run's ``Result.data``; the driver (this process) writes every result as
+it arrives, atomically, keyed by run id. A local worker process that dies breaks the
+pool: the pool is rebuilt and the unfinished runs are submitted again. On Dask the
+scheduler reschedules the tasks of a worker that died (tasks are keyed by run id).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rxlab.errors import UsageError
+from rxlab.sweep import store
+from rxlab.sweep.metrics import key_metrics
+from rxlab.sweep.spec import Run, Sweep
+
+MAX_POOL_BREAKS = 3  # consecutive pool breaks without progress before giving up
+
+
+# ---------------------------------------------------------------- worker side
+def execute_run(task: dict) -> dict:
+    """Simulate one run (in a worker process or on a Dask worker)."""
+    from rxlab.scenario import Scenario
+    from rxlab.simulate import simulate
+
+    t0 = time.perf_counter()
+    sc = Scenario.model_validate(task["scenario"])
+    res = simulate(sc)
+    return {"run_id": task["run_id"], "data": res.data,
+            "wall_s": round(time.perf_counter() - t0, 6), "worker": _worker_name()}
+
+
+def _worker_name() -> str:
+    if "distributed" in sys.modules:
+        try:
+            from distributed import get_worker
+
+            return get_worker().address
+        except (ImportError, ValueError):
+            pass
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _init_local_worker() -> None:
+    # Ctrl-C goes to the whole process group: let the driver decide what to do
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+# ---------------------------------------------------------------- backends
+Task = dict
+OnResult = Callable[[dict], None]
+
+
+def run_local(tasks: list[Task], jobs: int, on_result: OnResult) -> int:
+    """Run tasks on ``jobs`` local processes; returns how many times the pool broke."""
+    import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    pending = {t["run_id"]: t for t in tasks}
+    breaks = fruitless = 0
+    ctx = mp.get_context("spawn")  # no fork of a process that runs threads (progress bar)
+    while pending:
+        ex = ProcessPoolExecutor(max_workers=max(1, min(jobs, len(pending))), mp_context=ctx,
+                                 initializer=_init_local_worker)
+        broken = False
+        try:
+            futs = {ex.submit(execute_run, t): rid for rid, t in pending.items()}
+            waiting = set(futs)
+            while waiting:
+                done, waiting = wait(waiting, return_when=FIRST_COMPLETED)
+                for f in done:
+                    try:
+                        out = f.result()
+                    except BrokenProcessPool:
+                        broken = True
+                        continue
+                    on_result(out)
+                    pending.pop(futs[f], None)
+                    fruitless = 0
+                if broken:
+                    break
+        except BaseException:
+            _kill_pool(ex)
+            raise
+        if broken:
+            breaks += 1
+            fruitless += 1
+            _kill_pool(ex)
+            if fruitless >= MAX_POOL_BREAKS:
+                raise RuntimeError(f"local worker processes died {fruitless} times in a row "
+                                   f"with {len(pending)} runs left; giving up")
+        else:
+            ex.shutdown(wait=True)
+    return breaks
+
+
+def _kill_pool(ex) -> None:
+    procs = list(getattr(ex, "_processes", {}).values())  # no public way to stop workers
+    ex.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(timeout=5)
+
+
+def connect(scheduler: str):
+    try:
+        from distributed import Client
+    except ImportError:
+        raise UsageError("--scheduler needs Dask: pip install 'dask[distributed]'") from None
+    try:
+        return Client(scheduler, timeout="20s", set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as e:
+        raise UsageError(f"--scheduler {scheduler}: cannot reach a Dask scheduler "
+                         f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else e})"
+                         ) from None
+
+
+def run_dask(tasks: list[Task], scheduler: str, on_result: OnResult) -> None:
+    """Run tasks on an existing Dask cluster; results come back here to be written."""
+    from distributed import as_completed
+    from distributed.client import FutureCancelledError
+    from distributed.scheduler import KilledWorker
+
+    client = connect(scheduler)
+    futs = []
+    try:
+        futs = [client.submit(execute_run, t, key=f"rxlab-run-{t['run_id']}", pure=False)
+                for t in tasks]
+        for fut in as_completed(futs):
+            try:
+                out = fut.result()
+            except KilledWorker as e:
+                raise RuntimeError(f"run {fut.key} killed every worker that ran it ({e})"
+                                   ) from None
+            except FutureCancelledError:
+                raise RuntimeError(f"run {fut.key} was cancelled on the cluster") from None
+            on_result(out)
+            fut.release()
+    finally:
+        pending = [f for f in futs if not f.done()]
+        if pending:
+            client.cancel(pending)
+        client.close()
+
+
+# ---------------------------------------------------------------- the sweep
+@dataclass
+class Outcome:
+    total: int
+    skipped: int
+    ran: int
+    wall_s: float
+    rows: list[dict]
+    summary: list[dict]
+    plots: list[Path]
+    pool_breaks: int = 0
+
+
+def _record(sweep: Sweep, run: Run, out: dict) -> dict:
+    from rxlab import __version__
+
+    return {
+        "run_id": run.run_id, "point": run.point, "params": run.params, "seed": run.seed,
+        "rep": run.rep, "sweep": sweep.name,
+        "metrics": key_metrics(out["data"], sweep.metrics), "result": out["data"],
+        "wall_s": out["wall_s"], "worker": out["worker"], "rxlab_version": __version__,
+    }
+
+
+def run_sweep(sweep: Sweep, out: str | Path, *, jobs: int | None = None,
+              scheduler: str | None = None, resume: bool = False, console=None,
+              show_progress: bool = True, plots: bool = True) -> Outcome:
+    """Run every unfinished run of ``sweep`` into ``out``; then the table, summary, plots."""
+    out = Path(out)
+    if jobs is not None and jobs < 1:
+        raise UsageError(f"--jobs {jobs}: give a number of processes >= 1")
+    if scheduler and jobs is not None:
+        raise UsageError("--jobs sets local processes; with --scheduler the cluster's "
+                         "workers run the sweep (drop one of the two)")
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: exists and is not a folder")
+    if store.has_results(out) and not resume:
+        raise UsageError(f"--out {out} already holds sweep results; add --resume to finish "
+                         "that sweep, or choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    store.clean_temp(out)
+    store.write_spec(out, sweep.to_json())
+
+    ids = [r.run_id for r in sweep.runs]
+    done = store.finished(out, ids) if resume else set()
+    todo = [r for r in sweep.runs if r.run_id not in done]
+    by_id = {r.run_id: r for r in sweep.runs}
+    written: set[str] = set(done)
+    t0 = time.perf_counter()
+
+    bar = _progress(console, show_progress, sweep, len(ids), len(done), scheduler, jobs)
+
+    def on_result(res: dict) -> None:
+        rid = res["run_id"]
+        if rid in written:  # a retried run reported twice: its result is already there
+            return
+        store.write_run(out, _record(sweep, by_id[rid], res))
+        written.add(rid)
+        bar.advance()
+
+    tasks = [{"run_id": r.run_id, "scenario": sweep.scenario_for(r)} for r in todo]
+    breaks = 0
+    try:
+        with bar:
+            if tasks and scheduler:
+                run_dask(tasks, scheduler, on_result)
+            elif tasks:
+                breaks = run_local(tasks, jobs or os.cpu_count() or 1, on_result)
+    except KeyboardInterrupt:
+        bar.note(f"interrupted: {len(written)} of {len(ids)} runs finished in {out}; "
+                 "run the same command with --resume to finish the rest")
+        raise
+    except UsageError as e:
+        raise UsageError(f"{sweep.source}: a run failed: {e}") from None
+    wall = time.perf_counter() - t0
+
+    records = [store.read_run(out, rid) for rid in ids]
+    missing = [rid for rid, rec in zip(ids, records, strict=True) if rec is None]
+    if missing:
+        raise RuntimeError(f"{len(missing)} runs have no result after the sweep: {missing[:5]}")
+    rows = store.rows_from_records(records, sweep.param_paths)
+    store.write_table(out, rows)
+    summary = store.summarize(rows, sweep.param_paths, sweep.metrics)
+    store.write_summary(out, summary, sweep.param_paths, sweep.metrics)
+    paths: list[Path] = []
+    if plots:
+        from rxlab.sweep.plots import write_plots
+
+        paths = write_plots(out, rows, sweep.param_paths, sweep.metrics)
+    return Outcome(total=len(ids), skipped=len(done), ran=len(todo), wall_s=wall, rows=rows,
+                   summary=summary, plots=paths, pool_breaks=breaks)
+
+
+class _Bar:
+    """A rich progress bar over runs (or nothing when there is no console)."""
+
+    def __init__(self, console, total: int, completed: int, label: str):
+        self.console = console
+        self.progress = None
+        if console is None:
+            return
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TextColumn("runs"),
+                                 TimeElapsedColumn(), TimeRemainingColumn(),
+                                 console=console, transient=False)
+        self.task = self.progress.add_task(label, total=total, completed=completed)
+
+    def __enter__(self):
+        if self.progress:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.progress:
+            self.progress.stop()
+
+    def advance(self) -> None:
+        if self.progress:
+            self.progress.advance(self.task)
+
+    def note(self, text: str) -> None:
+        if self.console is not None:
+            self.console.print(text)
+
+
+def _progress(console, show: bool, sweep: Sweep, total: int, completed: int,
+              scheduler: str | None, jobs: int | None) -> _Bar:
+    where = f"dask {scheduler}" if scheduler else f"{jobs or os.cpu_count() or 1} processes"
+    return _Bar(console if show else None, total, completed, f"{sweep.name} ({where})")
+
+
+def iter_records(out: Path, ids: Iterable[str]) -> list[dict]:
+    return [r for r in (store.read_run(out, i) for i in ids) if r is not None]

@@ -1,0 +1,169 @@
+"""A sweep's output folder: each run's JSON written atomically, the Parquet table, the summary.
+
+    OUT/sweep.json           the expanded sweep (base scenario, parameter points, runs)
+    OUT/runs/<run_id>.json   one per finished run: parameters, seed, metrics, full result
+    OUT/results.parquet      one row per run: run_id, point, seed, parameters, metrics
+    OUT/summary.csv          one row per parameter point: mean and 95 % CI per metric
+    OUT/plots/*.png          metric against each parameter (bands), heatmaps over pairs
+
+A run's JSON is written to a temporary file and renamed into place, so a file under
+``runs/`` is always whole: a run counts as finished exactly when its file exists. Writing
+the same run twice (a retried run on a deterministic simulator) replaces identical
+content; the table has one row per planned run id.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rxlab.sweep.metrics import mean_ci
+
+RUNS = "runs"
+TABLE = "results.parquet"
+SPEC = "sweep.json"
+SUMMARY = "summary.csv"
+PLOTS = "plots"
+FIXED_COLUMNS = ["run_id", "point", "seed", "rep"]
+TAIL_COLUMNS = ["wall_s", "worker"]
+
+
+def atomic_write(path: Path, data: bytes | str) -> None:
+    """Write a file so that readers see the old file or the whole new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def run_path(out: Path, run_id: str) -> Path:
+    return out / RUNS / f"{run_id}.json"
+
+
+def write_run(out: Path, record: dict) -> None:
+    atomic_write(run_path(out, record["run_id"]), json.dumps(record, sort_keys=True, indent=1))
+
+
+def read_run(out: Path, run_id: str) -> dict | None:
+    """A finished run's record, or None (missing, or not a whole record of that run)."""
+    try:
+        rec = json.loads(run_path(out, run_id).read_text())
+    except (OSError, ValueError):
+        return None
+    return rec if isinstance(rec, dict) and rec.get("run_id") == run_id else None
+
+
+def finished(out: Path, run_ids: list[str]) -> set[str]:
+    return {r for r in run_ids if read_run(out, r) is not None}
+
+
+def clean_temp(out: Path) -> None:
+    """Remove temporary files left by a process killed while writing."""
+    for p in (out / RUNS).glob(".*.tmp") if (out / RUNS).is_dir() else []:
+        p.unlink(missing_ok=True)
+
+
+def has_results(out: Path) -> bool:
+    return (out / RUNS).is_dir() and any((out / RUNS).glob("*.json"))
+
+
+def write_spec(out: Path, spec: dict) -> None:
+    atomic_write(out / SPEC, json.dumps(spec, sort_keys=True, indent=1))
+
+
+def read_spec(out: Path) -> dict:
+    return json.loads((out / SPEC).read_text())
+
+
+def _column(values: list) -> Any:
+    import pyarrow as pa
+
+    if any(isinstance(v, dict | list) for v in values):
+        return pa.array([None if v is None else json.dumps(v, sort_keys=True) for v in values],
+                        pa.string())
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        return pa.array([None if v is None else json.dumps(v) for v in values], pa.string())
+
+
+def rows_from_records(records: list[dict], param_paths: list[str]) -> list[dict]:
+    rows = []
+    for rec in records:
+        row = {k: rec[k] for k in FIXED_COLUMNS}
+        row.update({p: rec["params"].get(p) for p in param_paths})
+        row.update(rec["metrics"])
+        row.update({k: rec.get(k) for k in TAIL_COLUMNS})
+        rows.append(row)
+    return rows
+
+
+def write_table(out: Path, rows: list[dict]) -> Path:
+    """The Parquet table (one row per run), written atomically."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    names: list[str] = []
+    for r in rows:
+        names += [k for k in r if k not in names]
+    table = pa.table({n: _column([r.get(n) for r in rows]) for n in names}) if rows else \
+        pa.table({n: pa.array([], pa.string()) for n in FIXED_COLUMNS})
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    atomic_write(out / TABLE, buf.getvalue())
+    return out / TABLE
+
+
+def read_table(out: Path) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(out / TABLE).to_pylist()
+
+
+def summarize(rows: list[dict], param_paths: list[str], metrics: list[str]) -> list[dict]:
+    """One entry per parameter point: params, n, and (mean, ci95) per metric."""
+    by_point: dict[int, list[dict]] = {}
+    for r in rows:
+        by_point.setdefault(r["point"], []).append(r)
+    out = []
+    for point in sorted(by_point):
+        rs = by_point[point]
+        entry = {"point": point, "params": {p: rs[0].get(p) for p in param_paths}, "n": len(rs),
+                 "stats": {}}
+        for m in metrics:
+            entry["stats"][m] = mean_ci([r.get(m) for r in rs])[:2]
+        out.append(entry)
+    return out
+
+
+def write_summary(out: Path, summary: list[dict], param_paths: list[str],
+                  metrics: list[str]) -> Path:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["point", *param_paths, "n"] + [f"{m}_{s}" for m in metrics
+                                               for s in ("mean", "ci95")])
+    for e in summary:
+        cells = []
+        for m in metrics:
+            mean, ci = e["stats"][m]
+            cells += ["" if math.isnan(mean) else repr(mean), "" if math.isnan(ci) else repr(ci)]
+        w.writerow([e["point"], *[e["params"][p] for p in param_paths], e["n"], *cells])
+    atomic_write(out / SUMMARY, buf.getvalue())
+    return out / SUMMARY
