@@ -33,11 +33,9 @@ def run(args) -> int:
         out = {k: exp[k] for k in ("experiment", "cases", "claims", "quick", "seed_file")}
         print(json.dumps(out, indent=1, sort_keys=True))
         return 0
-    from rich.console import Console
+    from rxlab.report.tables import experiment_table, make_console
 
-    from rxlab.report.tables import experiment_table
-
-    console = Console()
+    console = make_console()
     with console.status(f"running {mod.NAME}") as status:
         exp = run_experiment(mod, args.quick, args.kernel,
                              progress=lambda i, n, name: status.update(

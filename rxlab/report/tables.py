@@ -7,7 +7,7 @@ from rich.table import Table
 
 
 def _pct(x: float) -> str:
-    return f"{100 * x:5.1f}%"
+    return f"{100 * x:.1f}"
 
 
 def _n(x: float) -> str:
@@ -39,10 +39,11 @@ def summary_table(d: dict) -> Table:
 
 
 def cpu_table(d: dict) -> Table:
-    t = Table(title="Per-CPU load and softnet_stat")
-    for col in ("cpu", "softirq", "(ksoftirqd)", "irq", "system", "user", "idle",
-                "processed", "dropped", "time_squeeze", "received_rps", "flow_limit"):
-        t.add_column(col, justify="right")
+    t = Table(title="Per-CPU load (% of time; ksd = softirq run by ksoftirqd) and softnet_stat",
+              padding=(0, 1))
+    for col in ("cpu", "soft", "ksd", "irq", "sys", "usr", "idle",
+                "processed", "dropped", "squeeze", "rps_ipi", "fl_cnt"):
+        t.add_column(col, justify="right", no_wrap=True)
     for c in d["cpus"]:
         u, s = c["util"], c["softnet_stat"]
         t.add_row(str(c["cpu"]), _pct(u["softirq"]), _pct(u["ksoftirqd"]), _pct(u["irq"]),
@@ -74,8 +75,15 @@ def app_table(d: dict) -> Table | None:
     return t
 
 
+def make_console() -> Console:
+    """A terminal keeps its width; a pipe or file gets 140 columns, not rich's 80."""
+    import sys
+
+    return Console() if sys.stdout.isatty() else Console(width=140)
+
+
 def print_result(d: dict, console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or make_console()
     console.print(summary_table(d))
     console.print(cpu_table(d))
     console.print(queue_table(d))

@@ -1,0 +1,37 @@
+# rxlab: `make run` sets up and simulates the built-in default scenario;
+# `make test` sets up and runs the test suite. Both work on a fresh machine.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: run test setup system lint bench reproduce clean-cache
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+system:
+	bash scripts/setup-system.sh
+
+run: setup
+	$(VENV)/bin/rxlab run default
+
+test: setup system
+	$(VENV)/bin/ruff check rxlab tests
+	$(VENV)/bin/pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check rxlab tests
+
+bench: setup
+	$(VENV)/bin/rxlab bench
+
+reproduce: setup
+	$(VENV)/bin/rxlab reproduce rss-rxhash
+	$(VENV)/bin/rxlab reproduce flow-limit
+
+clean-cache:
+	rm -rf $${XDG_CACHE_HOME:-$$HOME/.cache}/rxlab/numba
