@@ -12,20 +12,26 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rxlab.engine.core import Calendar, new_calendar
+from rxlab.engine.core import PRIO_TIMER, PRIO_WAKE, Calendar, new_calendar, schedule
 from rxlab.engine.rng import JITTER_EXP, JITTER_LOGNORMAL, JITTER_NONE, new_state
 from rxlab.errors import UsageError
 from rxlab.kernel import constants as K
 from rxlab.kernel.flow_hash import skb_get_hash_flows
-from rxlab.kernel.hashfn import ilog2
+from rxlab.kernel.hashfn import ilog2, roundup_pow_of_two
 from rxlab.kernel.state import (
+    ARFS_FREE,
+    ARFS_MODELS,
     HIST_BINS,
     JITTERED,
+    N_ARFS_CNT,
     N_CNT,
     N_DROP_SLOTS,
+    N_RFS_CNT,
     STAGES,
+    ArfsState,
     NicState,
     Params,
+    RfsState,
     SockState,
     SoftnetData,
     Stats,
@@ -49,6 +55,8 @@ class Model:
     so: SockState
     st: Stats
     ev: Calendar
+    rf: RfsState
+    ar: ArfsState
     flows: FlowTable
     kb: KernelBehaviour
     config: dict = field(default_factory=dict)  # effective (rounded) settings
@@ -85,7 +93,10 @@ def _flow_type(proto: np.ndarray, is_v6: np.ndarray) -> np.ndarray:
 def flow_steering(sc: Scenario, fl: FlowTable) -> dict[str, np.ndarray]:
     """RSS hash, rx queue and skb hash of every flow (vectorised)."""
     nic, n = sc.nic, len(fl)
-    key = parse_key(nic.rss.key) if nic.rss.key else MS_RSS_KEY
+    try:
+        key = parse_key(nic.rss.key) if nic.rss.key else MS_RSS_KEY
+    except ValueError as err:
+        raise UsageError(f"nic.rss.key: {err}; give 40+ bytes of hex") from None
     fields = {t: nic.rss.flow_hash.get(t, "sdfn") for t in ("tcp4", "udp4", "tcp6", "udp6")}
     src, dst = _addr_rows(fl)
     try:
@@ -166,6 +177,78 @@ def _rps_maps(sc: Scenario) -> tuple[np.ndarray, np.ndarray, list[str]]:
     return rps_map, rps_len, masks
 
 
+RPS_DEV_FLOW_MAX = {"6.19": 1 << 31, "7.1": 1 << 27}  # reference 4.3 size limits
+SIM_TABLE_LIMIT = 1 << 26  # entries over all queues the simulator allocates
+
+
+def _rfs_tables(sc: Scenario, kb: KernelBehaviour) -> tuple[int, np.ndarray]:
+    """(rounded rps_sock_flow_entries, log2 of each queue's rps_flow_cnt or 0)."""
+    k, nq = sc.kernel, sc.nic.queues
+    n = k.rps_sock_flow_entries
+    if n > (1 << 29):
+        raise UsageError(
+            f"kernel.rps_sock_flow_entries: {n} > 2^29 (the kernel returns -EINVAL)"
+        )
+    entries = roundup_pow_of_two(n) if n else 0
+    cnts = [0] * nq
+    if isinstance(k.rps_flow_cnt, dict):
+        for q, c in k.rps_flow_cnt.items():
+            if not 0 <= q < nq:
+                raise UsageError(f"kernel.rps_flow_cnt: queue {q} does not exist")
+            cnts[q] = c
+    else:
+        cnts = [k.rps_flow_cnt] * nq
+    limit = RPS_DEV_FLOW_MAX["7.1"] if kb.version >= (7, 1) else RPS_DEV_FLOW_MAX["6.19"]
+    logs = np.zeros(nq, I64)
+    for q, c in enumerate(cnts):
+        if c == 0:
+            continue
+        if c == 1:
+            raise UsageError(
+                "kernel.rps_flow_cnt: 1 gives log 0 and hash_32(h, 0), undefined in C; "
+                "use 2 or more"
+            )
+        if c > limit:
+            raise UsageError(
+                f"kernel.rps_flow_cnt: {c} is above the kernel maximum {limit} for "
+                f"{sc.host.kernel}; use a smaller power of two"
+            )
+        logs[q] = ilog2(roundup_pow_of_two(c))
+    if int(sum(1 << int(x) for x in logs if x)) > SIM_TABLE_LIMIT:
+        raise UsageError(
+            f"kernel.rps_flow_cnt: tables over all queues exceed {SIM_TABLE_LIMIT} entries, "
+            "more than rxlab allocates; use smaller tables"
+        )
+    return entries, logs
+
+
+def _migration(sc: Scenario, nth: int, ncpu: int, app_of_thread: list[int]):
+    every = np.zeros(nth, I64)
+    mset = np.zeros((nth, ncpu), I64)
+    mset_n = np.zeros(nth, I64)
+    moves = [sc.apps[a].migrate if isinstance(sc.apps[a].migrate, list) else []
+             for a in app_of_thread]
+    kmax = max([1] + [len(m) for m in moves])
+    mt = np.zeros((nth, kmax), I64)
+    mc = np.zeros((nth, kmax), I64)
+    mn = np.zeros(nth, I64)
+    for th, a in enumerate(app_of_thread):
+        mg = sc.apps[a].migrate
+        if isinstance(mg, list):
+            for k, mv in enumerate(sorted(mg, key=lambda m: m.at)):
+                mt[th, k] = int(round(mv.at * 1e9))
+                mc[th, k] = mv.cpu
+            mn[th] = len(mg)
+        elif mg is not None:
+            from rxlab.scenario import _cpu_list
+
+            cpus = _cpu_list(mg.cpus)
+            every[th] = int(round(mg.every_s * 1e9))
+            mset[th, : len(cpus)] = cpus
+            mset_n[th] = len(cpus)
+    return every, mset, mset_n, mt, mc, mn
+
+
 def build(sc: Scenario) -> Model:
     kb = behaviour(sc.host.kernel)
     ncpu, nq = sc.host.cpus, sc.nic.queues
@@ -202,8 +285,9 @@ def build(sc: Scenario) -> Model:
 
     # --- applications: one thread and one socket per listed CPU -----------------------
     threads, th_cpu, th_user, th_sys, th_batch, sock_rcvbuf = [], [], [], [], [], []
+    th_app, sock_record = [], []
     flow_sock = np.full(len(fl), -1, I64)
-    for app in sc.apps:
+    for ai, app in enumerate(sc.apps):
         cpus = app.cpu_list()
         first = len(threads)
         for c in cpus:
@@ -214,6 +298,8 @@ def build(sc: Scenario) -> Model:
                           else app.cost.syscall_ns)
             th_batch.append(app.batch)
             sock_rcvbuf.append(app.rcvbuf)
+            th_app.append(ai)
+            sock_record.append(app.connected)
         groups = fl.group_names if app.groups == "all" else app.groups
         gidx = [fl.group_names.index(g) for g in groups]
         rows = np.isin(fl.group, gidx) & (flow_sock < 0)
@@ -228,11 +314,24 @@ def build(sc: Scenario) -> Model:
     sock_cap = np.array([rb // 768 + 2 for rb in sock_rcvbuf], I64)
     sock_off = np.concatenate([[0], np.cumsum(sock_cap)]).astype(I64)
     per_cpu = [[t for t in range(nth) if th_cpu[t] == c] for c in range(ncpu)]
-    maxt = max([1] + [len(x) for x in per_cpu])
+    maxt = max(1, nth)  # a CPU may end up with every thread after migrations
     cpu_threads = np.full((ncpu, maxt), -1, I64)
     for c, lst in enumerate(per_cpu):
         cpu_threads[c, : len(lst)] = lst
 
+    sock_entries, dev_logs = _rfs_tables(sc, kb)
+    rfs_on = bool(sock_entries) and bool(dev_logs.any())
+    arfs = sc.nic.arfs
+    arfs_model = ARFS_MODELS.index(arfs.model) if arfs else 0
+    if arfs and not rfs_on:
+        raise UsageError(
+            "nic.arfs: aRFS needs RFS: set kernel.rps_sock_flow_entries and "
+            "kernel.rps_flow_cnt"
+        )
+    cpu_rmap = np.full(ncpu, -1, I64)
+    for q in reversed(range(nq)):
+        cpu_rmap[irq[q]] = q  # cpu_rmap_lookup_index: the queue whose IRQ is on the CPU
+    mig = _migration(sc, nth, ncpu, th_app)
     interval_ns = int(round(sc.metrics.interval * 1e9))
     total_ns = int(round((sc.duration + sc.drain) * 1e9))
     n_int = max(1, math.ceil(total_ns / interval_ns))
@@ -245,7 +344,8 @@ def build(sc: Scenario) -> Model:
         netdev_budget=sc.kernel.netdev_budget, budget_jiffies=budget_j,
         max_softirq_jiffies=max(1, math.ceil(K.MAX_SOFTIRQ_TIME_MS * 1e6 / jiffy_ns)),
         jiffy_ns=jiffy_ns, max_backlog=sc.kernel.netdev_max_backlog, bl_cap=bl_cap,
-        rps_needed=bool(rps_len.any()), netif_rx=sc.nic.rx_mode == "netif_rx",
+        rps_needed=bool(rps_len.any()) or bool(sock_entries),
+        netif_rx=sc.nic.rx_mode == "netif_rx",
         fl_history=hist, fl_log=ilog2(tl),
         fl_hash32=kb.flow_limit_hash_32,
         ksoftirqd_defers=kb.ksoftirqd_defers, jitter_kind=jk, jitter_sigma=sigma,
@@ -254,10 +354,21 @@ def build(sc: Scenario) -> Model:
         irq_cpu=np.array(irq, I64), rps_map=rps_map, rps_len=rps_len,
         flow_rxq=steer["rxq"], flow_hash=steer["skb_hash"], flow_sock=flow_sock,
         sock_thread=np.arange(nth, dtype=I64), sock_rcvbuf=np.array(sock_rcvbuf, I64),
-        sock_off=sock_off, thread_cpu=np.array(th_cpu, I64),
+        sock_off=sock_off,
         thread_sock=np.arange(nth, dtype=I64), thread_user_ns=np.array(th_user, np.float64),
         thread_sys_ns=np.array(th_sys, np.float64), thread_batch=np.array(th_batch, I64),
-        cpu_threads=cpu_threads, cpu_nthreads=np.array([len(x) for x in per_cpu], I64),
+        sock_record=np.array(sock_record, np.bool_),
+        rfs_on=rfs_on, sock_flow_mask=max(sock_entries - 1, 0),
+        rps_cpu_mask=roundup_pow_of_two(ncpu) - 1, rfs_hash32=kb.version >= (6, 15),
+        arfs_model=arfs_model, arfs_protect=kb.version >= (6, 18), cpu_rmap=cpu_rmap,
+        arfs_capacity=arfs.capacity if arfs else 0,
+        arfs_delay_ns=int(round(arfs.delay_us * 1e3)) if arfs else 0,
+        arfs_period_ns=int(round(arfs.period_s * 1e9)) if arfs else 0,
+        flow_tt=((fl.proto == 17).astype(I64) + 2 * fl.is_v6.astype(I64)),
+        flow_sport=fl.sport.astype(I64), flow_dport=fl.dport.astype(I64),
+        flow_udp=fl.proto == 17,
+        mig_every_ns=mig[0], mig_set=mig[1], mig_set_n=mig[2], mig_t=mig[3], mig_cpu=mig[4],
+        mig_n=mig[5],
     )
     R = sc.nic.ring_size
     nic = NicState(
@@ -282,7 +393,7 @@ def build(sc: Scenario) -> Model:
         softirq_pending=z(np.int8), in_rx_action=z(np.int8), budget=z(), time_limit_j=z(),
         hs_active=z(np.int8), hs_end_j=z(), hs_restart=z(), ksoftirqd=z(np.int8),
         ks_vrt=z(), app_vrt=z(), ev_pending=z(np.int8), seg_kind=z(np.int8), seg_arg=z(),
-        seg_work=z(), seg_ctx=z(np.int8), irq_debt=z(), rr=z(),
+        seg_work=z(), seg_ctx=z(np.int8), irq_debt=z(), sys_debt=z(), rr=z(),
         fl_on=np.array([c in fl_cpus for c in range(ncpu)], np.int8),
         fl_history=np.zeros((ncpu, hist), I64), fl_head=z(),
         fl_buckets=np.zeros((ncpu, tl), I64),
@@ -298,6 +409,29 @@ def build(sc: Scenario) -> Model:
         th_state=np.zeros(nth, np.int8), th_served=np.zeros(nth, I64),
         flow_next_seq=np.zeros(nflows, I64), flow_max_seq=np.full(nflows, -1, I64),
         flow_delivered=np.zeros(nflows, I64),
+        thread_cpu=np.array(th_cpu, I64), cpu_threads=cpu_threads,
+        cpu_nthreads=np.array([len(x) for x in per_cpu], I64),
+        th_mig_k=np.zeros(nth, I64), th_migrations=np.zeros(nth, I64),
+    )
+    S = 1 << int(dev_logs.max()) if dev_logs.any() else 1
+    rf = RfsState(
+        sock_flow=np.full(max(sock_entries, 1), K.RPS_NO_CPU, I64),
+        dev_cpu=np.full((nq, S), K.RPS_NO_CPU, I64),
+        dev_filter=np.full((nq, S), K.RPS_NO_FILTER, I64),
+        dev_last_qtail=np.zeros((nq, S), I64), dev_hash=np.zeros((nq, S), I64),
+        dev_log=dev_logs, out=np.zeros(3, I64), cnt=np.zeros(N_RFS_CNT, I64),
+    )
+    cap = max(2 * nflows, arfs.capacity) if arfs else 1
+    nb = 4 * 256 if arfs_model == 3 else 1024
+    ar = ArfsState(
+        e_flow=np.zeros(cap, I64), e_flow_id=np.zeros(cap, I64),
+        e_fltr_id=np.zeros(cap, I64), e_q=np.zeros(cap, I64),
+        e_state=np.full(cap, ARFS_FREE, I64), e_next=np.full(cap, -1, I64),
+        e_time=np.zeros(cap, I64), bucket=np.full(nb, -1, I64),
+        free=np.arange(cap, dtype=I64)[::-1].copy(), free_n=np.array([cap], I64),
+        last_fltr_id=np.zeros(1, I64), fdir_queue=np.full(nflows, -1, I64),
+        hw_count=np.zeros(1, I64), svc=np.zeros(2, I64), pend=np.zeros(cap, I64),
+        pend_n=np.zeros(1, I64), e_pend=np.zeros(cap, np.int8), cnt=np.zeros(N_ARFS_CNT, I64),
     )
     st = Stats(
         cnt=np.zeros(N_CNT, I64), lat_sock=np.zeros(HIST_BINS, I64),
@@ -309,6 +443,16 @@ def build(sc: Scenario) -> Model:
     # calendar: at most one pending CPU event per CPU, one IRQ per queue, one wake per
     # thread, and IPIs (at most one in flight per target and per backlog re-wake)
     ev = new_calendar(4 * (ncpu + nq + nth) + 64)
+    from rxlab.kernel.rx_loop import EV_MIGRATE
+    from rxlab.nic.arfs import EV_ARFS_TIMER
+
+    for th in range(nth):
+        if p.mig_n[th]:
+            schedule(ev, int(p.mig_t[th, 0]), PRIO_WAKE, EV_MIGRATE, th)
+        elif p.mig_every_ns[th]:
+            schedule(ev, int(p.mig_every_ns[th]), PRIO_WAKE, EV_MIGRATE, th)
+    if arfs_model:
+        schedule(ev, p.arfs_period_ns, PRIO_TIMER, EV_ARFS_TIMER, 0)
     config = {
         "kernel": sc.host.kernel,
         "softnet_stat_columns": kb.softnet_columns,
@@ -328,6 +472,11 @@ def build(sc: Scenario) -> Model:
         "cost_profile": sc.host.cost_profile,
         "costs_ns": costs,
         "flows": nflows,
+        "rps_sock_flow_entries": sock_entries,
+        "rps_flow_cnt": [1 << int(x) if x else 0 for x in dev_logs],
+        "rfs_slot": "hash_32" if p.rfs_hash32 else "hash & mask",
+        "arfs": arfs.model if arfs else None,
+        "arfs_protect_active": bool(arfs) and p.arfs_protect,
         "threads": [{"app": a, "cpu": c} for a, c in threads],
     }
-    return Model(sc, p, nic, sd, so, st, ev, fl, kb, config, threads)
+    return Model(sc, p, nic, sd, so, st, ev, rf, ar, fl, kb, config, threads)

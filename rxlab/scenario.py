@@ -124,6 +124,15 @@ class Rss(_Strict):
         return v
 
 
+class Arfs(_Strict):
+    """Accelerated RFS: the driver's ndo_rx_flow_steer and its filter table."""
+
+    model: Literal["ice-hash-match", "ice-tuple-match", "mlx5"]
+    capacity: int = Field(8192, ge=1, le=1 << 22, description="hardware n-tuple filters")
+    delay_us: float = Field(50.0, ge=0, description="steer request -> filter written")
+    period_s: float = Field(1.0, gt=0, description="ice service timer (expiry scan)")
+
+
 class Nic(_Strict):
     driver: str = "generic"
     queues: int = Field(4, ge=1, le=4096)
@@ -140,6 +149,7 @@ class Nic(_Strict):
     rxhash: bool = True
     rss: Rss = Field(default_factory=Rss)
     ntuple: list[NtupleRule] = Field(default_factory=list)
+    arfs: Arfs | None = None
 
 
 class Kernel(_Strict):
@@ -152,6 +162,16 @@ class Kernel(_Strict):
     flow_limit_table_len: int = Field(4096, ge=2, le=1 << 20)
     flow_limit_variant: Literal["current", "2013"] = "current"
     hashrnd: str | None = None  # 32 hex chars: the boot-random flow-dissector key
+    rps_sock_flow_entries: int = Field(0, ge=0)
+    rps_flow_cnt: int | dict[int, int] = Field(0, description="per rx queue, or one for all")
+
+    @field_validator("rps_flow_cnt")
+    @classmethod
+    def _flow_cnt(cls, v):
+        for n in v.values() if isinstance(v, dict) else [v]:
+            if n < 0:
+                raise ValueError(f"{n} is negative; use 0 (off) or a table size")
+        return v
 
     @field_validator("flow_limit_cpu_bitmap")
     @classmethod
@@ -175,6 +195,16 @@ class AppCost(_Strict):
     syscall_ns: float | None = Field(None, ge=0, description="recvmsg cost; default: profile")
 
 
+class Move(_Strict):
+    at: float = Field(ge=0, description="seconds")
+    cpu: int = Field(ge=0)
+
+
+class Migrate(_Strict):
+    every_s: float = Field(gt=0, description="a random move this often")
+    cpus: str | int | list[int] = Field(description="CPUs a random move may pick")
+
+
 class App(_Strict):
     name: str = "app"
     cpus: Annotated[str | int | list[int], Field(description="one thread per CPU listed")] = 0
@@ -182,6 +212,8 @@ class App(_Strict):
     cost: AppCost = Field(default_factory=AppCost)
     rcvbuf: int = Field(212992, ge=1024, description="SO_RCVBUF bytes (rmem_default)")
     batch: int = Field(8, ge=1, le=1024, description="packets a thread reads per wake-up")
+    connected: bool = Field(True, description="TCP or connected UDP: recvmsg records RFS")
+    migrate: Migrate | list[Move] | None = None
     spread: Literal["hash", "round_robin"] = Field(
         "hash", description="flows to threads: SO_REUSEPORT hash, or one by one in turn"
     )
@@ -231,6 +263,18 @@ class Scenario(_Strict):
             for c in cpus:
                 if not 0 <= c < n:
                     raise ValueError(f"apps[{i}].cpus: CPU {c} does not exist (host.cpus = {n})")
+            moves = app.migrate if isinstance(app.migrate, list) else []
+            for k, mv in enumerate(moves):
+                if mv.cpu >= n:
+                    raise ValueError(
+                        f"apps[{i}].migrate[{k}].cpu: CPU {mv.cpu} does not exist (host.cpus = {n})"
+                    )
+            if isinstance(app.migrate, Migrate):
+                for c in _cpu_list(app.migrate.cpus):
+                    if not 0 <= c < n:
+                        raise ValueError(
+                            f"apps[{i}].migrate.cpus: CPU {c} does not exist (host.cpus = {n})"
+                        )
             names = {g.name for g in self.traffic.groups}
             if app.groups != "all":
                 for g in app.groups:

@@ -49,7 +49,7 @@ def run_model(
     stream = PacketStream(sc.traffic, m.flows, sc.seed, sc.duration)
     link_ps_per_byte = int(round(8000.0 / sc.nic.link_gbps))  # ps per byte on the wire
     svc_ns = int(round(1e9 / sc.nic.max_pps)) if sc.nic.max_pps else 0
-    sim = new_sim(m.params, m.nic, m.sd, m.so, m.st, m.ev)
+    sim = new_sim(m.params, m.nic, m.sd, m.so, m.st, m.ev, m.rf, m.ar)
     done = 0
     for chunk in stream.chunks(chunk_packets):
         n = len(chunk)

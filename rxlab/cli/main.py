@@ -18,8 +18,11 @@ COMMANDS = [
     "rxlab.cli.reproduce_cmd",
     "rxlab.cli.hash_cmd",
     "rxlab.cli.list_cmd",
+    "rxlab.cli.explain_cmd",
     "rxlab.cli.sweep_cmd",
     "rxlab.cli.report_cmd",
+    "rxlab.cli.host_cmd",
+    "rxlab.cli.top_cmd",
 ]
 
 
@@ -48,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConservationError as err:
         print(f"rxlab: internal error: {err}", file=sys.stderr)
         return 3
+    except BrokenPipeError:  # `rxlab ... | head`: the reader left, not an error
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("rxlab: interrupted", file=sys.stderr)
         return 130

@@ -1,6 +1,6 @@
 """CPU time, drops, latency histograms and per-interval series (jitted helpers).
 
-Every packet leaves through ``drop(s,)`` with a reason or through ``app delivery``; the
+Every packet leaves through ``drop()`` with a reason or through ``app delivery``; the
 conservation check in ``rxlab.simulate`` relies on that single exit per outcome.
 """
 

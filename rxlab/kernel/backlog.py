@@ -1,4 +1,4 @@
-"""Per-CPU backlog: ``enqueue_to_backlog(s,)`` and ``process_backlog(s,)`` (reference 3.5-3.7).
+"""Per-CPU backlog: ``enqueue_to_backlog()`` and ``process_backlog()`` (reference 3.5-3.7).
 
 One FIFO per CPU holds both kernel queues: [head, proc) is ``process_queue`` and
 [proc, tail) is ``input_pkt_queue``; a splice moves ``proc`` to ``tail``, exactly as
@@ -11,7 +11,7 @@ and a consumer only takes packets whose stamp is not in its future.
 
 from numba import njit
 
-from rxlab.config import JIT_LEAF, JIT_STATE
+from rxlab.config import JIT_STATE
 from rxlab.engine.core import PRIO_HARDIRQ, schedule
 from rxlab.kernel.accounting import cost, drop
 from rxlab.kernel.flow_limit import skb_flow_limit
@@ -44,7 +44,7 @@ def napi_schedule_rps(s, this_cpu, target):
 @njit(**JIT_STATE)
 def enqueue_to_backlog(s, this_cpu, cpu, skb_hash, f, tarr, seq, length, t):
     """Queue a packet on CPU ``cpu``'s backlog; returns True if queued, False if dropped."""
-    p, sd, st = s.p, s.sd, s.st
+    p, sd = s.p, s.sd
     qlen = sd.bl_tail[cpu] - sd.bl_proc[cpu]  # input_pkt_queue length (lockless read)
     if qlen > p.max_backlog:
         sd.dropped[cpu] += 1
@@ -66,13 +66,16 @@ def enqueue_to_backlog(s, this_cpu, cpu, skb_hash, f, tarr, seq, length, t):
     sd.bl_src[cpu, slot] = this_cpu
     sd.bl_tail[cpu] += 1
     sd.input_queue_tail[cpu] = (sd.input_queue_tail[cpu] + 1) & U32
+    rf = s.rf
+    if rf.out[0] >= 0:  # *qtail = ++sd->input_queue_tail into the chosen rflow
+        rf.dev_last_qtail[rf.out[0], rf.out[1]] = sd.input_queue_tail[cpu]
     return True
 
 
 @njit(**JIT_STATE)
 def process_backlog(s, c, t, quota):
     """Drain CPU c's backlog up to ``quota`` packets; returns (work, end time)."""
-    p, sd, so, st, ev = s.p, s.sd, s.so, s.st, s.ev
+    p, sd, ev = s.p, s.sd, s.ev
     work = 0
     while True:
         while sd.bl_head[c] < sd.bl_proc[c]:

@@ -1,4 +1,4 @@
-"""Flow limit: ``skb_flow_limit(s,)`` in net/core/dev.c (reference sec. 6).
+"""Flow limit: ``skb_flow_limit()`` in net/core/dev.c (reference sec. 6).
 
 The table consulted is the *enqueuing* CPU's, while ``qlen`` is the *target* CPU's
 input_pkt_queue length; ``flow_limit_count`` therefore lands on the enqueuing CPU and
@@ -7,7 +7,7 @@ the drop itself on the target's ``dropped`` column (the caller counts that).
 
 from numba import njit
 
-from rxlab.config import JIT_LEAF, JIT_STATE
+from rxlab.config import JIT_STATE
 from rxlab.kernel.hashfn import hash_32
 
 
@@ -22,7 +22,7 @@ def flow_limit_bucket(s, skb_hash):
 
 @njit(**JIT_STATE)
 def skb_flow_limit(s, this_cpu, skb_hash, qlen):
-    """True if the packet must be dropped. Mirrors skb_flow_limit(s,) (6.19)."""
+    """True if the packet must be dropped. Mirrors skb_flow_limit() (6.19)."""
     p, sd = s.p, s.sd
     # fast path: no accounting while the target queue is under half of max_backlog
     if qlen < (p.max_backlog >> 1):

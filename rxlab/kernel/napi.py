@@ -8,7 +8,7 @@ NAPI ids: rx queue ``q`` (driver) or ``nq + cpu`` (that CPU's backlog).
 
 from numba import njit
 
-from rxlab.config import JIT_LEAF, JIT_STATE
+from rxlab.config import JIT_STATE
 from rxlab.engine.core import PRIO_HARDIRQ, schedule
 from rxlab.kernel.accounting import cost
 from rxlab.kernel.backlog import EV_IPI, enqueue_to_backlog, process_backlog
@@ -38,7 +38,7 @@ def jiffies(s, t):
 @njit(**JIT_STATE)
 def driver_poll(s, c, q, t):
     """The driver's NAPI poll of rx queue q: up to napi_weight descriptors."""
-    p, nic, sd, so, st, ev = s.p, s.nic, s.sd, s.so, s.st, s.ev
+    p, nic = s.p, s.nic
     nic.q_polls[q] += 1
     n = min(nic.ring_tail[q] - nic.ring_head[q], p.napi_weight)
     for _ in range(n):
@@ -53,7 +53,8 @@ def driver_poll(s, c, q, t):
         t += cost(s, C_DRIVER_RX) + cost(s, C_GRO)
         cpu = -1
         if p.rps_needed:
-            cpu = get_rps_cpu(s, q, p.flow_hash[f])
+            cpu = get_rps_cpu(s, q, p.flow_hash[f], f, t)
+            t += s.rf.out[2]
         if cpu >= 0:
             # netif_receive_skb with RPS: always through a backlog, even the local one
             t += cost(s, C_RPS_ENQUEUE)
@@ -65,9 +66,9 @@ def driver_poll(s, c, q, t):
 
 @njit(**JIT_STATE)
 def has_runnable_thread(s, c):
-    p, so = s.p, s.so
-    for k in range(p.cpu_nthreads[c]):
-        if so.th_state[p.cpu_threads[c, k]] == TH_RUNNABLE:
+    so = s.so
+    for k in range(so.cpu_nthreads[c]):
+        if so.th_state[so.cpu_threads[c, k]] == TH_RUNNABLE:
             return True
     return False
 
@@ -75,7 +76,7 @@ def has_runnable_thread(s, c):
 @njit(**JIT_STATE)
 def net_rps_send_ipi(s, c, t):
     """Send the IPIs queued on CPU c's rps_ipi_list; returns the time after sending."""
-    p, sd, st, ev = s.p, s.sd, s.st, s.ev
+    sd, ev = s.sd, s.ev
     for k in range(sd.ipi_n[c]):
         t += cost(s, C_IPI_SEND)
         schedule(ev, t + cost(s, C_IPI_LATENCY), PRIO_HARDIRQ, EV_IPI,
@@ -102,7 +103,7 @@ def net_rx_action_step(s, c, t):
 
     Returns (segment end time, napi id); napi id -1 means net_rx_action returned.
     """
-    p, nic, sd, so, st, ev = s.p, s.nic, s.sd, s.so, s.st, s.ev
+    p, sd = s.p, s.sd
     if not sd.in_rx_action[c]:
         if not sd.hs_active[c] and not sd.ksoftirqd[c]:
             # handle_softirqs(): restart window of MAX_SOFTIRQ_TIME and 10 restarts
@@ -133,7 +134,7 @@ def net_rx_action_step(s, c, t):
 @njit(**JIT_STATE)
 def napi_segment_end(s, c, napi, t):
     """What net_rx_action does after __napi_poll returned ``seg_work`` packets."""
-    p, nic, sd, so, st, ev = s.p, s.nic, s.sd, s.so, s.st, s.ev
+    p, nic, sd, ev = s.p, s.nic, s.sd, s.ev
     work = sd.seg_work[c]
     weight = p.napi_weight if napi < p.nq else p.dev_rx_weight
     if work >= weight:
@@ -156,7 +157,7 @@ def napi_segment_end(s, c, napi, t):
 @njit(**JIT_STATE)
 def finish_rx_action(s, c, t):
     """End of net_rx_action: requeue leftovers, send RPS IPIs, restart or defer."""
-    p, nic, sd, so, st, ev = s.p, s.nic, s.sd, s.so, s.st, s.ev
+    sd = s.sd
     # remaining = rest of our list + newly scheduled + repoll, in that order; built in
     # place: the rest of our list moves to the front of local_list first
     n = 0

@@ -1,23 +1,58 @@
-"""RPS CPU choice: ``get_rps_cpu(s,)`` in net/core/dev.c (reference sec. 3.4).
+"""RPS and RFS CPU choice: ``get_rps_cpu()`` in net/core/dev.c (reference sec. 3.4).
 
 Plain RPS uses the *high* bits of the flow hash (``reciprocal_scale``) over the queue's
-``rps_map``; the RSS indirection table uses the low bits, so the two are independent.
-The RFS branch (socket flow table, per-queue flow table, the move rule) plugs in here.
+``rps_map``; RFS uses the socket flow table and the queue's ``rps_dev_flow`` table with
+the move rule that keeps a flow's packets in order (``rxlab.kernel.rfs``).
 """
 
 from numba import njit
 
-from rxlab.config import JIT_LEAF, JIT_STATE
-from rxlab.kernel.hashfn import reciprocal_scale
+from rxlab.config import JIT_STATE
+from rxlab.kernel.hashfn import reciprocal_scale, s32_diff
+from rxlab.kernel.rfs import rfs_slot, set_rps_cpu
+from rxlab.kernel.state import RFS_HELD, RFS_MOVES, RFS_STEERED, U32
 
 
 @njit(**JIT_STATE)
-def get_rps_cpu(s, rxq, skb_hash):
-    """Target CPU for a packet of hash ``skb_hash`` received on ``rxq``, or -1 (inline)."""
-    p = s.p
+def get_rps_cpu(s, rxq, skb_hash, f, t):
+    """Target CPU for a packet received on ``rxq``, or -1 (process inline).
+
+    The rflow to record the enqueue in is left in ``s.rf.out[0:2]`` ((-1, -1) when plain
+    RPS chose, the kernel's ``voidflow``); aRFS driver-call time in ``s.rf.out[2]``.
+    """
+    p, rf, sd = s.p, s.rf, s.sd
+    rf.out[0] = -1
+    rf.out[1] = -1
+    rf.out[2] = 0
     n = p.rps_len[rxq]
-    if n == 0:
-        return -1  # no map on this queue: the hash is not even computed
+    log = rf.dev_log[rxq]
+    if n == 0 and log == 0:
+        return -1  # no map and no flow table: the hash is not even computed
     if skb_hash == 0:
         return -1
-    return p.rps_map[rxq, reciprocal_scale(skb_hash, n)]
+    if log > 0 and p.rfs_on:
+        ident = rf.sock_flow[skb_hash & p.sock_flow_mask]
+        if ((ident ^ skb_hash) & ~p.rps_cpu_mask & U32) == 0:
+            next_cpu = ident & p.rps_cpu_mask
+            slot = rfs_slot(s, skb_hash, log)
+            tcpu = rf.dev_cpu[rxq, slot]
+            rq = rxq
+            rs = slot
+            if tcpu != next_cpu:
+                # move only once the old CPU has dequeued this flow's last packet
+                if tcpu >= p.ncpu or s32_diff(sd.input_queue_head[tcpu],
+                                              rf.dev_last_qtail[rxq, slot]) >= 0:
+                    if tcpu < p.ncpu:
+                        rf.cnt[RFS_MOVES] += 1
+                    tcpu = next_cpu
+                    rq, rs = set_rps_cpu(s, rxq, slot, next_cpu, skb_hash, f, t)
+                else:
+                    rf.cnt[RFS_HELD] += 1
+            if tcpu < p.ncpu:
+                rf.out[0] = rq
+                rf.out[1] = rs
+                rf.cnt[RFS_STEERED] += 1
+                return tcpu
+    if n > 0:
+        return p.rps_map[rxq, reciprocal_scale(skb_hash, n)]
+    return -1

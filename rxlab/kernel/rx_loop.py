@@ -12,14 +12,15 @@ import numpy as np
 from numba import njit
 
 from rxlab.config import JIT_LEAF, JIT_STATE
-from rxlab.engine.core import PRIO_CPU, peek_time, pop, schedule
+from rxlab.engine.core import PRIO_CPU, PRIO_WAKE, peek_time, pop, schedule
+from rxlab.engine.rng import uniform
 from rxlab.kernel.accounting import account, cost, drop, interval_of
 from rxlab.kernel.backlog import EV_IPI, enqueue_to_backlog, napi_list_add
 from rxlab.kernel.napi import (
     EV_IRQ,
     has_runnable_thread,
-    net_rps_send_ipi,
     napi_segment_end,
+    net_rps_send_ipi,
     net_rx_action_step,
     softirq_context,
 )
@@ -30,6 +31,8 @@ from rxlab.kernel.state import (
     C_HARDIRQ,
     C_IPI_RECV,
     C_RPS_ENQUEUE,
+    CNT_BAD_QUEUE,
+    CNT_GOOD_QUEUE,
     CNT_OFFERED,
     DROP_NIC_OVERRUN,
     DROP_RING_FULL,
@@ -44,8 +47,11 @@ from rxlab.kernel.state import (
     TH_WAKING,
     TS_OFFERED,
 )
+from rxlab.nic.arfs import EV_ARFS_TIMER, arfs_expire_scan, arfs_program_pending, arm_timer
+from rxlab.nic.arfs_steer import EV_ARFS_SVC
 
 EV_CPU = 1  # a CPU finished its segment and chooses what to run next
+EV_MIGRATE = 5  # an application thread moves to another CPU
 
 
 @njit(**JIT_LEAF)
@@ -98,6 +104,15 @@ def ingest(s, f, length, t, overrun):
         drop(s, DROP_NIC_OVERRUN, t)
         return
     q = p.flow_rxq[f]
+    if p.arfs_model != 0 and s.ar.fdir_queue[f] >= 0:
+        q = s.ar.fdir_queue[f]  # an aRFS filter for this 5-tuple overrides RSS
+    sk = p.flow_sock[f]
+    if sk >= 0:
+        # good: the queue's interrupt lands where the flow's consumer runs now
+        if p.irq_cpu[q] == so.thread_cpu[p.sock_thread[sk]]:
+            st.cnt[CNT_GOOD_QUEUE] += 1
+        else:
+            st.cnt[CNT_BAD_QUEUE] += 1
     if p.netif_rx:
         netif_rx(s, q, f, length, t, seq)
         return
@@ -134,8 +149,10 @@ def netif_rx(s, q, f, length, t, seq):
     nic.q_packets[q] += 1
     sd.irq_debt[c] += cost(s, C_DRIVER_RX)
     cpu = c
+    s.rf.out[0] = -1
     if p.rps_needed:
-        cpu = get_rps_cpu(s, q, p.flow_hash[f])
+        cpu = get_rps_cpu(s, q, p.flow_hash[f], f, t)
+        sd.irq_debt[c] += s.rf.out[2]
         if cpu < 0:
             cpu = c
         else:
@@ -150,7 +167,7 @@ def netif_rx(s, q, f, length, t, seq):
 @njit(**JIT_STATE)
 def interrupt(s, c, napi, irq_cost, t):
     """Hard interrupt on CPU c that schedules a NAPI and raises NET_RX_SOFTIRQ."""
-    p, sd, st, ev = s.p, s.sd, s.st, s.ev
+    p, sd = s.p, s.sd
     sd.irq_debt[c] += irq_cost
     napi_list_add(s, c, napi)
     if sd.ksoftirqd[c] and not p.ksoftirqd_defers:
@@ -162,7 +179,7 @@ def interrupt(s, c, napi, irq_cost, t):
 @njit(**JIT_STATE)
 def dispatch(s, c, t):
     """CPU c finished its segment at t: bookkeeping, then start the next segment."""
-    p, nic, sd, so, st, ev = s.p, s.nic, s.sd, s.so, s.st, s.ev
+    sd, so, ev = s.sd, s.so, s.ev
     sd.ev_pending[c] = 0
     kind = sd.seg_kind[c]
     sd.seg_kind[c] = SEG_NONE
@@ -177,6 +194,10 @@ def dispatch(s, c, t):
         account(s, c, T_HARDIRQ, t, t + sd.irq_debt[c])
         t += sd.irq_debt[c]
         sd.irq_debt[c] = 0
+    if sd.sys_debt[c] > 0:
+        account(s, c, T_SYSTEM, t, t + sd.sys_debt[c])
+        t += sd.sys_debt[c]
+        sd.sys_debt[c] = 0
     soft = sd.softirq_pending[c] or sd.in_rx_action[c]
     app = has_runnable_thread(s, c)
     if soft and (not sd.ksoftirqd[c] or not app or sd.ks_vrt[c] <= sd.app_vrt[c]):
@@ -195,10 +216,10 @@ def dispatch(s, c, t):
         sd.ev_pending[c] = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
     elif app:
-        nth = p.cpu_nthreads[c]
+        nth = so.cpu_nthreads[c]
         th = -1
         for k in range(nth):
-            cand = p.cpu_threads[c, (sd.rr[c] + k) % nth]
+            cand = so.cpu_threads[c, (sd.rr[c] + k) % nth]
             if so.th_state[cand] == TH_RUNNABLE:
                 th = cand
                 sd.rr[c] = (sd.rr[c] + k + 1) % nth
@@ -215,8 +236,52 @@ def dispatch(s, c, t):
 
 
 @njit(**JIT_STATE)
+def charge_system(s, t, ns):
+    """Driver work done in a kworker (filter programming): system time on CPU 0.
+
+    Simplification: the unbound kworker is charged to CPU 0, after its current segment.
+    """
+    if ns > 0:
+        s.sd.sys_debt[0] += ns
+        kick_cpu(s, 0, t)
+
+
+@njit(**JIT_STATE)
+def migrate_thread(s, th, t):
+    """Move a thread to another CPU (an explicit move, or a random one every period)."""
+    p, so = s.p, s.so
+    k = so.th_mig_k[th]
+    new = -1
+    if k < p.mig_n[th]:
+        new = p.mig_cpu[th, k]
+        so.th_mig_k[th] = k + 1
+        if k + 1 < p.mig_n[th]:
+            schedule(s.ev, p.mig_t[th, k + 1], PRIO_WAKE, EV_MIGRATE, th)
+    elif p.mig_every_ns[th] > 0:
+        n = p.mig_set_n[th]
+        new = p.mig_set[th, np.int64(uniform(s.st.rng) * n) % n]
+        schedule(s.ev, t + p.mig_every_ns[th], PRIO_WAKE, EV_MIGRATE, th)
+    old = so.thread_cpu[th]
+    if new < 0 or new == old:
+        return
+    # unlink from the old CPU's list, append to the new one's
+    m = so.cpu_nthreads[old]
+    for i in range(m):
+        if so.cpu_threads[old, i] == th:
+            so.cpu_threads[old, i] = so.cpu_threads[old, m - 1]
+            so.cpu_nthreads[old] = m - 1
+            break
+    so.cpu_threads[new, so.cpu_nthreads[new]] = th
+    so.cpu_nthreads[new] += 1
+    so.thread_cpu[th] = new
+    so.th_migrations[th] += 1
+    if so.th_state[th] == TH_RUNNABLE:
+        kick_cpu(s, new, t)
+
+
+@njit(**JIT_STATE)
 def handle_event(s, t, kind, arg):
-    p, nic, sd, so, st, ev = s.p, s.nic, s.sd, s.so, s.st, s.ev
+    p, sd, so = s.p, s.sd, s.so
     if kind == EV_CPU:
         dispatch(s, arg, t)
     elif kind == EV_IRQ:
@@ -228,7 +293,15 @@ def handle_event(s, t, kind, arg):
     elif kind == EV_WAKE:
         if so.th_state[arg] == TH_WAKING:
             so.th_state[arg] = TH_RUNNABLE
-            kick_cpu(s, p.thread_cpu[arg], t)
+            kick_cpu(s, so.thread_cpu[arg], t)
+    elif kind == EV_MIGRATE:
+        migrate_thread(s, arg, t)
+    elif kind == EV_ARFS_SVC:
+        s.ar.svc[0] = 0
+        charge_system(s, t, arfs_program_pending(s, t))
+    elif kind == EV_ARFS_TIMER:
+        charge_system(s, t, arfs_expire_scan(s, t) + arfs_program_pending(s, t))
+        arm_timer(s, t)
 
 
 @njit(**JIT_LEAF)
@@ -239,7 +312,7 @@ def run(s, t_nic, flow, length, overrun, t_until):
     arrival wait for the next chunk, whose arrivals cannot be earlier); otherwise run the
     calendar up to ``t_until`` after the last arrival.
     """
-    p, nic, sd, so, st, ev = s.p, s.nic, s.sd, s.so, s.st, s.ev
+    ev = s.ev
     i = 0
     n = t_nic.size
     while True:

@@ -1,13 +1,22 @@
 """``Sim``: the whole simulation state as one NamedTuple handed to the jitted loop.
 
 Jitted mechanisms take ``s`` and read ``s.p`` (Params), ``s.nic``, ``s.sd``
-(SoftnetData), ``s.so`` (sockets, threads), ``s.st`` (Stats) and ``s.ev`` (Calendar).
+(SoftnetData), ``s.so`` (sockets, threads), ``s.st`` (Stats), ``s.ev`` (Calendar),
+``s.rf`` (RFS tables) and ``s.ar`` (aRFS filters).
 """
 
 from typing import NamedTuple
 
 from rxlab.engine.core import Calendar
-from rxlab.kernel.state import NicState, Params, SockState, SoftnetData, Stats
+from rxlab.kernel.state import (
+    ArfsState,
+    NicState,
+    Params,
+    RfsState,
+    SockState,
+    SoftnetData,
+    Stats,
+)
 
 
 class Sim(NamedTuple):
@@ -17,7 +26,9 @@ class Sim(NamedTuple):
     so: SockState
     st: Stats
     ev: Calendar
+    rf: RfsState
+    ar: ArfsState
 
 
-def new_sim(p, nic, sd, so, st, ev) -> Sim:
-    return Sim(p, nic, sd, so, st, ev)
+def new_sim(p, nic, sd, so, st, ev, rf, ar) -> Sim:
+    return Sim(p, nic, sd, so, st, ev, rf, ar)

@@ -13,6 +13,7 @@ from numba import njit
 from rxlab.config import JIT_LEAF, JIT_STATE
 from rxlab.engine.core import PRIO_WAKE, schedule
 from rxlab.kernel.accounting import cost, drop, hist_index, interval_of, work_ns
+from rxlab.kernel.rfs import sock_rps_record_flow
 from rxlab.kernel.state import (
     C_CROSS_CPU,
     C_SOCKET_ENQUEUE,
@@ -109,6 +110,9 @@ def app_read(s, th, t):
         so.so_head[sk] += 1
         f = so.so_flow[slot]
         so.flow_delivered[f] += 1
+        if p.sock_record[sk]:
+            # recvmsg -> sock_rps_record_flow: RFS learns where the consumer runs
+            sock_rps_record_flow(s, p.flow_hash[f], so.thread_cpu[th])
         lat = t - so.so_tarr[slot]
         st.lat_app[hist_index(lat)] += 1
         st.lat_sum[1] += lat
@@ -123,7 +127,7 @@ def app_read(s, th, t):
 @njit(**JIT_STATE)
 def app_after_read(s, th, t):
     """Thread state after a read: runnable, waking for a queued packet, or asleep."""
-    p, so, st, ev = s.p, s.so, s.st, s.ev
+    p, so, ev = s.p, s.so, s.ev
     sk = p.thread_sock[th]
     if so.so_head[sk] < so.so_tail[sk]:
         cap = p.sock_off[sk + 1] - p.sock_off[sk]

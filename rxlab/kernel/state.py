@@ -30,6 +30,8 @@ STAGES = (
     "ipi_recv",
     "wakeup_latency",
     "recvmsg",
+    "arfs_steer",
+    "arfs_program",
 )
 (
     C_HARDIRQ,
@@ -46,6 +48,8 @@ STAGES = (
     C_IPI_RECV,
     C_WAKEUP_LATENCY,
     C_RECVMSG,
+    C_ARFS_STEER,
+    C_ARFS_PROGRAM,
 ) = range(len(STAGES))
 # per-packet CPU work is jittered; latencies and fixed per-event overheads are not
 JITTERED = ("driver_rx", "gro", "rps_enqueue", "stack_rx", "socket_enqueue", "recvmsg")
@@ -76,6 +80,8 @@ CNT_SOCKET_IN = 2  # queued on a socket
 CNT_REORDERED = 3  # arrived at the socket behind a later packet of the same flow
 CNT_LAT_SOCK_N = 4
 CNT_LAT_APP_N = 5
+CNT_GOOD_QUEUE = 6  # arrived on the rx queue whose IRQ CPU runs the flow's consumer
+CNT_BAD_QUEUE = 7  # arrived elsewhere (flows that have a consumer only)
 CNT_DROP0 = 8  # CNT_DROP0 + reason
 N_CNT = CNT_DROP0 + N_DROP_SLOTS
 
@@ -136,14 +142,33 @@ class Params(NamedTuple):
     sock_thread: np.ndarray  # int64[nsock]
     sock_rcvbuf: np.ndarray  # int64[nsock] bytes
     sock_off: np.ndarray  # int64[nsock + 1]: slots of each socket queue
-    thread_cpu: np.ndarray  # int64[nthreads]
     thread_sock: np.ndarray  # int64[nthreads]
     thread_user_ns: np.ndarray  # float64[nthreads]
     thread_sys_ns: np.ndarray  # float64[nthreads]
     thread_batch: np.ndarray  # int64[nthreads]
-    cpu_threads: np.ndarray  # int64[ncpu, max_threads_per_cpu], -1 padded
-    cpu_nthreads: np.ndarray  # int64[ncpu]
-
+    sock_record: np.ndarray  # bool[nsock]: connected/TCP: recvmsg records the flow (RFS)
+    # RFS / aRFS (reference sec. 4-5)
+    rfs_on: bool  # rps_sock_flow_entries and some queue's rps_flow_cnt are set
+    sock_flow_mask: int  # rps_sock_flow_entries (rounded) - 1
+    rps_cpu_mask: int  # roundup_pow_of_two(nr_cpu_ids) - 1
+    rfs_hash32: bool  # per-queue slot hash_32(hash, log) since v6.15 (else hash & mask)
+    arfs_model: int  # 0 off, 1 ice-hash-match, 2 ice-tuple-match, 3 mlx5
+    arfs_protect: bool  # v6.18: do not overwrite an active filter of another flow
+    cpu_rmap: np.ndarray  # int64[ncpu]: rx queue whose IRQ is on that CPU, or -1
+    arfs_capacity: int  # hardware n-tuple filters
+    arfs_delay_ns: int  # steer request -> service task / work item programs it
+    arfs_period_ns: int  # ice service timer (expiry scan)
+    flow_tt: np.ndarray  # int64[nflows]: mlx5 table (tcp4, udp4, tcp6, udp6)
+    flow_sport: np.ndarray  # int64[nflows]
+    flow_dport: np.ndarray  # int64[nflows]
+    flow_udp: np.ndarray  # bool[nflows]
+    # thread migration: explicit moves, or a random move every mig_every_ns
+    mig_every_ns: np.ndarray  # int64[nthreads], 0 = never
+    mig_set: np.ndarray  # int64[nthreads, ncpu]: CPUs a random move may pick
+    mig_set_n: np.ndarray  # int64[nthreads]
+    mig_t: np.ndarray  # int64[nthreads, K]: explicit move times
+    mig_cpu: np.ndarray  # int64[nthreads, K]
+    mig_n: np.ndarray  # int64[nthreads]
 
 class NicState(NamedTuple):
     """Per rx queue descriptor rings and NAPI state (the driver's view)."""
@@ -206,6 +231,7 @@ class SoftnetData(NamedTuple):
     seg_work: np.ndarray  # int64[ncpu]
     seg_ctx: np.ndarray  # int8[ncpu]: T_SOFTIRQ or T_KSOFTIRQD for NAPI segments
     irq_debt: np.ndarray  # int64[ncpu]: hardirq time taken while a segment ran
+    sys_debt: np.ndarray  # int64[ncpu]: kworker time (aRFS filter programming)
     rr: np.ndarray  # int64[ncpu]: round-robin position over the CPU's threads
     # flow limit (struct sd_flow_limit)
     fl_on: np.ndarray  # int8[ncpu]
@@ -237,6 +263,11 @@ class SockState(NamedTuple):
     flow_next_seq: np.ndarray  # int64[nflows]
     flow_max_seq: np.ndarray  # int64[nflows]: highest sequence queued on a socket
     flow_delivered: np.ndarray  # int64[nflows]
+    thread_cpu: np.ndarray  # int64[nthreads]: where each thread runs now
+    cpu_threads: np.ndarray  # int64[ncpu, nthreads]: threads on each CPU
+    cpu_nthreads: np.ndarray  # int64[ncpu]
+    th_mig_k: np.ndarray  # int64[nthreads]: next explicit move
+    th_migrations: np.ndarray  # int64[nthreads]
 
 
 class Stats(NamedTuple):
@@ -249,3 +280,53 @@ class Stats(NamedTuple):
     ts_pkt: np.ndarray  # int64[n_intervals, 4]
     ts_drop: np.ndarray  # int64[n_intervals, N_DROP_SLOTS]
     rng: np.ndarray  # uint64[1]
+
+
+class RfsState(NamedTuple):
+    """rps_sock_flow_table and the per-queue rps_dev_flow tables (reference sec. 4)."""
+
+    sock_flow: np.ndarray  # int64[entries] u32 values, RPS_NO_CPU when empty
+    dev_cpu: np.ndarray  # int64[nq, S] (RPS_NO_CPU)
+    dev_filter: np.ndarray  # int64[nq, S] (RPS_NO_FILTER)
+    dev_last_qtail: np.ndarray  # int64[nq, S] (u32)
+    dev_hash: np.ndarray  # int64[nq, S] (v6.18+)
+    dev_log: np.ndarray  # int64[nq]: log2 of the table size; 0 = no table
+    out: np.ndarray  # int64[2]: the rflow get_rps_cpu chose (queue, slot) or -1
+    cnt: np.ndarray  # int64[N_RFS_CNT]
+
+
+RFS_CNT = ("rfs_steered", "rfs_moves", "rfs_held", "arfs_calls")
+N_RFS_CNT = 8
+RFS_STEERED, RFS_MOVES, RFS_HELD, RFS_ARFS_CALLS = range(4)
+
+
+class ArfsState(NamedTuple):
+    """The driver's aRFS filter list (ice ``arfs_fltr_list`` / mlx5 rule tables)."""
+
+    e_flow: np.ndarray  # int64[cap]: flow whose 5-tuple the entry holds
+    e_flow_id: np.ndarray  # int64[cap]
+    e_fltr_id: np.ndarray  # int64[cap]
+    e_q: np.ndarray  # int64[cap]
+    e_state: np.ndarray  # int64[cap]: ARFS_FREE / INACTIVE / ACTIVE
+    e_next: np.ndarray  # int64[cap]: bucket chain
+    e_time: np.ndarray  # int64[cap]: time activated (UDP expiry)
+    bucket: np.ndarray  # int64[NB]: first entry or -1
+    free: np.ndarray  # int64[cap]: free entry stack
+    free_n: np.ndarray  # int64[1]
+    last_fltr_id: np.ndarray  # int64[1]
+    fdir_queue: np.ndarray  # int64[nflows]: queue of the flow's programmed filter, -1
+    hw_count: np.ndarray  # int64[1]
+    svc: np.ndarray  # int64[2]: [service task pending, timer armed]
+    pend: np.ndarray  # int64[cap]: entries waiting to be written to hardware
+    pend_n: np.ndarray  # int64[1]
+    e_pend: np.ndarray  # int8[cap]: entry is on the pending list
+    cnt: np.ndarray  # int64[N_ARFS_CNT]
+
+
+ARFS_CNT = ("arfs_add", "arfs_update", "arfs_skip", "arfs_expire", "arfs_avoided",
+            "arfs_hw_full", "arfs_programmed", "arfs_no_memory")
+N_ARFS_CNT = 8
+(ARFS_ADD, ARFS_UPDATE, ARFS_SKIP, ARFS_EXPIRE, ARFS_AVOIDED, ARFS_HW_FULL,
+ ARFS_PROGRAMMED, ARFS_NO_MEMORY) = range(8)
+ARFS_FREE, ARFS_INACTIVE, ARFS_ACTIVE = -1, 0, 1
+ARFS_MODELS = ("off", "ice-hash-match", "ice-tuple-match", "mlx5")

@@ -9,13 +9,17 @@ import numpy as np
 
 from rxlab.kernel.accounting import hist_value
 from rxlab.kernel.state import (
+    ARFS_CNT,
+    CNT_BAD_QUEUE,
     CNT_DELIVERED,
     CNT_DROP0,
+    CNT_GOOD_QUEUE,
     CNT_LAT_APP_N,
     CNT_LAT_SOCK_N,
     CNT_OFFERED,
     CNT_REORDERED,
     DROP_REASONS,
+    RFS_CNT,
     T_HARDIRQ,
     T_KSOFTIRQD,
     T_SOFTIRQ,
@@ -147,6 +151,14 @@ def assemble(m, in_flight: int) -> Result:
                        "to_socket": lat_sock, "to_app": lat_app},
         "reordered_packets": int(cnt[CNT_REORDERED]),
         "flows_by_group": by_group,
+        "steering": {
+            "good_queue_packets": int(cnt[CNT_GOOD_QUEUE]),
+            "bad_queue_packets": int(cnt[CNT_BAD_QUEUE]),
+            "thread_migrations": int(so.th_migrations.sum()),
+        },
+        "rfs": {k: int(m.rf.cnt[i]) for i, k in enumerate(RFS_CNT)},
+        "arfs": {**{k.removeprefix("arfs_"): int(m.ar.cnt[i]) for i, k in enumerate(ARFS_CNT)},
+                 "filters_in_hw": int(m.ar.hw_count[0])},
         "softnet_stat": softnet_lines(softnet_rows, m.kb.softnet_columns),
     }
     isec = p.interval_ns / 1e9

@@ -93,14 +93,22 @@ def print_result(d: dict, console: Console | None = None) -> None:
 
 
 def experiment_table(exp: dict) -> Table:
-    """Cases side by side, metrics as rows (like the seeds' tables)."""
+    """Cases side by side, metrics as rows (like the seeds' tables); with many cases,
+    one row per case instead."""
     cases = exp["cases"]
     t = Table(title=exp.get("title", exp["experiment"]))
+    keys = exp.get("table_metrics") or [k for k in cases[0]["metrics"]
+                                        if isinstance(cases[0]["metrics"][k], (int, float))]
+    if len(cases) > 5:
+        t.add_column("case", style="bold")
+        for k in keys:
+            t.add_column(k, justify="right")
+        for c in cases:
+            t.add_row(c["name"], *(_fmt(c["metrics"].get(k)) for k in keys))
+        return t
     t.add_column("metric", style="bold")
     for c in cases:
         t.add_column(c["name"], justify="right")
-    keys = exp.get("table_metrics") or [k for k in cases[0]["metrics"]
-                                        if isinstance(cases[0]["metrics"][k], (int, float))]
     for k in keys:
         row = []
         for c in cases:

@@ -4,6 +4,9 @@ An experiment module defines ``NAME``, ``TITLE``, ``SEED`` (the seed file it
 reproduces), ``TABLE`` (metric rows to print), ``cases(quick, kernel)`` returning
 ``[(case name, params, Scenario)]``, ``metrics(name, result) -> dict`` and
 ``claims(cases) -> [(claim, held)]``: the seed's qualitative findings, checked.
+A module that is not an rx-engine run defines ``run_case(name, params, spec) -> metrics``
+(including ``packets``, ``cpu_softirq``, ``cpu_util``) and its ``cases`` return its own
+specs instead of Scenarios.
 """
 
 from __future__ import annotations
@@ -33,9 +36,15 @@ def run_experiment(module, quick: bool = False, kernel: str | None = None,
     for i, (name, params, sc) in enumerate(cases):
         if progress:
             progress(i, len(cases), name)
-        res = simulate(sc)
-        out.append({"name": name, "params": params,
-                    "metrics": {**module.metrics(name, res), **common_metrics(res)}})
+        if hasattr(module, "run_case"):  # an experiment with its own runner
+            m = module.run_case(name, params, sc)
+        else:
+            res = simulate(sc)
+            extra = getattr(module, "extra_metrics", None)
+            # the experiment's own metrics win over the common per-CPU lists
+            m = {**common_metrics(res), **module.metrics(name, res),
+                 **(extra(name, sc) if extra else {})}
+        out.append({"name": name, "params": params, "metrics": m})
     claims = [{"claim": c, "held": bool(ok)} for c, ok in module.claims(out)]
     return {"experiment": module.NAME, "title": module.TITLE, "seed_file": module.SEED,
             "quick": quick, "cases": out, "claims": claims, "table_metrics": module.TABLE}

@@ -1,0 +1,98 @@
+"""RFS and the core side of aRFS (reference sec. 4 and 5.1-5.2).
+
+Positions (``input_queue_head``, ``last_qtail``) are u32 and compared as the kernel
+does, ``(int)(a - b)``, with ``s32_diff``. Version rules live in ``rfs_slot`` (per-queue
+slot: ``hash_32`` since v6.15, ``hash & mask`` before) and ``rps_flow_is_active``.
+"""
+
+from numba import njit
+
+from rxlab.config import JIT_STATE
+from rxlab.kernel.accounting import cost
+from rxlab.kernel.constants import RPS_NO_FILTER
+from rxlab.kernel.hashfn import hash_32, s32_diff
+from rxlab.kernel.state import C_ARFS_STEER, RFS_ARFS_CALLS, U32
+from rxlab.nic.arfs_steer import ndo_rx_flow_steer
+
+
+@njit(**JIT_STATE)
+def rfs_slot(s, skb_hash, log):
+    """Slot of a flow in a table of 2**log entries (f3483c8e1da6, v6.15: hash_32)."""
+    if s.p.rfs_hash32:
+        return hash_32(skb_hash, log)
+    return skb_hash & ((1 << log) - 1)
+
+
+@njit(**JIT_STATE)
+def rps_flow_is_active(s, q, slot, cpu):
+    """Fewer than 10 x table-size packets left ``cpu``'s backlog since the flow's last
+    enqueue (v6.15+: ``10 << log``; before: ``10 * mask``)."""
+    if cpu >= s.p.ncpu:
+        return False
+    log = s.rf.dev_log[q]
+    limit = (10 << log) if s.p.rfs_hash32 else 10 * ((1 << log) - 1)
+    return s32_diff(s.sd.input_queue_head[cpu], s.rf.dev_last_qtail[q, slot]) < limit
+
+
+@njit(**JIT_STATE)
+def rps_may_expire_flow(s, q, flow_id, filter_id):
+    """True when the driver may remove the filter (mirrors rps_may_expire_flow)."""
+    log = s.rf.dev_log[q]
+    if log == 0 or flow_id >= (1 << log):
+        return True
+    if s.rf.dev_filter[q, flow_id] != filter_id:
+        return True
+    return not rps_flow_is_active(s, q, flow_id, s.rf.dev_cpu[q, flow_id])
+
+
+@njit(**JIT_STATE)
+def set_rps_cpu(s, q, slot, next_cpu, skb_hash, f, t):
+    """Move a flow to ``next_cpu``; with aRFS ask the driver to steer it in hardware.
+
+    Returns (queue, slot) of the rflow the caller must enqueue with: with aRFS it can
+    be the entry in the *target* queue's table (v6.18+ form with the Feb-2026 fix). The
+    CPU time of the driver call is added to ``rf.out[2]``.
+    """
+    p, rf, sd = s.p, s.rf, s.sd
+    rq = q
+    rs = slot
+    if next_cpu < p.ncpu:
+        if p.arfs_model != 0:
+            rxq_index = p.cpu_rmap[next_cpu]
+            if rxq_index >= 0 and rxq_index != q and rf.dev_log[rxq_index] > 0:
+                flow_id = rfs_slot(s, skb_hash, rf.dev_log[rxq_index])
+                t_cpu = rf.dev_cpu[rxq_index, flow_id]
+                protect = (
+                    p.arfs_protect
+                    and rf.dev_filter[rxq_index, flow_id] != RPS_NO_FILTER
+                    and rps_flow_is_active(s, rxq_index, flow_id, t_cpu)
+                    and (skb_hash != rf.dev_hash[rxq_index, flow_id] or next_cpu == t_cpu)
+                )
+                if not protect:
+                    rf.cnt[RFS_ARFS_CALLS] += 1
+                    rf.out[2] += cost(s, C_ARFS_STEER)
+                    rc = ndo_rx_flow_steer(s, f, skb_hash, rxq_index, flow_id, t)
+                    if rc >= 0:
+                        old_filter = rf.dev_filter[q, slot]
+                        rq = rxq_index
+                        rs = flow_id
+                        rf.dev_filter[rq, rs] = rc
+                        rf.dev_hash[rq, rs] = skb_hash
+                        if old_filter == rc:
+                            rf.dev_filter[q, slot] = RPS_NO_FILTER
+        rf.dev_last_qtail[rq, rs] = sd.input_queue_head[next_cpu]
+    rf.dev_cpu[rq, rs] = next_cpu
+    return rq, rs
+
+
+@njit(**JIT_STATE)
+def sock_rps_record_flow(s, skb_hash, cpu):
+    """rps_record_sock_flow: the socket table remembers the CPU that read the flow."""
+    p, rf = s.p, s.rf
+    if not p.rfs_on or skb_hash == 0:
+        return
+    val = (skb_hash & ~p.rps_cpu_mask & U32) | cpu
+    idx = skb_hash & p.sock_flow_mask
+    if rf.sock_flow[idx] != val:
+        rf.sock_flow[idx] = val
+

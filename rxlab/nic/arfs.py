@@ -1,0 +1,120 @@
+"""The driver side that writes aRFS filters to hardware and expires them.
+
+ice: ``ice_sync_arfs_fltrs`` from the service task: INACTIVE entries become ACTIVE
+(programmed: the NIC now steers that 5-tuple to the entry's queue); ACTIVE entries whose
+``rps_may_expire_flow`` says so (or UDP ones older than 5 s) are deleted. mlx5: the work
+item programs the rule, then ``arfs_may_expire_flow`` deletes at most 62 rules per scan.
+
+Simplifications (docs/model.md): programming happens ``arfs_delay_ns`` after the first
+request (one run handles every pending entry); the expiry scan runs on a timer of
+``nic.arfs.period_s`` (ice: its 1 s service timer) rather than on every service-task or
+work-item run.
+"""
+
+from numba import njit
+
+from rxlab.config import JIT_STATE
+from rxlab.engine.core import PRIO_TIMER, schedule
+from rxlab.kernel.accounting import cost
+from rxlab.kernel.rfs import rps_may_expire_flow
+from rxlab.kernel.state import (
+    ARFS_ACTIVE,
+    ARFS_EXPIRE,
+    ARFS_FREE,
+    ARFS_HW_FULL,
+    ARFS_INACTIVE,
+    ARFS_PROGRAMMED,
+    C_ARFS_PROGRAM,
+)
+
+EV_ARFS_TIMER = 7  # event kind: ice service timer (expiry scan)
+ICE_ARFS_TIME_DELTA_EXPIRATION_NS = 5_000_000_000  # UDP filters live at most 5 s
+MLX5E_ARFS_EXPIRY_QUOTA = 60
+
+
+@njit(**JIT_STATE)
+def _program(s, e):
+    ar, p = s.ar, s.p
+    f = ar.e_flow[e]
+    if ar.fdir_queue[f] < 0:
+        if ar.hw_count[0] >= p.arfs_capacity:
+            ar.cnt[ARFS_HW_FULL] += 1
+            return False
+        ar.hw_count[0] += 1
+    ar.fdir_queue[f] = ar.e_q[e]
+    ar.cnt[ARFS_PROGRAMMED] += 1
+    return True
+
+
+@njit(**JIT_STATE)
+def _delete(s, b, prev, e):
+    ar = s.ar
+    nxt = ar.e_next[e]
+    if prev < 0:
+        ar.bucket[b] = nxt
+    else:
+        ar.e_next[prev] = nxt
+    f = ar.e_flow[e]
+    if ar.fdir_queue[f] >= 0:
+        ar.fdir_queue[f] = -1
+        ar.hw_count[0] -= 1
+    ar.e_state[e] = ARFS_FREE
+    ar.free[ar.free_n[0]] = e
+    ar.free_n[0] += 1
+    ar.cnt[ARFS_EXPIRE] += 1
+    return nxt
+
+
+@njit(**JIT_STATE)
+def _expired(s, e, t):
+    ar, p = s.ar, s.p
+    if rps_may_expire_flow(s, ar.e_q[e], ar.e_flow_id[e], ar.e_fltr_id[e]):
+        return True
+    return p.arfs_model != 3 and p.flow_udp[ar.e_flow[e]] and (
+        t - ar.e_time[e] >= ICE_ARFS_TIME_DELTA_EXPIRATION_NS)
+
+
+@njit(**JIT_STATE)
+def arfs_program_pending(s, t):
+    """Write every entry still INACTIVE on the pending list; returns CPU ns spent."""
+    ar = s.ar
+    spent = 0
+    for k in range(ar.pend_n[0]):
+        e = ar.pend[k]
+        ar.e_pend[e] = 0
+        if ar.e_state[e] == ARFS_INACTIVE:
+            if _program(s, e):
+                ar.e_state[e] = ARFS_ACTIVE
+                ar.e_time[e] = t
+            spent += cost(s, C_ARFS_PROGRAM)
+    ar.pend_n[0] = 0
+    return spent
+
+
+@njit(**JIT_STATE)
+def arfs_expire_scan(s, t):
+    """Delete expired ACTIVE entries (mlx5: at most 62 per scan); returns CPU ns."""
+    ar, p = s.ar, s.p
+    spent = 0
+    quota = 0
+    for b in range(ar.bucket.size):
+        prev = -1
+        e = ar.bucket[b]
+        while e >= 0:
+            if ar.e_state[e] == ARFS_ACTIVE and _expired(s, e, t):
+                if p.arfs_model == 3:
+                    quota += 1
+                    if quota > MLX5E_ARFS_EXPIRY_QUOTA + 1:
+                        return spent
+                spent += cost(s, C_ARFS_PROGRAM)
+                e = _delete(s, b, prev, e)
+                continue
+            prev = e
+            e = ar.e_next[e]
+    return spent
+
+
+@njit(**JIT_STATE)
+def arm_timer(s, t):
+    if s.p.arfs_model != 0:
+        schedule(s.ev, t + s.p.arfs_period_ns, PRIO_TIMER, EV_ARFS_TIMER, 0)

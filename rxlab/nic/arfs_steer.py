@@ -1,0 +1,108 @@
+"""``ndo_rx_flow_steer`` of the modelled drivers (reference sec. 5.3-5.4).
+
+- ``ice-hash-match``: ice before "net: ice: Perform accurate aRFS flow match" (2025):
+  an existing entry in the raw-hash bucket matches on ``flow_id`` alone, so a new flow
+  colliding with another is taken for it and re-points the other flow's filter.
+- ``ice-tuple-match``: after the fix: the entry must also match the full 5-tuple.
+- ``mlx5``: full tuple match in 4 tables x 256 buckets keyed by the ports.
+Filters are programmed later by the service task / work item (``rxlab.nic.arfs``).
+"""
+
+import numpy as np
+from numba import njit
+
+from rxlab.config import JIT_STATE
+from rxlab.engine.core import PRIO_TIMER, schedule
+from rxlab.kernel.state import (
+    ARFS_ACTIVE,
+    ARFS_ADD,
+    ARFS_AVOIDED,
+    ARFS_INACTIVE,
+    ARFS_NO_MEMORY,
+    ARFS_SKIP,
+    ARFS_UPDATE,
+)
+
+ICE_ARFS_LST_MASK = 1023  # ICE_MAX_ARFS_LIST - 1
+MLX5_ARFS_HASH = 256  # ARFS_HASH_SIZE buckets per table
+EV_ARFS_SVC = 6  # event kind: the service task / work item runs (handled in rx_loop)
+
+
+@njit(**JIT_STATE)
+def arfs_bucket(s, f, skb_hash):
+    p = s.p
+    if p.arfs_model == 3:
+        # mlx5: l = sport | (dport << 2) on the __be16 values (byte-swapped on LE),
+        # hash_long(l, 8) on 64-bit: (l * GOLDEN_RATIO_64) >> 56
+        sp = ((p.flow_sport[f] & 0xFF) << 8) | (p.flow_sport[f] >> 8)
+        dp = ((p.flow_dport[f] & 0xFF) << 8) | (p.flow_dport[f] >> 8)
+        l_ = np.uint64(sp | (dp << 2))
+        h = (l_ * np.uint64(0x61C8864680B583EB)) >> np.uint64(56)
+        return p.flow_tt[f] * MLX5_ARFS_HASH + np.int64(h)
+    return skb_hash & ICE_ARFS_LST_MASK  # skb_get_hash_raw(skb) & ICE_ARFS_LST_MASK
+
+
+@njit(**JIT_STATE)
+def arfs_kick_service(s, e, t):
+    """ice_service_task_schedule / queue_work: program entry e (and others) soon."""
+    ar = s.ar
+    if ar.e_pend[e] == 0:
+        ar.e_pend[e] = 1
+        ar.pend[ar.pend_n[0]] = e
+        ar.pend_n[0] += 1
+    if ar.svc[0] == 0:
+        ar.svc[0] = 1
+        schedule(s.ev, t + s.p.arfs_delay_ns, PRIO_TIMER, EV_ARFS_SVC, 0)
+
+
+@njit(**JIT_STATE)
+def ndo_rx_flow_steer(s, f, skb_hash, rxq, flow_id, t):
+    """Returns the filter id (>= 0), or -1 (no memory)."""
+    p, ar = s.p, s.ar
+    b = arfs_bucket(s, f, skb_hash)
+    e = ar.bucket[b]
+    avoided = False
+    while e >= 0:
+        if p.arfs_model == 3:
+            hit = ar.e_flow[e] == f  # arfs_cmp: ports, EtherType, addresses
+        else:
+            hit = ar.e_flow_id[e] == flow_id
+            if hit and p.arfs_model == 2 and ar.e_flow[e] != f:
+                hit = False  # ice_arfs_cmp refuses another flow's entry
+                avoided = True
+        if hit:
+            if avoided:
+                ar.cnt[ARFS_AVOIDED] += 1
+            if ar.e_q[e] == rxq or (p.arfs_model != 3 and ar.e_state[e] != ARFS_ACTIVE):
+                ar.cnt[ARFS_SKIP] += 1
+                return ar.e_fltr_id[e]
+            ar.e_q[e] = rxq
+            if ar.e_state[e] == ARFS_ACTIVE:
+                ar.e_state[e] = ARFS_INACTIVE  # reprogram with the new queue
+            ar.cnt[ARFS_UPDATE] += 1
+            arfs_kick_service(s, e, t)
+            return ar.e_fltr_id[e]
+        e = ar.e_next[e]
+    if avoided:
+        ar.cnt[ARFS_AVOIDED] += 1
+    if ar.free_n[0] == 0:
+        ar.cnt[ARFS_NO_MEMORY] += 1
+        return -1
+    ar.free_n[0] -= 1
+    e = ar.free[ar.free_n[0]]
+    if p.arfs_model == 3:
+        fid = ar.last_fltr_id[0] % 0xFFFF  # last_filter_id++ % 0xffff, from 0
+    else:
+        fid = (ar.last_fltr_id[0] + 1) % 0xFFFF  # ++arfs_last_fltr_id % 0xffff, from 1
+    ar.last_fltr_id[0] += 1
+    ar.e_flow[e] = f
+    ar.e_flow_id[e] = flow_id
+    ar.e_fltr_id[e] = fid
+    ar.e_q[e] = rxq
+    ar.e_state[e] = ARFS_INACTIVE
+    ar.e_time[e] = t
+    ar.e_next[e] = ar.bucket[b]  # insert at the head of the bucket
+    ar.bucket[b] = e
+    ar.cnt[ARFS_ADD] += 1
+    arfs_kick_service(s, e, t)
+    return fid
