@@ -224,6 +224,7 @@ class App(_Strict):
 
 class Metrics(_Strict):
     interval: float = Field(0.01, gt=0, description="time-series interval, seconds")
+    warmup: float = Field(0.0, ge=0, description="good/bad queue counts start after this")
 
 
 class Scenario(_Strict):

@@ -107,7 +107,7 @@ def ingest(s, f, length, t, overrun):
     if p.arfs_model != 0 and s.ar.fdir_queue[f] >= 0:
         q = s.ar.fdir_queue[f]  # an aRFS filter for this 5-tuple overrides RSS
     sk = p.flow_sock[f]
-    if sk >= 0:
+    if sk >= 0 and t >= p.warmup_ns:
         # good: the queue's interrupt lands where the flow's consumer runs now
         if p.irq_cpu[q] == so.thread_cpu[p.sock_thread[sk]]:
             st.cnt[CNT_GOOD_QUEUE] += 1

@@ -129,6 +129,7 @@ class Params(NamedTuple):
     jitter_kind: int
     jitter_sigma: float
     interval_ns: int
+    warmup_ns: int
     n_intervals: int
     cost_ns: np.ndarray  # float64[len(STAGES)]
     jitter_mask: np.ndarray  # bool[len(STAGES)]: stage is per-packet work

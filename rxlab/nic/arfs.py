@@ -101,7 +101,12 @@ def arfs_expire_scan(s, t):
         prev = -1
         e = ar.bucket[b]
         while e >= 0:
-            if ar.e_state[e] == ARFS_ACTIVE and _expired(s, e, t):
+            if ar.e_state[e] == ARFS_INACTIVE and ar.e_pend[e] == 0:
+                # the sync loop retries entries whose write failed (table full)
+                ar.e_pend[e] = 1
+                ar.pend[ar.pend_n[0]] = e
+                ar.pend_n[0] += 1
+            elif ar.e_state[e] == ARFS_ACTIVE and _expired(s, e, t):
                 if p.arfs_model == 3:
                     quota += 1
                     if quota > MLX5E_ARFS_EXPIRY_QUOTA + 1:
