@@ -20,6 +20,7 @@ def configure() -> None:
     h = hashlib.sha256()
     jitted = [root / "config.py"] + [
         f for d in ("engine", "kernel", "nic", "traffic", "xdp") for f in (root / d).rglob("*.py")
+        if b"njit" in f.read_bytes()  # only files with jitted code invalidate the cache
     ]
     for path in sorted(jitted):
         h.update(str(path.relative_to(root)).encode())

@@ -32,3 +32,8 @@ class Sim(NamedTuple):
 
 def new_sim(p, nic, sd, so, st, ev, rf, ar) -> Sim:
     return Sim(p, nic, sd, so, st, ev, rf, ar)
+
+
+def sim_of(m) -> Sim:
+    """The Sim of a built model (``rxlab.build.build``): the same arrays, no copies."""
+    return Sim(m.params, m.nic, m.sd, m.so, m.st, m.ev, m.rf, m.ar)
