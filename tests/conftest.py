@@ -1,0 +1,87 @@
+"""Shared builders for scenario dicts (handed to ``rxlab.scenario.scenario_from_dict``).
+
+They are exposed as fixtures (``udp_group``, ``scenario_dict``) so test modules do not
+import from conftest. Simulation results are computed in module-scoped fixtures of the
+modules themselves: the first ``simulate()`` of a process pays the numba compile (or
+cache load), every later one is fast.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in extra.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def make_udp_group(
+    name: str = "g",
+    flows: int = 1,
+    pps: float = 10_000,
+    *,
+    arrivals: str | dict = "poisson",
+    src: dict | None = None,
+    sport: dict | None = None,
+    size: int = 64,
+    **extra,
+) -> dict:
+    """One UDP traffic group to 192.168.0.1:9000 (64-byte frames, Poisson by default)."""
+    g = {
+        "name": name,
+        "flows": flows,
+        "proto": "udp",
+        "src": src or ({"addr": "10.0.0.2"} if flows == 1 else {"cidr": "10.0.0.0/8"}),
+        "dst": {"addr": "192.168.0.1"},
+        "sport": sport or ({"value": 1234} if flows == 1 else {"range": [1024, 65535]}),
+        "dport": {"value": 9000},
+        "rate": {"pps": pps},
+        "arrivals": arrivals,
+        "size": size,
+    }
+    g.update(extra)
+    return g
+
+
+def make_scenario_dict(groups: list[dict], **sections) -> dict:
+    """A scenario dict: small host, one fast sink app on the last CPU; ``sections``
+    are deep-merged over the defaults (``apps`` replaces the app list)."""
+    cpus = sections.get("host", {}).get("cpus", 2)
+    base = {
+        "name": "test",
+        "seed": 1,
+        "duration": 0.02,
+        "drain": 0.01,
+        "host": {"cpus": cpus},
+        "nic": {"queues": 1, "irq_affinity": [0], "ring_size": 1024, "link_gbps": 100},
+        "kernel": {},
+        "traffic": {"groups": groups},
+        "apps": [
+            {
+                "name": "sink",
+                "cpus": cpus - 1,
+                "cost": {"user_ns": 0, "syscall_ns": 0},
+                "rcvbuf": 64 << 20,
+                "batch": 1024,
+            }
+        ],
+    }
+    return _merge(base, sections)
+
+
+@pytest.fixture(scope="session")
+def udp_group():
+    return make_udp_group
+
+
+@pytest.fixture(scope="session")
+def scenario_dict():
+    return make_scenario_dict

@@ -1,0 +1,103 @@
+"""The CLI: one-line errors with exit status 2, JSON output shapes, --out files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rxlab.cli.main import main
+
+BAD_YAML = "name: x\nhost: {cpus: [\n"
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def one_line_error(err: str) -> str:
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+@pytest.mark.parametrize("content,needle", [
+    (None, "no such scenario file"),
+    (BAD_YAML, "malformed YAML"),
+    ("traffic: {groups: [{name: a, flows: 1, src: {addr: 10.0.0.1}, dst: {addr: 10.0.0.2}, "
+     "dport: {value: 1}, rate: {pps: -5}}]}\n", "rate.pps"),
+    ("host: {cpus: 0}\ntraffic: {groups: []}\n", "host.cpus"),
+    ("nic: {queues: 2, irq_affinity: [0, 7]}\nhost: {cpus: 2}\n"
+     "traffic: {groups: [{name: a, flows: 1, src: {addr: 10.0.0.1}, "
+     "dst: {addr: 10.0.0.2}, dport: {value: 1}, rate: {pps: 5}}]}\n", "irq_affinity[1]"),
+    ("nic: {rss: {key: nothex}}\n"
+     "traffic: {groups: [{name: a, flows: 1, src: {addr: 10.0.0.1}, "
+     "dst: {addr: 10.0.0.2}, dport: {value: 1}, rate: {pps: 5}}]}\n", "nic.rss.key"),
+    ("bogus: 1\ntraffic: {groups: [{name: a, flows: 1, src: {addr: 10.0.0.1}, "
+     "dst: {addr: 10.0.0.2}, dport: {value: 1}, rate: {pps: 5}}]}\n", "bogus"),
+])
+def test_bad_scenarios_exit_2_with_one_line(tmp_path, capsys, content, needle):
+    path = tmp_path / "s.yaml"
+    if content is not None:
+        path.write_text(content)
+    code, out, err = run_cli(capsys, "run", str(path))
+    assert code == 2
+    assert needle in one_line_error(err)
+    assert out == ""
+
+
+def test_bad_arguments_exit_2(capsys):
+    assert run_cli(capsys, "reproduce", "no-such-experiment")[0] == 2
+    code, _, err = run_cli(capsys, "run", "default", "--set", "kernel.netdev_budget")
+    assert code == 2 and "--set" in one_line_error(err)
+    code, _, err = run_cli(capsys, "run", "default", "--duration", "-1")
+    assert code == 2 and "--duration" in one_line_error(err)
+    code, _, err = run_cli(capsys, "frobnicate")
+    assert code == 2 and one_line_error(err)
+
+
+def test_run_json_has_the_documented_keys(capsys):
+    code, out, _ = run_cli(capsys, "run", "default", "--duration", "0.01", "--json")
+    assert code == 0
+    d = json.loads(out)
+    for k in ("offered", "delivered", "dropped", "in_flight", "dropped_by_reason"):
+        assert k in d["packets"]
+    assert d["throughput"]["delivered_pps"] > 0
+    for c in d["cpus"]:
+        assert set(c["util"]) >= {"softirq", "system", "user", "idle"}
+        assert set(c["softnet_stat"]) >= {"processed", "dropped", "time_squeeze",
+                                          "received_rps", "flow_limit_count"}
+    assert set(d["latency_ns"]) >= {"p50", "p99", "p999"}
+    assert "reordered_packets" in d
+    pk = d["packets"]
+    assert pk["offered"] == pk["delivered"] + pk["dropped"] + pk["in_flight"]
+
+
+def test_out_dir_is_complete(tmp_path, capsys):
+    out = tmp_path / "out"
+    code, _, _ = run_cli(capsys, "run", "default", "--duration", "0.01", "--out", str(out))
+    assert code == 0
+    names = {p.name for p in out.iterdir()}
+    assert {"result.json", "series.csv", "softnet_stat", "cpu_load.png", "latency_cdf.png",
+            "throughput.png"} <= names
+    assert (out / "cpu_load.png").read_bytes()[:4] == b"\x89PNG"
+    header = (out / "series.csv").read_text().splitlines()[0]
+    assert header.startswith("t_s,offered_pps,delivered_pps,dropped_pps")
+
+
+def test_out_refuses_a_file_and_leaves_nothing(tmp_path, capsys):
+    f = tmp_path / "taken"
+    f.write_text("x")
+    code, _, err = run_cli(capsys, "run", "default", "--duration", "0.01", "--out", str(f))
+    assert code == 2 and "--out" in one_line_error(err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
+
+
+def test_softnet_flag_prints_kernel_format(capsys):
+    code, out, _ = run_cli(capsys, "run", "default", "--duration", "0.01", "--softnet")
+    assert code == 0
+    lines = [x for x in out.splitlines() if len(x.split()) == 15]
+    assert len(lines) == 4 and all(len(f) == 8 for f in lines[0].split())

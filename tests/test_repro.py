@@ -1,0 +1,43 @@
+"""The seeds' reproductions: JSON shape and the seeds' qualitative findings (--quick)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rxlab.cli.main import main
+
+
+def reproduce(capsys, name):
+    assert main(["reproduce", name, "--quick", "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("name,cases,metric", [
+    ("rss-rxhash", ["rxhash-off", "rxhash-on"], "rx_pps"),
+    ("flow-limit", ["baseline", "antagonist", "antagonist+flow_limit"], "served_rps"),
+    ("arfs-flow-match", ["hash-match/512", "tuple-match/512", "hash-match/2048",
+                         "tuple-match/2048"], "good_queue_packets"),
+])
+def test_reproduction_matches_the_seed(capsys, name, cases, metric):
+    exp = reproduce(capsys, name)
+    assert exp["experiment"] == name
+    assert [c["name"] for c in exp["cases"]] == cases
+    for c in exp["cases"]:
+        m = c["metrics"]
+        assert metric in m
+        pk = m["packets"]
+        assert pk["offered"] == pk["delivered"] + pk["dropped"] + pk["in_flight"]
+        assert "cpu_softirq" in m and "cpu_util" in m or "cpu_total" in m
+    failed = [c["claim"] for c in exp["claims"] if not c["held"]]
+    assert not failed, failed
+
+
+def test_flow_limit_seed_figures(capsys):
+    """Seed 003: throughput halves under the antagonist; flow limit restores it."""
+    m = {c["name"]: c["metrics"] for c in reproduce(capsys, "flow-limit")["cases"]}
+    base = m["baseline"]["served_rps"]
+    assert 0.35 < m["antagonist"]["served_rps"] / base < 0.65
+    assert m["antagonist+flow_limit"]["served_rps"] / base > 0.97
+    assert m["antagonist+flow_limit"]["flow_limit_count_cpu0"] > 0
