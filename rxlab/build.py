@@ -60,6 +60,7 @@ class Model:
     flows: FlowTable
     kb: KernelBehaviour
     config: dict = field(default_factory=dict)  # effective (rounded) settings
+    capture: object = None  # rxlab.capture.pcap.Capture when traffic replays a pcap
     threads: list = field(default_factory=list)  # (app name, cpu) per thread
     port_state: np.ndarray = field(default_factory=lambda: np.zeros(2, I64))
 
@@ -249,10 +250,20 @@ def _migration(sc: Scenario, nth: int, ncpu: int, app_of_thread: list[int]):
     return every, mset, mset_n, mt, mc, mn
 
 
-def build(sc: Scenario) -> Model:
+def build(sc: Scenario, capture=None) -> Model:
+    """Compile a scenario; ``capture`` is an already opened pcap for ``traffic.pcap``."""
     kb = behaviour(sc.host.kernel)
     ncpu, nq = sc.host.cpus, sc.nic.queues
-    fl = build_flows(sc.traffic, sc.seed)
+    if sc.traffic.pcap is not None:
+        if capture is None:
+            from rxlab.capture.pcap import open_capture
+
+            pc = sc.traffic.pcap
+            capture = open_capture(pc.file, speedup=pc.speedup,
+                                   allow_truncated=pc.allow_truncated)
+        fl = capture.flows
+    else:
+        fl = build_flows(sc.traffic, sc.seed)
     steer = flow_steering(sc, fl)
 
     # --- kernel knobs, rounded / validated the kernel's way -------------------------
@@ -480,4 +491,5 @@ def build(sc: Scenario) -> Model:
         "arfs_protect_active": bool(arfs) and p.arfs_protect,
         "threads": [{"app": a, "cpu": c} for a, c in threads],
     }
-    return Model(sc, p, nic, sd, so, st, ev, rf, ar, fl, kb, config, threads)
+    return Model(sc, p, nic, sd, so, st, ev, rf, ar, fl, kb, config, threads=threads,
+                 capture=capture)

@@ -276,7 +276,7 @@ class Scenario(_Strict):
                         raise ValueError(
                             f"apps[{i}].migrate.cpus: CPU {c} does not exist (host.cpus = {n})"
                         )
-            names = {g.name for g in self.traffic.groups}
+            names = set(self.traffic.group_names())
             if app.groups != "all":
                 for g in app.groups:
                     if g not in names:
@@ -348,7 +348,13 @@ def load_scenario(ref: str | Path) -> Scenario:
     p = Path(ref)
     if not p.exists() and (BUILTIN_DIR / f"{ref}.yaml").exists():
         p = BUILTIN_DIR / f"{ref}.yaml"
-    return scenario_from_dict(load_yaml(p), str(ref))
+    data = load_yaml(p)
+    pcap = (data.get("traffic") or {}).get("pcap") if isinstance(data, dict) else None
+    if isinstance(pcap, dict) and isinstance(pcap.get("file"), str):
+        f = Path(pcap["file"])
+        if not f.is_absolute():
+            pcap["file"] = str(p.parent / f)  # relative to the scenario file
+    return scenario_from_dict(data, str(ref))
 
 
 def with_overrides(sc: Scenario, overrides: dict[str, Any]) -> Scenario:

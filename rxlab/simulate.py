@@ -46,7 +46,12 @@ def run_model(
 ) -> None:
     """Run a built model to the end of its drain window (mutates the model's state)."""
     sc = m.scenario
-    stream = PacketStream(sc.traffic, m.flows, sc.seed, sc.duration)
+    if m.capture is not None:
+        from rxlab.capture.pcap import PcapStream
+
+        stream = PcapStream(m.capture, sc.duration)
+    else:
+        stream = PacketStream(sc.traffic, m.flows, sc.seed, sc.duration)
     link_ps_per_byte = int(round(8000.0 / sc.nic.link_gbps))  # ps per byte on the wire
     svc_ns = int(round(1e9 / sc.nic.max_pps)) if sc.nic.max_pps else 0
     sim = new_sim(m.params, m.nic, m.sd, m.so, m.st, m.ev, m.rf, m.ar)
@@ -92,5 +97,7 @@ def simulate(
     m = build(sc)
     run_model(m, chunk_packets, progress)
     res = assemble(m, in_flight(m))
+    if m.capture is not None:
+        res.data["capture"] = m.capture.summary()
     check_conservation(m, res)
     return res

@@ -8,6 +8,7 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v tcpdump >/dev/null || need+=(tcpdump)
 command -v ethtool >/dev/null || need+=(ethtool)
 command -v chromium >/dev/null || need+=(chromium)
+command -v editcap >/dev/null || need+=(wireshark-common)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" != 0 ]; then
   echo "setup-system: not root; tests needing ${need[*]} will skip" >&2

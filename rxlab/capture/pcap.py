@@ -47,6 +47,7 @@ READ_BLOCK = 1 << 22  # bytes per read; the buffer grows only for larger pcapng 
 MAX_BLOCK = 1 << 26  # a pcapng block longer than this is treated as corrupt
 MAX_CAPLEN = 262144  # libpcap's MAXIMUM_SNAPLEN: a larger record length means corruption
 MIN_FRAME = 64
+NO_LIMIT = (1 << 63) - 1  # replay time limit meaning "none"
 
 # link types (www.tcpdump.org/linktypes.html)
 LT_ETHERNET, LT_RAW, LT_SLL, LT_SLL2, LT_IPV4, LT_IPV6 = 1, 101, 113, 276, 228, 229
@@ -322,6 +323,11 @@ def _scan(buf, pos, end, fmt, be, if_lt, if_mode, if_a, if_b, if_off, if_fcs, if
                 ts = _ts_ns(raw, if_mode[iface], if_a[iface], if_b[iface]) + if_off[iface]
                 p = pos + 28
             elif btype == 3:  # simple packet block: no timestamp, interface 0
+                if blen < 16:
+                    st[S_ERR] = 2
+                    st[S_ERR_ARG] = blen
+                    st[S_NOUT] = nout
+                    return _CORRUPT, pos
                 if nif == 0:
                     st[S_ERR] = 7
                     st[S_ERR_ARG] = 0
@@ -507,7 +513,7 @@ class _Parser:
         _rehash(self.keys, n, self.tab)
 
     def run(self, emit: bool, out_cap: int = DEFAULT_CHUNK,
-            t_limit: int = 1 << 62) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+            t_limit: int = NO_LIMIT) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Yields filled output arrays (emit) or nothing (scan); raises _Truncated."""
         out_t = np.empty(out_cap if emit else 0, np.int64)
         out_f = np.empty(out_cap if emit else 0, np.int32)
@@ -696,7 +702,7 @@ class Capture:
         if max_packets < 1:
             raise ValueError(f"max_packets must be >= 1, got {max_packets}")
         p = _Parser(self.path, self.speedup, self.truncated_at)
-        t_limit = (1 << 62) if duration_ns is None else int(duration_ns)
+        t_limit = NO_LIMIT if duration_ns is None else int(duration_ns)
         try:
             for t, f, s in p.run(True, max_packets, t_limit):
                 yield Chunk(t.copy(), f.copy(), s.copy())

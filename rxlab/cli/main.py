@@ -23,6 +23,9 @@ COMMANDS = [
     "rxlab.cli.report_cmd",
     "rxlab.cli.host_cmd",
     "rxlab.cli.top_cmd",
+    "rxlab.cli.bench_cmd",
+    "rxlab.cli.kcheck_cmd",
+    "rxlab.cli.tune_cmd",
 ]
 
 

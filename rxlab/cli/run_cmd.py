@@ -23,10 +23,17 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, help="override the traffic duration (seconds)")
     p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
                    help="override a field by dotted path, e.g. kernel.netdev_max_backlog=2000")
+    p.add_argument("--pcap", metavar="FILE", help="replay a pcap/pcapng capture as traffic")
+    p.add_argument("--speedup", type=float, default=1.0, help="replay speed-up factor")
+    p.add_argument("--allow-truncated", action="store_true",
+                   help="replay the intact prefix of a truncated capture")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--out", metavar="DIR", help="write result.json, series.csv and plots")
     p.add_argument("--softnet", action="store_true",
                    help="print the simulated /proc/net/softnet_stat")
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help="N independent replications (seeds seed..seed+N-1) in parallel "
+                        "processes; report means with 95%% confidence intervals")
     p.set_defaults(func=run)
     return p
 
@@ -53,8 +60,21 @@ def run(args) -> int:
         if args.duration <= 0:
             raise UsageError("--duration: must be > 0 seconds")
         ov["duration"] = args.duration
+    if args.pcap:
+        from rxlab.capture.pcap import open_capture
+
+        cap = open_capture(args.pcap, speedup=args.speedup,
+                           allow_truncated=args.allow_truncated)
+        if cap.notice:
+            print(f"rxlab: {cap.notice}", file=sys.stderr)
+        ov["traffic"] = {"pcap": {"file": args.pcap, "speedup": args.speedup,
+                                  "allow_truncated": args.allow_truncated}}
+        if args.duration is None:
+            ov["duration"] = cap.duration_s
     if ov:
         sc = with_overrides(sc, ov)
+    if args.jobs is not None:
+        return _run_jobs(args, sc)
     res = _simulate_with_progress(simulate, sc, quiet=args.json)
     if args.out:
         from rxlab.report.files import write_out
@@ -71,12 +91,37 @@ def run(args) -> int:
     return 0
 
 
+def _run_jobs(args, sc) -> int:
+    """--jobs N: replications in parallel processes (rxlab.bench.replicate)."""
+    from pathlib import Path
+
+    from rxlab.bench.replicate import replicate, table
+
+    if args.jobs < 1:
+        raise UsageError(f"--jobs: {args.jobs} replications; give N >= 1")
+    if args.softnet:
+        raise UsageError("--softnet: not available with --jobs (see the runs in --json)")
+    rep = replicate(sc, args.jobs)
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "replications.json").write_text(dump_json(rep) + "\n")
+    if args.json:
+        print(dump_json(rep))
+    else:
+        from rich.console import Console
+
+        Console().print(table(rep))
+        if args.out:
+            print(f"wrote {args.out}/replications.json")
+    return 0
+
+
 def _simulate_with_progress(simulate, sc, quiet: bool):
     from rxlab.build import build  # noqa: F401  (import cost paid before the bar)
     from rxlab.traffic.stream import PacketStream  # noqa: F401
 
     expected = sum(g.rate.pps * (min(g.stop or sc.duration, sc.duration) - g.start)
-                   for g in sc.traffic.groups)
+                   for g in sc.traffic.groups) if sc.traffic.pcap is None else 0
     if quiet or expected < PROGRESS_MIN_PACKETS or not sys.stderr.isatty():
         return simulate(sc)
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn

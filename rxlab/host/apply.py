@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import re
 from dataclasses import asdict, dataclass
@@ -35,9 +36,12 @@ from rxlab.scenario import Scenario, hex_mask_to_cpus
 
 ROLLBACK_FORMAT = 1
 APPLY_SYSCTLS = ("netdev_max_backlog", "netdev_budget", "netdev_budget_usecs", "dev_weight",
-                 "flow_limit_cpu_bitmap", "flow_limit_table_len")
+                 "flow_limit_cpu_bitmap", "flow_limit_table_len", "rps_sock_flow_entries")
+# the kernel rounds both RFS table sizes up to a power of two; it refuses more than 2^29
+# socket flow entries, and rxlab keeps per-queue tables to the same bound
+RFS_MAX = 1 << 29
 INT_MAX = (1 << 31) - 1
-ORDER = ("channels", "rxfh", "flow_hash", "rps_cpus", "irq", "sysctl")
+ORDER = ("channels", "rxfh", "flow_hash", "rps_cpus", "rps_flow_cnt", "irq", "sysctl")
 
 _HEX = re.compile(r"^[0-9a-fA-F]{1,8}(,[0-9a-fA-F]{1,8})*$")
 _CPULIST = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
@@ -58,7 +62,11 @@ class Step:
         if self.kind == "sysctl":
             return f"sysctl -w net.core.{self.target}={v}"
         if self.kind == "rps_cpus":
-            return f"{pre}sh -c 'echo {v} > /sys/class/net/{dev}/queues/{self.target}/rps_cpus'"
+            return (f"echo {v} > /sys/class/net/{dev}/queues/{self.target}/rps_cpus"
+                    + (f"  (inside netns {netns})" if netns else ""))
+        if self.kind == "rps_flow_cnt":
+            return (f"echo {v} > /sys/class/net/{dev}/queues/{self.target}/rps_flow_cnt"
+                    + (f"  (inside netns {netns})" if netns else ""))
         if self.kind == "irq":
             return f"echo {v} > /proc/irq/{self.target}/smp_affinity_list"
         if self.kind == "channels":
@@ -82,6 +90,8 @@ def _rxfh_args(v: dict) -> list[str]:
     args = []
     if v.get("key"):
         args += ["hkey", v["key"]]
+    if v.get("equal"):
+        args += ["equal", str(v["equal"])]
     if v.get("weights"):
         args += ["weight", *[str(w) for w in v["weights"]]]
     return args
@@ -90,19 +100,25 @@ def _rxfh_args(v: dict) -> list[str]:
 # ----------------------------------------------------------------------- planning
 
 
-def _weights_for(table: list[int] | np.ndarray, nq: int) -> list[int] | None:
-    """ethtool -X weights reproducing ``table`` exactly, or None if none can."""
+def _rxfh_form(table: list[int] | np.ndarray, nq: int) -> dict | None:
+    """The ``ethtool -X`` arguments that produce ``table`` exactly: ``{'equal': N}``
+    (round robin over N rings) or ``{'weights': [...]}`` (contiguous runs); None if none."""
     t = np.asarray(table, np.int64)
     if t.size == 0 or t.min() < 0:
         return None
+    n = int(t.max()) + 1
+    if np.array_equal(indirection.equal_table(t.size, n), t):
+        return {"equal": n}
     counts = np.bincount(t, minlength=nq).tolist()
     while len(counts) > 1 and counts[-1] == 0:
         counts.pop()
-    try:
-        if np.array_equal(indirection.weight_table(t.size, counts), t):
-            return counts
-    except ValueError:
-        return None
+    g = math.gcd(*counts)
+    for w in ([c // g for c in counts], counts):  # smallest weights first
+        try:
+            if np.array_equal(indirection.weight_table(t.size, w), t):
+                return {"weights": w}
+        except ValueError:
+            continue
     return None
 
 
@@ -172,6 +188,11 @@ def plan(sc: Scenario, dev: str, netns: str | None = None,
     steps: list[Step] = []
     if sc.host.cpus != ncpu:
         notes.append(f"host.cpus is {sc.host.cpus}, this host has {ncpu} CPUs")
+    for what, given in (("nic.ntuple", sc.nic.ntuple), ("nic.rss.contexts", sc.nic.rss.contexts),
+                        ("nic.arfs", sc.nic.arfs)):
+        if given:
+            notes.append(f"{what} is not applied by rxlab (configure it with ethtool -N / "
+                         "-X context / -K ntuple on)")
 
     # --- queue count: ethtool -L when it differs
     nq = sc.nic.queues
@@ -211,16 +232,18 @@ def plan(sc: Scenario, dev: str, netns: str | None = None,
         new: dict = {}
         old: dict = {}
         if want_table != cur_table:
-            w = _weights_for(want_table, nq)
+            w = _rxfh_form(want_table, nq)
             if w is None:
-                raise UsageError("nic.rss.indirection: ethtool -X can only set tables of "
-                                 "contiguous runs (equal N or weight W0 W1 ...); this one "
-                                 "is not such a table")
-            ow = _weights_for(cur_table, cur_q)
+                raise UsageError("nic.rss.indirection: ethtool -X sets only round-robin tables "
+                                 "(equal N) or tables of contiguous runs (weight W0 W1 ...); "
+                                 "this one is neither")
+            ow = _rxfh_form(cur_table, cur_q)
             if ow is None:
                 raise UsageError(f"{dev}'s current indirection table cannot be restored with "
-                                 "ethtool -X weight, so it is not changed; set it by hand")
-            new["weights"], old["weights"] = w, ow
+                                 "ethtool -X equal/weight, so rxlab does not change it; set it "
+                                 "by hand")
+            new.update(w)
+            old.update(ow)
         if rss.key is not None:
             from rxlab.nic.toeplitz import parse_key
             try:
@@ -261,6 +284,24 @@ def plan(sc: Scenario, dev: str, netns: str | None = None,
         if old is None or mask_int(old) != mask_int(m):
             steps.append(Step("rps_cpus", f"rx-{q}", old, m))
 
+    # --- rps_flow_cnt per rx queue (RFS; sysfs; the kernel rounds up to a power of two)
+    rfc = sc.kernel.rps_flow_cnt
+    want_cnt = [rfc] * nq if isinstance(rfc, int) else [0] * nq
+    if isinstance(rfc, dict):
+        for q, n in rfc.items():
+            if not 0 <= q < nq:
+                raise UsageError(f"kernel.rps_flow_cnt: queue {q} does not exist "
+                                 f"(nic.queues = {nq})")
+            want_cnt[q] = n
+    cur_cnt = {q["queue"]: q["rps_flow_cnt"] for q in d["rx"]}
+    for q, n in enumerate(want_cnt):
+        if not 0 <= n <= RFS_MAX:
+            raise UsageError(f"kernel.rps_flow_cnt[{q}]: {n} is out of range 0..{RFS_MAX}")
+        old = cur_cnt.get(q)
+        if old is None or rfs_size(int(old)) != rfs_size(n):
+            steps.append(Step("rps_flow_cnt", f"rx-{q}", None if old is None else str(old),
+                              str(n)))
+
     # --- IRQ affinity of identified rx queue IRQs
     if sc.nic.irq_affinity is not None:
         rx_irqs = {i["queue"]: i for i in d.get("irqs", []) if i["kind"] in ("rx", "rxtx")}
@@ -275,8 +316,11 @@ def plan(sc: Scenario, dev: str, netns: str | None = None,
                 if rx_irqs:
                     notes.append(f"nic.irq_affinity[{q}]: no IRQ identified for rx queue {q}")
                 continue
-            if parse_cpulist(i["smp_affinity_list"] or "") != [c]:
-                steps.append(Step("irq", str(i["irq"]), i["smp_affinity_list"], str(c)))
+            allowed = parse_cpulist(i["smp_affinity_list"] or "")
+            eff = parse_cpulist(i.get("effective_affinity_list") or "")
+            if allowed == [c] or (eff == [c] and c in allowed):
+                continue  # already handled on CPU c (as rxlab host export reads it)
+            steps.append(Step("irq", str(i["irq"]), i["smp_affinity_list"], str(c)))
 
     # --- global net.core sysctls (initial namespace only)
     k = sc.kernel
@@ -288,7 +332,11 @@ def plan(sc: Scenario, dev: str, netns: str | None = None,
             "netdev_budget_usecs": k.netdev_budget_usecs, "dev_weight": k.dev_weight,
             "flow_limit_cpu_bitmap": _check_mask(k.flow_limit_cpu_bitmap, ncpu,
                                                  "kernel.flow_limit_cpu_bitmap"),
-            "flow_limit_table_len": tl}
+            "flow_limit_table_len": tl,
+            "rps_sock_flow_entries": k.rps_sock_flow_entries}
+    if not 0 <= k.rps_sock_flow_entries <= RFS_MAX:
+        raise UsageError(f"kernel.rps_sock_flow_entries: {k.rps_sock_flow_entries} is out of "
+                         f"range 0..{RFS_MAX}")
     have = info.get("sysctls") or {}
     for name, v in want.items():
         if v is None:
@@ -299,8 +347,7 @@ def plan(sc: Scenario, dev: str, netns: str | None = None,
         if h is None:
             raise UsageError(f"net.core.{name} is not visible: run rxlab in the initial "
                              "network namespace (the global sysctls live only there)")
-        same = (mask_int(str(h)) == mask_int(str(v)) if name == "flow_limit_cpu_bitmap"
-                else int(h) == int(v))
+        same = _same_sysctl(name, str(h), str(v))
         if not same:
             steps.append(Step("sysctl", name, str(h), str(v)))
     steps.sort(key=lambda s: ORDER.index(s.kind))
@@ -308,6 +355,19 @@ def plan(sc: Scenario, dev: str, netns: str | None = None,
 
 
 # ----------------------------------------------------------------------- executing
+
+
+def rfs_size(n: int) -> int:
+    """What the kernel keeps for an RFS table size: 0, or n rounded up to a power of two."""
+    return 0 if n <= 0 else 1 << (n - 1).bit_length()
+
+
+def _same_sysctl(name: str, have: str, want: str) -> bool:
+    if name == "flow_limit_cpu_bitmap":
+        return mask_int(have) == mask_int(want)
+    if name == "rps_sock_flow_entries":
+        return int(have) == rfs_size(int(want))
+    return int(have) == int(want)
 
 
 def _write_file(path: str, value: str) -> None:
@@ -344,13 +404,17 @@ def _set(step: Step, value: Any, dev: str, netns: str | None) -> None:
         path = str(SYSCTL_DIR / step.target)
         _write_file(path, str(value))
         got = _read_file(path)
-        ok = (mask_int(got) == mask_int(str(value)) if step.target == "flow_limit_cpu_bitmap"
-              else int(got) == int(value))
+        ok = _same_sysctl(step.target, got, str(value))
     elif step.kind == "rps_cpus":
         path = _queue_path(dev, step.target, "rps_cpus")
         in_netns(netns, _write_file, path, str(value))
         got = in_netns(netns, _read_file, path)
         ok = mask_int(got) == mask_int(str(value))
+    elif step.kind == "rps_flow_cnt":
+        path = _queue_path(dev, step.target, "rps_flow_cnt")
+        in_netns(netns, _write_file, path, str(value))
+        got = in_netns(netns, _read_file, path)
+        ok = int(got) == rfs_size(int(value))
     elif step.kind == "irq":
         path = f"/proc/irq/{int(step.target)}/smp_affinity_list"
         _write_file(path, str(value))
@@ -369,10 +433,13 @@ def _set(step: Step, value: Any, dev: str, netns: str | None) -> None:
         ok = True
         if value.get("key"):
             ok = (got.get("key") or "").lower() == value["key"]
+        size = len(got.get("indirection") or [])
         if ok and value.get("weights"):
-            size = len(got.get("indirection") or [])
             ok = size > 0 and got["indirection"] == indirection.weight_table(
                 size, value["weights"]).tolist()
+        if ok and value.get("equal"):
+            ok = size > 0 and got["indirection"] == indirection.equal_table(
+                size, value["equal"]).tolist()
     elif step.kind == "flow_hash":
         in_netns(netns, ethtool.run_checked, ["-N", dev, "rx-flow-hash", step.target, value])
         ok = set(in_netns(netns, ethtool.flow_hash, dev, step.target)) == set(value)
@@ -463,6 +530,11 @@ def _check_value(kind: str, target: str, v: Any, where: str) -> None:
             raise UsageError(f"{where}: bad queue {target!r}")
         if v is not None and not (isinstance(v, str) and _HEX.match(v.lower())):
             raise bad
+    elif kind == "rps_flow_cnt":
+        if not _QUEUE.match(target):
+            raise UsageError(f"{where}: bad queue {target!r}")
+        if v is not None and not (isinstance(v, str) and v.isdigit() and int(v) <= RFS_MAX):
+            raise bad
     elif kind == "irq":
         if not target.isdigit():
             raise UsageError(f"{where}: bad IRQ {target!r}")
@@ -484,7 +556,10 @@ def _check_value(kind: str, target: str, v: Any, where: str) -> None:
                     if x is not None and not re.match(r"^[0-9a-fA-F,]{1,64}$", str(x)):
                         raise bad
     elif kind == "rxfh":
-        if not isinstance(v, dict) or set(v) - {"key", "weights"}:
+        if not isinstance(v, dict) or set(v) - {"key", "weights", "equal"}:
+            raise bad
+        if v.get("equal") is not None and not (isinstance(v["equal"], int)
+                                                and 1 <= v["equal"] <= 4096):
             raise bad
         if v.get("key") is not None and not _KEY.match(v["key"]):
             raise bad

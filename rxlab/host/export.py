@@ -4,9 +4,10 @@ Exported: ``host.cpus`` and ``host.kernel``; ``nic.queues`` (rx queues), ``nic.d
 ``nic.irq_affinity`` (first CPU of each rx queue IRQ's effective affinity, when every rx
 queue has an identified IRQ), ``nic.rss`` (key, table size, indirection table and the
 rx-flow-hash fields, when the driver reports them); ``kernel.rps_cpus`` per queue and the
-global ``net.core`` knobs the model has. The scenario schema has no place for
-``rps_flow_cnt``, ``rps_sock_flow_entries`` (RFS) or ``xps_cpus``: they are listed in the
-file's header comment, with anything else that could not be read. A default traffic group
+global ``net.core`` knobs the model has, RFS (``rps_sock_flow_entries``, per-queue
+``rps_flow_cnt``), and ``nic.rx_mode: netif_rx`` for veth/tun. The scenario schema has no
+place for ``xps_cpus`` (transmit side): it is listed in the file's header comment, with
+anything else that could not be read. A default traffic group
 and one application thread per CPU make the file ready to simulate.
 """
 
@@ -29,6 +30,9 @@ DEFAULT_TRAFFIC = {
         "rate": {"pps": 100000}, "arrivals": "poisson", "size": 128,
     }]
 }
+
+
+NETIF_RX_DRIVERS = ("veth", "tun")  # no NAPI ring unless XDP/GRO is on: netif_rx delivery
 
 
 def pick_device(info: dict, dev: str | None) -> str:
@@ -57,6 +61,10 @@ def scenario_from_host(info: dict, dev: str) -> tuple[dict, list[str]]:
     nq = max(1, int(d["rx_queues"]))
     notes: list[str] = []
     nic: dict = {"driver": d.get("driver") or "generic", "queues": nq}
+    if nic["driver"] in NETIF_RX_DRIVERS:
+        nic["rx_mode"] = "netif_rx"
+        notes.append(f"{nic['driver']} delivers through netif_rx on the sending CPU "
+                     "(nic.rx_mode: netif_rx); it has no queue IRQs")
 
     # IRQ affinity: one CPU per rx queue, from the queue IRQs
     irqs = {}
@@ -129,10 +137,13 @@ def scenario_from_host(info: dict, dev: str) -> tuple[dict, list[str]]:
     if kern.get("netdev_budget_usecs") == 0:
         kern.pop("netdev_budget_usecs")
         notes.append("netdev_budget_usecs is 0; scenario default used")
-    flows = [q.get("rps_flow_cnt") for q in d["rx"]]
-    if any(flows) or sc.get("rps_sock_flow_entries"):
-        notes.append(f"RFS not modelled: rps_sock_flow_entries={sc.get('rps_sock_flow_entries')}"
-                     f", rps_flow_cnt per rx queue={flows}")
+    # RFS: the global socket flow table and the per-queue flow tables
+    if sc.get("rps_sock_flow_entries"):
+        kern["rps_sock_flow_entries"] = int(sc["rps_sock_flow_entries"])
+    flows = {q["queue"]: int(q.get("rps_flow_cnt") or 0) for q in d["rx"] if q["queue"] < nq}
+    if any(flows.values()):
+        vals = set(flows.values())
+        kern["rps_flow_cnt"] = vals.pop() if len(vals) == 1 and len(flows) == nq else flows
     xps = [q.get("xps_cpus") for q in d["tx"] if q.get("xps_cpus") not in (None, "0")]
     if any(mask_int(m) for m in xps):
         notes.append("xps_cpus is set on some tx queues; not modelled (receive side only)")
@@ -143,7 +154,7 @@ def scenario_from_host(info: dict, dev: str) -> tuple[dict, list[str]]:
         "name": safe,
         "description": f"steering configuration of {dev} on {host}"
                        + (f" (netns {info['netns']})" if info.get("netns") else "")
-                       + f", exported by rxlab host export",
+                       + ", exported by rxlab host export",
         "seed": 1,
         "duration": 0.1,
         "host": {"cpus": ncpu, "kernel": _kernel_version(info.get("kernel", ""))},

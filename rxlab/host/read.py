@@ -182,7 +182,7 @@ def read_device(dev: str, with_ethtool: bool = True) -> dict:
     """One device, read in the current namespace (call through in_netns)."""
     d = SYS_NET / dev
     if not d.exists():
-        raise FileNotFoundError(f"no network device {dev!r} in this namespace")
+        raise FileNotFoundError(f"no network device {dev!r}")
     dpath = os.path.realpath(d / "device") if (d / "device").exists() else None
     drv = os.path.basename(os.path.realpath(d / "device" / "driver")) if dpath and (
         d / "device" / "driver").exists() else None

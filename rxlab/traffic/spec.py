@@ -351,16 +351,34 @@ class GroupSpec(_Strict):
         return 6 if self.proto == "tcp" else 17
 
 
-class TrafficSpec(_Strict):
-    """The ``traffic:`` mapping of a scenario."""
+class PcapSpec(_Strict):
+    """Replay a capture instead of generated groups (``rxlab run --pcap FILE``)."""
 
-    groups: list[GroupSpec]
+    file: str
+    speedup: float = Field(1.0, gt=0)
+    allow_truncated: bool = False
+
+
+class TrafficSpec(_Strict):
+    """The ``traffic:`` mapping of a scenario: generated groups, or a capture."""
+
+    groups: list[GroupSpec] = Field(default_factory=list)
+    pcap: PcapSpec | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        if self.pcap is not None and self.groups:
+            raise _bad("give either groups or pcap, not both")
+        if self.pcap is None and not self.groups:
+            raise _bad("no traffic: define groups (name, flows, dst, dport, rate) or pcap")
+        return self
+
+    def group_names(self) -> list[str]:
+        return ["pcap"] if self.pcap is not None else [g.name for g in self.groups]
 
     @field_validator("groups")
     @classmethod
     def _groups(cls, v: list[GroupSpec]) -> list[GroupSpec]:
-        if not v:
-            raise _bad("is empty; define at least one group (name, flows, dst, dport, rate)")
         seen: dict[str, int] = {}
         for i, g in enumerate(v):
             if g.name in seen:

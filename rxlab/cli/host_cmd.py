@@ -1,0 +1,182 @@
+"""``rxlab host``: read a Linux host's steering configuration, export it as a scenario,
+apply a scenario to a device (dry run unless ``--yes``), roll an apply back.
+
+    rxlab host show [--json] [--netns NS] [--dev NAME]
+    rxlab host export [--dev NAME] [--netns NS] -o scenario.yaml
+    rxlab host apply SCENARIO.yaml --dev NAME [--netns NS] [--yes] [--rollback-file F]
+    rxlab host rollback FILE
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rxlab.errors import UsageError
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Register ``host`` and its subcommands."""
+    p = subparsers.add_parser(
+        "host", help="show, export, apply or roll back a real host's steering configuration",
+        description="Read this Linux host's receive-steering configuration (RPS, XPS, RSS, "
+                    "IRQ affinity, net.core sysctls), export it as a scenario, or apply a "
+                    "scenario to a device.")
+    sub = p.add_subparsers(dest="host_command", metavar="ACTION", parser_class=type(p))
+    sub.required = True
+
+    s = sub.add_parser("show", help="print the steering configuration")
+    s.add_argument("--json", action="store_true", help="one JSON object: cpus, devices, ...")
+    s.add_argument("--netns", metavar="NS", help="read devices inside this network namespace")
+    s.add_argument("--dev", metavar="NAME", action="append",
+                   help="only this device (repeatable)")
+    s.set_defaults(func=run, action="show")
+
+    e = sub.add_parser("export", help="write the configuration as a scenario YAML")
+    e.add_argument("--dev", metavar="NAME", help="device to export (default: the only one up)")
+    e.add_argument("--netns", metavar="NS", help="device inside this network namespace")
+    e.add_argument("-o", "--output", metavar="FILE", required=True,
+                   help="scenario file to write ('-' for stdout)")
+    e.set_defaults(func=run, action="export")
+
+    a = sub.add_parser("apply", help="apply a scenario's steering settings to a device")
+    a.add_argument("scenario", metavar="SCENARIO", help="scenario YAML (or built-in name)")
+    a.add_argument("--dev", metavar="NAME", required=True, help="device to configure")
+    a.add_argument("--netns", metavar="NS", help="device inside this network namespace")
+    a.add_argument("--yes", action="store_true",
+                   help="really apply (default: print the changes only)")
+    a.add_argument("--rollback-file", metavar="FILE",
+                   help="where previous values are saved (default: "
+                        "./rxlab-rollback-DEV-TIME.json)")
+    a.set_defaults(func=run, action="apply")
+
+    r = sub.add_parser("rollback", help="restore the values saved by `host apply --yes`")
+    r.add_argument("file", metavar="FILE", help="rollback file written by host apply")
+    r.set_defaults(func=run, action="rollback")
+    p.set_defaults(func=run)
+    return p
+
+
+# ----------------------------------------------------------------------- show
+
+
+def _fmt_queues(items: list[dict], key: str) -> str:
+    vals = [str(q.get(key)) for q in items]
+    if vals and all(v == vals[0] for v in vals):
+        return f"{vals[0]} (all {len(vals)})"
+    return " ".join(f"{q['queue']}:{q.get(key)}" for q in items)
+
+
+def format_text(info: dict) -> str:
+    lines = [f"host {info['hostname']}: {info['cpus']} CPUs (online {info['cpus_online']}), "
+             f"kernel {info['kernel']}" + (f", netns {info['netns']}" if info["netns"] else "")]
+    sc = info["sysctls"]
+    lines.append("net.core: " + " ".join(f"{k}={v}" for k, v in sc.items()))
+    for n in info.get("notes", []):
+        lines.append(f"note: {n}")
+    for name, d in info["devices"].items():
+        lines.append(f"{name}: driver {d['driver'] or '-'}, {d['rx_queues']} rx / "
+                     f"{d['tx_queues']} tx queues, {d['operstate']}")
+        if d["rx"]:
+            lines.append(f"  rps_cpus:     {_fmt_queues(d['rx'], 'rps_cpus')}")
+            lines.append(f"  rps_flow_cnt: {_fmt_queues(d['rx'], 'rps_flow_cnt')}")
+        if d["tx"]:
+            lines.append(f"  xps_cpus:     {_fmt_queues(d['tx'], 'xps_cpus')}")
+        if d["irqs"]:
+            for i in d["irqs"]:
+                eff = i["effective_affinity_list"]
+                lines.append(f"  irq {i['irq']} {i['name']} ({i['kind']} {i['queue']}): "
+                             f"affinity {i['smp_affinity_list']}"
+                             + (f", effective {eff}" if eff else ""))
+        else:
+            lines.append("  irqs: none identified")
+        ch = d.get("channels", {})
+        if ch.get("supported"):
+            cur = " ".join(f"{k} {v}/{ch['max'].get(k)}" for k, v in ch["current"].items()
+                           if v is not None)
+            lines.append(f"  channels: {cur}")
+        elif ch:
+            lines.append(f"  channels: unsupported ({ch.get('error')})")
+        rss = d.get("rss", {})
+        if rss.get("supported"):
+            t = rss.get("indirection") or []
+            lines.append(f"  rss: {rss.get('hfunc') or '?'}, {len(t)}-entry table "
+                         f"{' '.join(map(str, t[:16]))}{' ...' if len(t) > 16 else ''}")
+            lines.append(f"  rss key: {rss.get('key')}")
+        elif rss:
+            lines.append(f"  rss: unsupported ({rss.get('error')})")
+        fh = d.get("flow_hash", {})
+        if fh.get("supported"):
+            lines.append("  rx-flow-hash: " + " ".join(
+                f"{t}={fh.get(t) or '-'}" for t in ("tcp4", "udp4", "tcp6", "udp6")))
+        elif fh:
+            lines.append(f"  rx-flow-hash: unsupported ({fh.get('error')})")
+    return "\n".join(lines)
+
+
+def run(args) -> int:
+    """Dispatch the host action; bad input raises UsageError."""
+    from rxlab.host.read import read_host
+
+    action = getattr(args, "action", None)
+    if action == "show":
+        info = read_host(args.netns, args.dev)
+        print(json.dumps(info, indent=1) if args.json else format_text(info))
+        return 0
+    if action == "export":
+        from rxlab.host.export import pick_device, render, scenario_from_host
+
+        info = read_host(args.netns, [args.dev] if args.dev else None)
+        dev = pick_device(info, args.dev)
+        data, notes = scenario_from_host(info, dev)
+        text = render(data, notes, info, dev)
+        if args.output == "-":
+            sys.stdout.write(text)
+        else:
+            try:
+                Path(args.output).write_text(text)
+            except OSError as err:
+                raise UsageError(f"{args.output}: cannot write: {err.strerror}") from None
+            print(f"wrote {args.output}: {dev}, {data['nic']['queues']} queues, "
+                  f"{data['host']['cpus']} CPUs" + (f" ({len(notes)} notes in the header)"
+                                                    if notes else ""))
+        return 0
+    if action == "apply":
+        return _apply(args)
+    if action == "rollback":
+        from rxlab.host.apply import rollback
+
+        n = rollback(args.file)
+        print(f"rolled back {n} change(s) from {args.file}")
+        return 0
+    raise UsageError("host: give an action: show, export, apply or rollback")
+
+
+def _apply(args) -> int:
+    from rxlab.host.apply import apply, default_rollback_path, plan
+    from rxlab.host.netns import check_dev, check_netns
+    from rxlab.scenario import load_scenario
+
+    check_dev(args.dev)
+    check_netns(args.netns)
+    sc = load_scenario(args.scenario)
+    steps, notes, _ = plan(sc, args.dev, args.netns)
+    where = f" in netns {args.netns}" if args.netns else ""
+    for n in notes:
+        print(f"note: {n}")
+    if not steps:
+        print(f"{args.dev}{where} already matches {args.scenario}: nothing to change")
+        return 0
+    print(f"{len(steps)} change(s) for {args.dev}{where}:")
+    for s in steps:
+        print(f"  {s.command(args.dev, args.netns)}    # now {s.shown(s.old)}")
+    if not args.yes:
+        print("dry run: nothing changed; add --yes to apply (previous values are saved to a "
+              "rollback file first)")
+        return 0
+    path = Path(args.rollback_file) if args.rollback_file else default_rollback_path(args.dev)
+    apply(steps, args.dev, args.netns, path, log=lambda m: None)
+    print(f"applied {len(steps)} change(s); undo with: rxlab host rollback {path}")
+    return 0
