@@ -1,0 +1,350 @@
+"""Two tc-BPF programs, assembled here, loaded with the bpf() syscall: no clang needed.
+
+* ``hash_setter`` (tc egress on the sender veth): looks the UDP source port up in a map
+  and calls ``bpf_set_hash(skb, value)``, so the receiver's ``get_rps_cpu`` sees a hash
+  the test chose (kernel-lab.md sec. 6.3: "feed the model's own hash into the kernel").
+* ``flow_recorder`` (tc ingress on the receiver veth): per (source port, CPU) the last
+  ``skb->hash``, the number of hash changes and a packet count. tc ingress runs after
+  RPS, on the CPU that processes the packet (``process_backlog``).
+
+Both parse Ethernet -> IPv4 (IHL 5) -> UDP with ``bpf_skb_load_bytes`` (no packet
+pointer arithmetic for the verifier to check) and return ``TC_ACT_OK``. Filters are
+attached with one rtnetlink message sent from a child that joined the namespace; the
+filter holds its own reference to the program, so the file descriptor can be closed.
+Deleting the namespace deletes the veth, its filters, programs and (once our map file
+descriptors are closed) the maps.
+
+Key layout of both maps: the source port's two bytes in network order, then two bytes
+(zero for the setter, the CPU number for the recorder): ``port_key(port, cpu)``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import socket
+import struct
+
+SYS_BPF = 321  # x86_64
+BPF_MAP_CREATE, BPF_MAP_LOOKUP_ELEM, BPF_MAP_UPDATE_ELEM, BPF_PROG_LOAD = 0, 1, 2, 5
+BPF_MAP_GET_NEXT_KEY = 4
+BPF_MAP_TYPE_HASH = 1
+BPF_PROG_TYPE_SCHED_CLS = 3
+FN_MAP_LOOKUP, FN_MAP_UPDATE, FN_CPU, FN_SKB_LOAD_BYTES, FN_SET_HASH = 1, 2, 8, 26, 48
+SKB_HASH_OFF, SKB_PROTOCOL_OFF = 68, 16  # offsetof(struct __sk_buff, hash / protocol)
+RECORD_SIZE = 16  # struct {u32 hash; u32 changes; u64 packets}
+
+_libc = None
+
+
+def libc():
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        _libc.syscall.restype = ctypes.c_long
+    return _libc
+
+
+def bpf(cmd: int, attr: bytearray) -> int:
+    buf = (ctypes.c_char * len(attr)).from_buffer(attr)
+    ret = libc().syscall(ctypes.c_long(SYS_BPF), ctypes.c_long(cmd), buf,
+                         ctypes.c_long(len(attr)))
+    if ret < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"bpf(cmd {cmd}): {os.strerror(e)}")
+    return int(ret)
+
+
+# --- a tiny eBPF assembler ---------------------------------------------------------------
+
+def _insn(code: int, dst: int = 0, src: int = 0, off: int = 0, imm: int = 0) -> bytes:
+    return struct.pack("<BBhi", code, (src << 4) | dst, off, imm)
+
+
+def mov64_reg(dst, src):
+    return _insn(0xBF, dst, src)
+
+
+def mov64_imm(dst, imm):
+    return _insn(0xB7, dst, 0, 0, imm)
+
+
+def add64_imm(dst, imm):
+    return _insn(0x07, dst, 0, 0, imm)
+
+
+def ldx(size: str, dst, src, off):
+    return _insn({"b": 0x71, "h": 0x69, "w": 0x61, "dw": 0x79}[size], dst, src, off)
+
+
+def stx(size: str, dst, src, off):
+    return _insn({"b": 0x73, "h": 0x6B, "w": 0x63, "dw": 0x7B}[size], dst, src, off)
+
+
+def st_imm(size: str, dst, off, imm):
+    return _insn({"b": 0x72, "h": 0x6A, "w": 0x62, "dw": 0x7A}[size], dst, 0, off, imm)
+
+
+def jne_imm(dst, imm, off):
+    return _insn(0x55, dst, 0, off, imm)
+
+
+def jeq_imm(dst, imm, off):
+    return _insn(0x15, dst, 0, off, imm)
+
+
+def jeq_reg(dst, src, off):
+    return _insn(0x1D, dst, src, off)
+
+
+def call(fn):
+    return _insn(0x85, 0, 0, 0, fn)
+
+
+def exit_():
+    return _insn(0x95)
+
+
+def ld_map_fd(dst, fd):
+    """``ld_imm64 dst, map`` with BPF_PSEUDO_MAP_FD (two instruction slots)."""
+    return _insn(0x18, dst, 1, 0, fd) + _insn(0, 0, 0, 0, 0)
+
+
+R0, R1, R2, R3, R4, R5, R6, R7, R8, R9, R10 = range(11)
+N = 8  # bytes per instruction
+
+
+def _parse_udp4(fail_label_len: int) -> list[bytes]:
+    """Common prologue. r6 = ctx; stack fp-32..fp-9 = IPv4 header + UDP ports;
+    key (u32) at fp-40 = source port bytes + 2 zero bytes. Jumps ``fail`` to the
+    epilogue, whose distance from the end of this block is ``fail_label_len`` insns."""
+    body: list[bytes] = [
+        mov64_reg(R6, R1),
+        ldx("w", R2, R6, SKB_PROTOCOL_OFF),
+        None,  # if protocol != htons(ETH_P_IP) goto out
+        mov64_reg(R1, R6),
+        mov64_imm(R2, 14),
+        mov64_reg(R3, R10),
+        add64_imm(R3, -32),
+        mov64_imm(R4, 24),
+        call(FN_SKB_LOAD_BYTES),
+        None,  # if r0 != 0 goto out
+        ldx("b", R2, R10, -32),
+        None,  # if version/IHL != 0x45 goto out
+        ldx("b", R2, R10, -32 + 9),
+        None,  # if protocol != UDP goto out
+        st_imm("w", R10, -40, 0),
+        ldx("h", R2, R10, -32 + 20),
+        stx("h", R10, R2, -40),
+    ]
+    n = len(body)
+    fixes = {2: ("w", 0x0008), 9: ("r0", 0), 11: ("b", 0x45), 13: ("b", 17)}
+    for i, (kind, val) in fixes.items():
+        off = (n - i - 1) + fail_label_len
+        reg = R0 if kind == "r0" else R2
+        body[i] = jne_imm(reg, val, off)
+    return body
+
+
+def hash_setter_insns(map_fd: int) -> bytes:
+    tail = [
+        mov64_reg(R2, R10),
+        add64_imm(R2, -40),
+        ld_map_fd(R1, map_fd),  # 2 slots
+        call(FN_MAP_LOOKUP),
+        jeq_imm(R0, 0, 3),
+        ldx("w", R2, R0, 0),
+        mov64_reg(R1, R6),
+        call(FN_SET_HASH),
+    ]
+    slots = sum(len(b) // N for b in tail)
+    head = _parse_udp4(slots)
+    out = [mov64_imm(R0, 0), exit_()]  # out: return TC_ACT_OK
+    return b"".join(head + tail + out)
+
+
+def flow_recorder_insns(map_fd: int) -> bytes:
+    # after the prologue: key = sport | cpu << 16 at fp-40; value template at fp-56
+    tail = [
+        call(FN_CPU),
+        stx("h", R10, R0, -38),
+        ldx("w", R7, R6, SKB_HASH_OFF),  # r7 = skb->hash
+        mov64_reg(R2, R10),
+        add64_imm(R2, -40),
+        ld_map_fd(R1, map_fd),  # 2 slots
+        call(FN_MAP_LOOKUP),
+        jeq_imm(R0, 0, 10),  # -> new entry
+        # existing entry (one CPU writes its own key: no races)
+        ldx("w", R2, R0, 0),
+        jeq_reg(R2, R7, 3),
+        ldx("w", R3, R0, 4),
+        add64_imm(R3, 1),
+        stx("w", R0, R3, 4),
+        stx("w", R0, R7, 0),  # same: keep hash
+        ldx("dw", R3, R0, 8),
+        add64_imm(R3, 1),
+        stx("dw", R0, R3, 8),
+        _insn(0x05, 0, 0, 11),  # goto out
+        # new entry: {hash, 0, 1}
+        stx("w", R10, R7, -56),
+        st_imm("w", R10, -52, 0),
+        st_imm("dw", R10, -48, 1),
+        ld_map_fd(R1, map_fd),  # 2 slots
+        mov64_reg(R2, R10),
+        add64_imm(R2, -40),
+        mov64_reg(R3, R10),
+        add64_imm(R3, -56),
+        mov64_imm(R4, 0),  # BPF_ANY
+        call(FN_MAP_UPDATE),
+    ]
+    slots = sum(len(b) // N for b in tail)
+    head = _parse_udp4(slots)
+    out = [mov64_imm(R0, 0), exit_()]
+    return b"".join(head + tail + out)
+
+
+# --- maps and programs --------------------------------------------------------------------
+
+def map_create(key_size: int, value_size: int, max_entries: int, name: bytes) -> int:
+    attr = bytearray(72)
+    struct.pack_into("<IIII", attr, 0, BPF_MAP_TYPE_HASH, key_size, value_size, max_entries)
+    attr[28:28 + min(15, len(name))] = name[:15]
+    return bpf(BPF_MAP_CREATE, attr)
+
+
+def _ptr(buf) -> int:
+    return ctypes.addressof(buf)
+
+
+def map_update(fd: int, key: bytes, value: bytes) -> None:
+    k = ctypes.create_string_buffer(key, len(key))
+    v = ctypes.create_string_buffer(value, len(value))
+    attr = bytearray(32)
+    struct.pack_into("<IIQQQ", attr, 0, fd, 0, _ptr(k), _ptr(v), 0)
+    bpf(BPF_MAP_UPDATE_ELEM, attr)
+
+
+def map_items(fd: int, key_size: int, value_size: int) -> list[tuple[bytes, bytes]]:
+    out = []
+    cur = None
+    while True:
+        k = ctypes.create_string_buffer(cur or b"\0" * key_size, key_size)
+        nk = ctypes.create_string_buffer(key_size)
+        attr = bytearray(32)
+        struct.pack_into("<IIQQ", attr, 0, fd, 0, _ptr(k) if cur is not None else 0, _ptr(nk))
+        try:
+            bpf(BPF_MAP_GET_NEXT_KEY, attr)
+        except OSError as err:
+            if err.errno == 2:  # ENOENT: no more keys
+                break
+            raise
+        cur = nk.raw
+        v = ctypes.create_string_buffer(value_size)
+        attr = bytearray(32)
+        struct.pack_into("<IIQQ", attr, 0, fd, 0, _ptr(nk), _ptr(v))
+        try:
+            bpf(BPF_MAP_LOOKUP_ELEM, attr)
+        except OSError:
+            continue
+        out.append((cur, v.raw))
+    return out
+
+
+def prog_load(insns: bytes, name: bytes) -> int:
+    ins = ctypes.create_string_buffer(insns, len(insns))
+    lic = ctypes.create_string_buffer(b"GPL")
+    log = ctypes.create_string_buffer(1 << 16)
+    attr = bytearray(72)
+    struct.pack_into("<IIQQIIQ", attr, 0, BPF_PROG_TYPE_SCHED_CLS, len(insns) // N,
+                     _ptr(ins), _ptr(lic), 1, len(log), _ptr(log))
+    attr[48:48 + min(15, len(name))] = name[:15]
+    try:
+        return bpf(BPF_PROG_LOAD, attr)
+    except OSError as err:
+        text = log.value.decode(errors="replace").strip().splitlines()[-6:]
+        raise OSError(err.errno, f"{err.strerror}; verifier: {' | '.join(text)}") from None
+
+
+def port_key(port: int, cpu: int = 0) -> bytes:
+    return struct.pack(">H", port) + struct.pack("<H", cpu)
+
+
+def parse_record(key: bytes, value: bytes) -> tuple[int, int, int, int, int]:
+    """(port, cpu, last hash, hash changes, packets)."""
+    port = struct.unpack(">H", key[:2])[0]
+    cpu = struct.unpack("<H", key[2:4])[0]
+    h, changes, pkts = struct.unpack("<IIQ", value)
+    return port, cpu, h, changes, pkts
+
+
+# --- attaching: one RTM_NEWTFILTER from inside the namespace --------------------------------
+
+RTM_NEWTFILTER = 44
+NLM_F_REQUEST, NLM_F_ACK, NLM_F_EXCL, NLM_F_CREATE = 1, 4, 0x200, 0x400
+TCA_KIND, TCA_OPTIONS = 1, 2
+TCA_BPF_FD, TCA_BPF_NAME, TCA_BPF_FLAGS = 6, 7, 8
+TCA_BPF_FLAG_ACT_DIRECT = 1
+PARENT = {"ingress": 0xFFFFFFF2, "egress": 0xFFFFFFF3}  # TC_H_MAKE(TC_H_CLSACT, MIN_*)
+NLA_F_NESTED = 1 << 15
+
+
+def _nla(kind: int, payload: bytes) -> bytes:
+    n = 4 + len(payload)
+    return struct.pack("<HH", n, kind) + payload + b"\0" * ((4 - n % 4) % 4)
+
+
+def tc_filter_msg(ifindex: int, direction: str, prog_fd: int, name: str,
+                  prio: int = 1) -> bytes:
+    info = (prio << 16) | socket.htons(0x0003)  # TC_H_MAKE(prio << 16, htons(ETH_P_ALL))
+    tcm = struct.pack("<BBHiIII", socket.AF_UNSPEC, 0, 0, ifindex, 0, PARENT[direction], info)
+    opts = (_nla(TCA_BPF_FD, struct.pack("<I", prog_fd))
+            + _nla(TCA_BPF_NAME, name.encode() + b"\0")
+            + _nla(TCA_BPF_FLAGS, struct.pack("<I", TCA_BPF_FLAG_ACT_DIRECT)))
+    body = tcm + _nla(TCA_KIND, b"bpf\0") + _nla(TCA_OPTIONS | NLA_F_NESTED, opts)
+    flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
+    return struct.pack("<IHHII", 16 + len(body), RTM_NEWTFILTER, flags, 1, 0) + body
+
+
+def netlink_request(msg: bytes) -> None:
+    """Send one rtnetlink request in the current namespace; raise on a negative ack."""
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)  # NETLINK_ROUTE
+    try:
+        s.bind((0, 0))
+        s.sendto(msg, (0, 0))
+        data = s.recv(65536)
+        if len(data) >= 20:
+            _ln, typ, _fl, _seq, _pid = struct.unpack_from("<IHHII", data, 0)
+            if typ == 2:  # NLMSG_ERROR
+                err = struct.unpack_from("<i", data, 16)[0]
+                if err != 0:
+                    raise OSError(-err, f"rtnetlink: {os.strerror(-err)}")
+    finally:
+        s.close()
+
+
+def attach_in_netns(enter, dev: str, direction: str, prog_fd: int, name: str) -> None:
+    """Attach ``prog_fd`` as a direct-action cls_bpf filter on ``dev``'s clsact hook, in
+    the namespace a forked child enters with ``enter()`` (the fd is inherited)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        msg = b""
+        try:
+            os.close(r)
+            enter()
+            idx = socket.if_nametoindex(dev)
+            netlink_request(tc_filter_msg(idx, direction, prog_fd, name))
+        except BaseException as err:  # noqa: BLE001 - reported to the parent
+            msg = f"{type(err).__name__}: {err}".encode() or b"error"
+        finally:
+            try:
+                os.write(w, msg)
+            finally:
+                os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as fh:
+        msg = fh.read()
+    os.waitpid(pid, 0)
+    if msg:
+        raise OSError(f"attaching {name} on {dev} {direction}: {msg.decode()}")

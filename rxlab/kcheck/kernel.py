@@ -1,0 +1,233 @@
+"""Experiments on the real kernel: one traffic run between the lab's namespaces, plus
+the BPF hash setter / flow recorder and the tc u32 "slow consumer".
+
+``run_traffic`` follows kernel-lab.md sec. 13: start the receiver, wait until it is
+ready, read softnet_stat and the veth counters, run the sender, wait 0.2 s, read them
+again. Every process started here is waited for or killed (``Procs``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from rxlab.kcheck import bpf
+from rxlab.kcheck.host import (
+    DEV_RX,
+    DEV_TX,
+    IP_RX,
+    IP_TX,
+    NS_RX,
+    NS_TX,
+    Lab,
+    enter_netns,
+    netns_exec,
+    softnet,
+    softnet_delta,
+)
+
+TRAFFIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "traffic.py")
+PORT = 9000
+
+
+class Procs:
+    """Child processes of the current experiment; all killed on the way out."""
+
+    def __init__(self):
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, ns: str, args: list[str]) -> subprocess.Popen:
+        argv = ["ip", "netns", "exec", ns, sys.executable, "-S", TRAFFIC, *args]
+        p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self.procs.append(p)
+        return p
+
+    def kill_all(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    p.kill()
+            with contextlib.suppress(Exception):
+                p.wait(timeout=5)
+            for fh in (p.stdin, p.stdout, p.stderr):
+                with contextlib.suppress(Exception):
+                    if fh:
+                        fh.close()
+        self.procs.clear()
+
+
+PROCS = Procs()
+
+
+def _readline(p: subprocess.Popen, what: str, timeout: float = 15.0) -> str:
+    import selectors
+    sel = selectors.DefaultSelector()
+    sel.register(p.stdout, selectors.EVENT_READ)
+    try:
+        if not sel.select(timeout):
+            raise RuntimeError(f"receiver: no '{what}' within {timeout} s")
+    finally:
+        sel.close()
+    line = p.stdout.readline().strip()
+    if line != what and what != "*":
+        err = p.stderr.read() if p.poll() is not None else ""
+        raise RuntimeError(f"receiver said {line!r} instead of {what!r}: {err.strip()[-300:]}")
+    return line
+
+
+@dataclass
+class Run:
+    """What one traffic run observed."""
+
+    sent: dict[int, int]
+    received: dict[int, int]
+    samples: list[dict[int, dict[int, int]]]  # [phase][port][cpu] -> samples
+    softnet: dict[int, dict[str, int]]  # deltas over the run
+    phases: list[dict[int, dict[str, int]]] = field(default_factory=list)
+    dev: dict[str, dict[str, int]] = field(default_factory=dict)  # counter deltas
+    seconds: float = 0.0
+
+    @property
+    def total_sent(self) -> int:
+        return sum(self.sent.values())
+
+    def processed_share(self, cpu: int, phase: int | None = None) -> float:
+        sn = self.softnet if phase is None else self.phases[phase]
+        tot = sum(r["processed"] for r in sn.values())
+        return sn.get(cpu, {}).get("processed", 0) / tot if tot else 0.0
+
+    def flow_cpus(self, phase: int = 0) -> dict[int, dict[int, int]]:
+        return self.samples[phase]
+
+
+def run_traffic(lab: Lab, sports: list[int], weights: list[int] | None = None, *,
+                duration: float = 1.0, send_cpu: int = 0, recv_cpu: int = 1,
+                migrate_at: float | None = None, migrate_to: int = 0,
+                settle: float = 0.0) -> Run:
+    ports = ",".join(map(str, sports))
+    rargs = ["recv", "--cpu", str(recv_cpu), "--addr", IP_RX, "--peer", IP_TX,
+             "--port", str(PORT), "--sports", ports, "--settle", str(settle),
+             "--max-seconds", str(duration + 15)]
+    if migrate_at is not None:
+        rargs += ["--migrate-at", str(migrate_at), "--migrate-to", str(migrate_to)]
+    try:
+        recv = PROCS.start(NS_RX, rargs)
+        _readline(recv, "ready")
+        d0 = lab.dev_stats()
+        s0 = softnet()
+        sargs = ["send", "--cpu", str(send_cpu), "--src", IP_TX, "--dst", IP_RX,
+                 "--port", str(PORT), "--sports", ports, "--duration", str(duration)]
+        if weights:
+            sargs += ["--weights", ",".join(map(str, weights))]
+        t0 = time.monotonic()
+        snd = PROCS.start(NS_TX, sargs)
+        phases = []
+        if migrate_at is not None:
+            _readline(recv, "migrated", timeout=duration + 15)
+            s_mid = softnet()
+            phases.append(softnet_delta(s0, s_mid))
+        out, err = snd.communicate(timeout=duration + 30)
+        if snd.returncode != 0:
+            raise RuntimeError(f"sender failed: {err.strip()[-300:]}")
+        time.sleep(0.2)
+        s1 = softnet()
+        d1 = lab.dev_stats()
+        secs = time.monotonic() - t0
+        if migrate_at is not None:
+            phases.append(softnet_delta(s_mid, s1))
+        rout, rerr = recv.communicate(input="", timeout=20)
+        if recv.returncode != 0:
+            raise RuntimeError(f"receiver failed: {rerr.strip()[-300:]}")
+        sent = json.loads(out.strip().splitlines()[-1])
+        res = json.loads(rout.strip().splitlines()[-1])
+    finally:
+        PROCS.kill_all()
+    samples = [{int(p): {int(c): n for c, n in d.items()} for p, d in ph.items()}
+               for ph in res["samples"]]
+    dev = {name: {k: d1[name][k] - d0[name][k] for k in d1[name]} for name in d1}
+    return Run(sent={int(k): v for k, v in sent["sent"].items()},
+               received={int(k): v for k, v in res["received"].items()},
+               samples=samples, softnet=softnet_delta(s0, s1), phases=phases, dev=dev,
+               seconds=secs)
+
+
+# --- BPF on the lab's veth ------------------------------------------------------------------
+
+class Bpf:
+    """Maps and filters of one experiment; ``close`` drops our references."""
+
+    def __init__(self, lab: Lab):
+        self.lab = lab
+        self.fds: list[int] = []
+        self.recorder_fd = -1
+        self.clsact: set[str] = set()
+
+    def _clsact(self, ns: str, dev: str) -> None:
+        if ns not in self.clsact:
+            self.lab.add_clsact(ns, dev)
+            self.clsact.add(ns)
+
+    def set_hashes(self, hashes: dict[int, int]) -> None:
+        """tc egress on the sender veth: skb->hash := hashes[UDP source port]."""
+        mfd = bpf.map_create(4, 4, max(16, len(hashes)), b"rxkc_hashes")
+        self.fds.append(mfd)
+        for port, h in hashes.items():
+            bpf.map_update(mfd, bpf.port_key(port), int(h & 0xFFFFFFFF).to_bytes(4, "little"))
+        pfd = bpf.prog_load(bpf.hash_setter_insns(mfd), b"rxkc_set_hash")
+        try:
+            self._clsact(NS_TX, DEV_TX)
+            bpf.attach_in_netns(lambda: enter_netns(NS_TX, sysfs=False), DEV_TX, "egress",
+                                pfd, "rxkc_set_hash")
+        finally:
+            os.close(pfd)
+
+    def record(self) -> None:
+        """tc ingress on the receiver veth: per (source port, CPU) hash and packets."""
+        mfd = bpf.map_create(4, bpf.RECORD_SIZE, 1024, b"rxkc_flows")
+        self.fds.append(mfd)
+        self.recorder_fd = mfd
+        pfd = bpf.prog_load(bpf.flow_recorder_insns(mfd), b"rxkc_record")
+        try:
+            self._clsact(NS_RX, DEV_RX)
+            bpf.attach_in_netns(lambda: enter_netns(NS_RX, sysfs=False), DEV_RX, "ingress",
+                                pfd, "rxkc_record")
+        finally:
+            os.close(pfd)
+
+    def records(self) -> dict[int, dict]:
+        """port -> {"hash": last hash, "hash_changes": n, "cpus": {cpu: packets}}."""
+        out: dict[int, dict] = {}
+        for k, v in bpf.map_items(self.recorder_fd, 4, bpf.RECORD_SIZE):
+            port, cpu, h, changes, pkts = bpf.parse_record(k, v)
+            e = out.setdefault(port, {"hashes": set(), "hash_changes": 0, "cpus": {}})
+            e["hashes"].add(h)
+            e["hash_changes"] += changes
+            e["cpus"][cpu] = e["cpus"].get(cpu, 0) + pkts
+        return out
+
+    def close(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds.clear()
+
+
+def slow_consumer(n_filters: int = 800) -> None:
+    """800 non-matching u32 filters at tc ingress of the receiver veth: every packet
+    walks them on the CPU that processes it (kernel-lab.md sec. 7)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".tc", delete=False) as fh:
+        for i in range(1, n_filters + 1):
+            fh.write(f"filter add dev {DEV_RX} ingress prio {i} protocol ip u32 "
+                     f"match ip dport {10000 + i} 0xffff flowid 1:1\n")
+        path = fh.name
+    try:
+        netns_exec(NS_RX, ["tc", "-b", path], timeout=60)
+    finally:
+        os.unlink(path)

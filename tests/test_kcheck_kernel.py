@@ -1,0 +1,131 @@
+"""rxlab kernel-check against the real kernel (root, initial network namespace).
+
+Each test runs ``rxlab kernel-check`` as a subprocess (kernel-lab.md sec. 12.7); exit
+status 77 or a failed preflight skips with the reason. The first model load in a fresh
+process reads the numba cache (or compiles, minutes, on a machine that never ran it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from rxlab.kcheck import host
+
+WHY = host.cannot_run()
+pytestmark = pytest.mark.skipif(WHY is not None, reason=f"cannot run here: {WHY}")
+RXLAB = [sys.executable, "-m", "rxlab.cli.main", "kernel-check"]
+COMPILE_BUDGET = 900  # s: a cold numba cache on a busy 2-CPU machine
+
+
+def _state() -> dict:
+    return {"sysctls": {n: host.read_sysctl(n) for n in host.SYSCTLS},
+            "namespaces": sorted(n for n in (host.NS_TX, host.NS_RX)
+                                 if os.path.exists(os.path.join(host.NETNS_DIR, n)))}
+
+
+def _run(*args: str) -> tuple[int, dict]:
+    p = subprocess.run([*RXLAB, "--json", "--quiet", *args], capture_output=True, text=True,
+                       timeout=COMPILE_BUDGET + 300, stdin=subprocess.DEVNULL)
+    if p.returncode == 77:
+        pytest.skip(p.stderr.strip() or "cannot run here")
+    assert p.returncode in (0, 1), p.stderr[-2000:]
+    return p.returncode, json.loads(p.stdout)
+
+
+@pytest.fixture
+def untouched():
+    """The host must look the same afterwards: sysctls, no namespaces of ours."""
+    before = _state()
+    assert before["namespaces"] == [], "left-over kernel-check namespaces before the test"
+    yield before
+    assert _state() == before
+    assert not os.path.exists(host.STATE_FILE)
+
+
+def test_every_check_agrees_with_the_kernel(untouched):
+    t = time.monotonic()
+    rc, rep = _run()
+    by = {c["name"]: c for c in rep["checks"]}
+    ran = [c for c in rep["checks"] if c["status"] == "ran"]
+    assert {c["name"] for c in ran} >= {"rps_cpu_choice", "rps_flow_stickiness",
+                                        "rfs_follows_thread", "flow_limit_shedding",
+                                        "backlog_drop_accounting"}
+    bad = {c["name"]: c["reason"] for c in ran if not c["agree"]}
+    assert not bad and rc == 0, bad
+    for c in rep["checks"]:
+        assert set(c) >= {"name", "status", "agree", "kernel", "model", "reason"}
+        assert c["status"] in ("ran", "skipped")
+    if by["cpumap_cpu_choice"]["status"] == "skipped":
+        assert by["cpumap_cpu_choice"]["reason"]
+    # bit-exact per flow: the forced hash arrived and RPS chose the model's CPU
+    flows = by["rps_cpu_choice"]["kernel"]["flows"]
+    mflows = by["rps_cpu_choice"]["model"]["flows"]
+    assert len(flows) == 16
+    assert all(flows[p]["hash"] == mflows[p]["hash"] for p in flows)
+    assert all(flows[p]["cpu"] == mflows[p]["cpu"] == mflows[p]["simulated_cpu"]
+               for p in flows)
+    fl = by["flow_limit_shedding"]
+    assert fl["kernel"]["enqueuing_cpu0"]["heavy_share"] < fl["kernel"]["off"]["heavy_share"]
+    assert time.monotonic() - t < COMPILE_BUDGET + 120
+
+
+def test_wrong_model_settings_make_their_checks_disagree(untouched):
+    rc, rep = _run("--only", "flow_limit_shedding,rps_cpu_choice",
+                   "--mutate", "flow_limit_on_target,rps_low_bits")
+    assert rc == 1
+    by = {c["name"]: c for c in rep["checks"]}
+    fl = by["flow_limit_shedding"]
+    assert fl["agree"] is False
+    failed = {c["what"] for c in fl["criteria"] if not c["ok"]}
+    assert "flow_limit_count lands on the enqueuing CPU" in failed
+    # the kernel still did what it does: the count rose on cpu0 only
+    assert int(fl["kernel"]["enqueuing_cpu0"]["flow_limit_count"]["0"]) > 0
+    assert fl["model"]["enqueuing_cpu0"]["bitmap"] == "2"
+    rps = by["rps_cpu_choice"]
+    assert rps["agree"] is False
+    assert any(c["what"].startswith("each flow on the model's CPU") and not c["ok"]
+               for c in rps["criteria"])
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_run_leaves_nothing_behind(untouched, sig):
+    p = subprocess.Popen([*RXLAB, "--only", "flow_limit_shedding", "--duration", "2"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         stdin=subprocess.DEVNULL)
+    try:
+        # wait until it is mid-experiment: namespaces up and flow_limit's sysctl written
+        deadline = time.monotonic() + COMPILE_BUDGET
+        while time.monotonic() < deadline and p.poll() is None:
+            if (os.path.exists(os.path.join(host.NETNS_DIR, host.NS_RX))
+                    and host.read_sysctl("netdev_max_backlog") == "64"):
+                break
+            time.sleep(0.05)
+        assert p.poll() is None, p.stderr.read()[-2000:]
+        time.sleep(0.5)  # traffic is flowing now
+        p.send_signal(sig)
+        rc = p.wait(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert rc == (130 if sig == signal.SIGINT else 128 + sig), p.stderr.read()[-2000:]
+    assert _traffic_processes() == []  # no sender or receiver of ours left running
+
+
+def _traffic_processes() -> list[int]:
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if b"kcheck/traffic.py" in fh.read():
+                    out.append(int(pid))
+        except OSError:
+            pass
+    return out
