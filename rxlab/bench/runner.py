@@ -1,0 +1,181 @@
+"""``run_bench``: every benchmark figure in one run, as one dict (``rxlab bench --json``).
+
+Figures (targets from issues 2 and 5):
+
+- ``engine_pps``: simulated packets per second of ``simulate()`` on the flow-limit
+  scenario (target >= 5 M/s, issue 2; >= 10 M/s, issue 5), compile time excluded;
+  ``engine_pps_arfs`` the same for the arfs-flow-match scenario.
+- ``simpy_pps`` and ``ratio_vs_simpy``: the RSS + RPS + backlog reference scenario run by
+  rxlab and by the SimPy model on identical inputs (target ratio >= 100); the ratio uses
+  rxlab's figure on that same scenario (``rxlab_pps_reference``). ``agreement`` checks
+  drops and mean latency of the two models on one run.
+- ``toeplitz_hps``, ``c_toeplitz_hps``, ``toeplitz_ratio_vs_c`` (target >= 0.8).
+- ``peak_rss_mb``: peak RSS of a child process that runs the flow-limit benchmark run.
+
+rxlab's figures time the whole ``simulate()`` call (traffic generation included); the
+SimPy figure times ``env.run()`` only (its inputs are prepared beforehand, untimed), so
+the ratio errs in SimPy's favour.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from rxlab.bench import engine, machine, memory, scenarios, simpy_ref, toeplitz_c
+
+TARGETS = {"engine_pps": 10e6, "engine_pps_issue2": 5e6, "ratio_vs_simpy": 100.0,
+           "toeplitz_ratio_vs_c": 0.8, "peak_rss_mb": 2048.0}
+
+
+def _settings(quick: bool) -> dict:
+    if quick:
+        return {"flow_limit_s": 2.0, "arfs_s": 0.25, "reference_s": 0.2, "simpy_s": 0.01,
+                "runs": 3, "simpy_runs": 1}
+    return {"flow_limit_s": 10.0, "arfs_s": 2.0, "reference_s": 1.0, "simpy_s": 0.05,
+            "runs": 5, "simpy_runs": 2}
+
+
+def run_bench(quick: bool = False, log: Callable[[str], None] | None = None,
+              skip_arfs: bool = False) -> dict:
+    say = log or (lambda _msg: None)
+    cfg = _settings(quick)
+    out: dict = {"quick": quick, "machine": machine.machine(), "targets": TARGETS, "notes": []}
+    t_all = time.perf_counter()
+
+    # --- engine: flow-limit and arfs-flow-match ----------------------------------------
+    say("engine: flow-limit (warm-up, then best of runs)")
+    fl = engine.time_simulate(scenarios.flow_limit(False, cfg["flow_limit_s"]), cfg["runs"],
+                              warmup=scenarios.flow_limit(True))
+    out["engine_pps"] = round(fl["pps"], 1)
+    out["engine_flow_limit"] = fl
+    arfs = None if skip_arfs else scenarios.arfs_flow_match(False, cfg["arfs_s"])
+    if arfs is None:
+        out["engine_pps_arfs"] = None
+        out["notes"].append("arfs-flow-match: skipped" if skip_arfs else
+                            "arfs-flow-match: no such reproduction in rxlab.repro yet")
+    else:
+        say(f"engine: arfs-flow-match ({scenarios.ARFS_CASE})")
+        ar = engine.time_simulate(arfs, max(2, cfg["runs"] - 2),
+                                  warmup=scenarios.arfs_flow_match(True, 0.02))
+        out["engine_pps_arfs"] = round(ar["pps"], 1)
+        out["engine_arfs_flow_match"] = {**ar, "case": scenarios.ARFS_CASE}
+
+    # --- the SimPy reference model --------------------------------------------------------
+    say("reference scenario: rxlab")
+    ref = engine.time_simulate(scenarios.reference(cfg["reference_s"]), cfg["runs"],
+                               warmup=scenarios.reference(0.002))
+    say("reference scenario: SimPy model (identical inputs)")
+    from rxlab.simulate import simulate
+
+    small = scenarios.reference(cfg["simpy_s"])
+    inputs = simpy_ref.model_inputs(small)
+    sp = None
+    for _ in range(cfg["simpy_runs"]):
+        r = simpy_ref.SimpyRx(inputs).run()
+        if sp is None or r["wall_s"] < sp["wall_s"]:
+            sp = r
+    rx = simpy_ref.rxlab_counts(simulate(small))
+    simpy_pps = sp["offered"] / sp["wall_s"]
+    out["simpy_pps"] = round(simpy_pps, 1)
+    out["rxlab_pps_reference"] = round(ref["pps"], 1)
+    out["ratio_vs_simpy"] = round(ref["pps"] / simpy_pps, 2)
+    out["reference"] = {
+        "scenario": "bench-rss-rps: 2 queues (IRQ cpu0, cpu1), RPS to cpu2-3, sink on cpu4, "
+                    f"{scenarios.REF_PPS / 1e6:g} Mpps Poisson, {scenarios.REF_FLOWS} UDP flows",
+        "rxlab": ref,
+        "simpy": {"duration_s": cfg["simpy_s"], "packets": sp["offered"],
+                  "wall_s": round(sp["wall_s"], 4)},
+        "counts": {"rxlab": rx, "simpy": {k: v for k, v in sp.items() if k != "wall_s"}},
+    }
+    out["agreement"] = simpy_ref.compare(rx, sp)
+
+    # --- Toeplitz against C -----------------------------------------------------------------
+    say("toeplitz: rxlab softrss vs table-driven C (gcc -O2)")
+    try:
+        out.update(toeplitz_c.bench(quick))
+    except (RuntimeError, OSError) as err:  # no compiler: report, do not fail the rest
+        out.update({"toeplitz_hps": None, "c_toeplitz_hps": None, "toeplitz_ratio_vs_c": None})
+        out["notes"].append(f"toeplitz vs C skipped: {err}")
+
+    # --- memory -------------------------------------------------------------------------------
+    say("peak RSS: flow-limit run in a child process")
+    mem = memory.measure_in_child(fl["packets"])
+    out["peak_rss_mb"] = mem["peak_rss_mb"]
+    out["memory"] = mem
+
+    out["checks"] = {
+        "engine_pps >= 5M (issue 2)": out["engine_pps"] >= TARGETS["engine_pps_issue2"],
+        "engine_pps >= 10M (issue 5)": out["engine_pps"] >= TARGETS["engine_pps"],
+        "ratio_vs_simpy >= 100": out["ratio_vs_simpy"] >= TARGETS["ratio_vs_simpy"],
+        "simpy agreement": out["agreement"]["agree"],
+        "toeplitz_ratio_vs_c >= 0.8": (out["toeplitz_ratio_vs_c"] or 0.0)
+        >= TARGETS["toeplitz_ratio_vs_c"],
+        "toeplitz equals C": bool(out.get("toeplitz_c_equal", False)),
+        "peak_rss_mb < 2048": out["peak_rss_mb"] < TARGETS["peak_rss_mb"],
+    }
+    if out["engine_pps_arfs"] is not None:
+        out["checks"]["engine_pps_arfs >= 10M (issue 5)"] = (
+            out["engine_pps_arfs"] >= TARGETS["engine_pps"])
+    out["bench_wall_s"] = round(time.perf_counter() - t_all, 1)
+    return out
+
+
+def _m(x: float | None) -> str:
+    return "n/a" if x is None else f"{x / 1e6:,.2f} M"
+
+
+def format_text(r: dict) -> list:
+    """Rich renderables for the terminal."""
+    from rich.table import Table
+
+    m = r["machine"]
+    t = Table(title=f"rxlab bench{' --quick' if r['quick'] else ''}: {m['cpu_model']}, "
+                    f"{m['cpus']} CPUs, numpy {m['numpy']}, numba {m['numba']}, "
+                    f"simpy {m['simpy']}")
+    t.add_column("figure", style="bold")
+    t.add_column("value", justify="right")
+    t.add_column("target", justify="right")
+    t.add_column("detail")
+    fl = r["engine_flow_limit"]
+    t.add_row("engine_pps (flow-limit)", f"{_m(r['engine_pps'])}pps", ">= 5 M (10 M)",
+              f"{fl['packets']:,} packets, best of {len(fl['walls_s'])}: {fl['best_wall_s']} s")
+    if r["engine_pps_arfs"] is not None:
+        ar = r["engine_arfs_flow_match"]
+        t.add_row("engine_pps (arfs-flow-match)", f"{_m(r['engine_pps_arfs'])}pps", ">= 10 M",
+                  f"{ar['case']}: {ar['packets']:,} packets, {ar['best_wall_s']} s")
+    else:
+        t.add_row("engine_pps (arfs-flow-match)", "n/a", ">= 10 M", "; ".join(r["notes"]))
+    ref = r["reference"]
+    t.add_row("rxlab pps (reference)", f"{_m(r['rxlab_pps_reference'])}pps", "",
+              f"{ref['rxlab']['packets']:,} packets")
+    t.add_row("simpy_pps (reference)", f"{r['simpy_pps'] / 1e3:,.1f} k pps", "",
+              f"{ref['simpy']['packets']:,} packets in {ref['simpy']['wall_s']} s")
+    t.add_row("ratio_vs_simpy", f"{r['ratio_vs_simpy']:,.1f} x", ">= 100 x", "same scenario")
+    a = r["agreement"]
+    t.add_row("drops rxlab / simpy",
+              f"{a['drop_fraction']['rxlab']:.2%} / {a['drop_fraction']['simpy']:.2%}",
+              f"±{a['tolerance']['drop_fraction_abs']:.0%} pt or ±"
+              f"{a['tolerance']['drop_rel']:.0%}", "of offered packets")
+    t.add_row("mean latency rxlab / simpy",
+              f"{a['mean_latency_ns']['rxlab'] / 1e3:,.1f} / "
+              f"{a['mean_latency_ns']['simpy'] / 1e3:,.1f} us",
+              f"±{a['tolerance']['latency_rel']:.0%}", "NIC arrival to socket")
+    t.add_row("models agree", "yes" if a["agree"] else "NO", "yes", "")
+    if r["toeplitz_hps"] is not None:
+        t.add_row("toeplitz_hps (rxlab softrss)", f"{_m(r['toeplitz_hps'])}/s", "",
+                  "12-byte IPv4 4-tuples")
+        t.add_row("c_toeplitz_hps", f"{_m(r['c_toeplitz_hps'])}/s", "",
+                  f"table-driven C, {r['toeplitz_c_compiler']}")
+        t.add_row("toeplitz_ratio_vs_c", f"{r['toeplitz_ratio_vs_c']:.2f} x", ">= 0.8 x",
+                  "equal hashes" if r["toeplitz_c_equal"] else "HASHES DIFFER")
+    mem = r["memory"]
+    t.add_row("peak_rss_mb", f"{r['peak_rss_mb']:,.0f} MB", "< 2048 MB",
+              f"{mem['offered']:,} packets (after import: {mem['rss_after_import_mb']:,.0f} MB)")
+    out = [t]
+    bad = [k for k, ok in r["checks"].items() if not ok]
+    out.append(f"checks: {len(r['checks']) - len(bad)}/{len(r['checks'])} met"
+               + (f"; not met: {', '.join(bad)}" if bad else "")
+               + f"  (bench took {r['bench_wall_s']} s; load avg {m['load_avg']})")
+    out.extend(r["notes"])
+    return out
