@@ -160,8 +160,7 @@ def netif_rx(s, q, f, length, t, seq):
     enqueue_to_backlog(s, c, cpu, p.flow_hash[f], f, t, seq, length, t)
     if sd.ipi_n[c] > 0:
         net_rps_send_ipi(s, c, t)  # simplification: sent at once, not at softirq end
-    if sd.softirq_pending[c]:
-        kick_cpu(s, c, t)
+    kick_cpu(s, c, t)  # charges the receive work now, runs the softirq if one is pending
 
 
 @njit(**JIT_STATE)
