@@ -40,8 +40,10 @@ def _is_num(v) -> bool:
 def _label(v) -> str:
     if isinstance(v, str):
         return v
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
     if isinstance(v, float):
-        return f"{v:g}"
+        return f"{v:,.0f}" if v.is_integer() and abs(v) >= 1e4 else f"{v:g}"
     return str(v) if not isinstance(v, dict | list) else _key(v)
 
 
@@ -84,7 +86,8 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-def line_plot(rows: list[dict], param: str, metric: str, others: list[str]) -> bytes:
+def line_plot(rows: list[dict], param: str, metric: str, others: list[str],
+              with_: list[str] = ()) -> bytes:
     from matplotlib.figure import Figure
 
     xs = ordered_values(rows, param)
@@ -111,7 +114,7 @@ def line_plot(rows: list[dict], param: str, metric: str, others: list[str]) -> b
             label = "all runs" if not pooled else "pooled over the other parameters"
         line = ax.plot(pos, means, marker="o", label=label)[0]
         ax.fill_between(pos, lo, hi, alpha=0.2, color=line.get_color(), linewidth=0)
-    ax.set_xlabel(param)
+    ax.set_xlabel(param + (f" (with {', '.join(with_)})" if with_ else ""))
     ax.set_ylabel(metric_label(metric))
     ax.set_title(f"{metric} vs {param} (mean, 95% CI band)")
     ax.grid(True, alpha=0.3)
@@ -133,7 +136,13 @@ def heatmap(rows: list[dict], px: str, py: str, metric: str) -> bytes:
             grid[j, i] = mean_ci(vals)[0]
     fig = Figure(figsize=(6.4, 4.8))
     ax = fig.subplots()
-    im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
+    finite = grid[np.isfinite(grid)]
+    norm = None
+    if finite.size and finite.min() > 0 and finite.max() / finite.min() >= 50:
+        from matplotlib.colors import LogNorm  # a skewed metric (latency under overload)
+
+        norm = LogNorm(finite.min(), finite.max())
+    im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis", norm=norm)
     ax.set_xticks(range(len(xs)), [_label(v) for v in xs])
     ax.set_yticks(range(len(ys)), [_label(v) for v in ys])
     ax.set_xlabel(px)
@@ -141,14 +150,13 @@ def heatmap(rows: list[dict], px: str, py: str, metric: str) -> bytes:
     ax.set_title(f"{metric}: mean over seeds")
     fig.colorbar(im, ax=ax, label=metric_label(metric))
     if len(xs) <= MAX_ANNOTATED and len(ys) <= MAX_ANNOTATED:
-        finite = grid[np.isfinite(grid)]
-        mid = (finite.min() + finite.max()) / 2 if finite.size else 0
         for j in range(len(ys)):
             for i in range(len(xs)):
                 v = grid[j, i]
                 if np.isfinite(v):
+                    light = float(im.norm(v)) > 0.5 if finite.max() > finite.min() else False
                     ax.text(i, j, fmt(v), ha="center", va="center", fontsize="small",
-                            color="black" if v > mid else "white")
+                            color="black" if light else "white")
     return _png(fig)
 
 
@@ -170,15 +178,38 @@ def fmt(v) -> str:
     return f"{v:.4g}"
 
 
+def axes(rows: list[dict], param_paths: list[str]) -> dict[str, list[str]]:
+    """The varying parameters that are plotted, each with those that move in lockstep
+    with it (zipped lists): a parameter one-to-one with an earlier one is not an axis."""
+    out: dict[str, list[str]] = {}
+    for p in varying(rows, param_paths):
+        for q in out:
+            pairs = {(_key(r.get(q)), _key(r.get(p))) for r in rows}
+            if len(pairs) == len({a for a, _ in pairs}) == len({b for _, b in pairs}):
+                out[q].append(p)
+                break
+        else:
+            out[p] = []
+    return out
+
+
+def _crossed(rows: list[dict], a: str, b: str) -> bool:
+    """Do a and b vary independently somewhere (a grid, not a diagonal)?"""
+    pairs = {(_key(r.get(a)), _key(r.get(b))) for r in rows}
+    return len(pairs) > max(len({x for x, _ in pairs}), len({y for _, y in pairs}))
+
+
 def make_plots(rows: list[dict], param_paths: list[str], metrics: list[str]) -> list[Plot]:
-    vary = varying(rows, param_paths)
+    ax_of = axes(rows, param_paths)
+    vary = list(ax_of)
     plots = []
     for metric in metrics:
         for p in vary:
             others = [o for o in vary if o != p]
             plots.append(Plot("line", _stem(f"{metric}_vs_{p}"), f"{metric} vs {p}", metric,
-                              (p,), line_plot(rows, p, metric, others)))
-    pairs = [(a, b) for i, a in enumerate(vary) for b in vary[i + 1:]][:MAX_PAIRS]
+                              (p,), line_plot(rows, p, metric, others, ax_of[p])))
+    pairs = [(a, b) for i, a in enumerate(vary) for b in vary[i + 1:]
+             if _crossed(rows, a, b)][:MAX_PAIRS]
     for metric in metrics:
         for a, b in pairs:
             plots.append(Plot("heatmap", _stem(f"{metric}_heatmap_{a}_{b}"),
@@ -194,6 +225,8 @@ def _stem(text: str) -> str:
 def write_plots(out: Path, rows: list[dict], param_paths: list[str],
                 metrics: list[str]) -> list[Path]:
     paths = []
+    for old in (out / store.PLOTS).glob("*.png"):  # from an earlier version of the sweep
+        old.unlink()
     for p in make_plots(rows, param_paths, metrics):
         path = out / store.PLOTS / f"{p.name}.png"
         store.atomic_write(path, p.png)

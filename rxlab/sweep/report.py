@@ -94,10 +94,11 @@ def build_report(out: str | Path, title: str | None = None) -> str:
         ("simulation time", f"{cpu:.2f} s summed over runs on {len(workers)} worker processes"),
         ("generated", _dt.datetime.now().isoformat(timespec="seconds")),
     ]
+    meta = [(k, v) for k, v in meta if v]
     meta_html = "<table class=\"meta\" id=\"meta\">" + "".join(
         f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in meta) + "</table>"
 
-    s_head = [*params, "n"] + [f"{m} (mean ± 95% CI)" for m in metrics]
+    s_head = [*params, "n", *metrics]
     s_body = []
     for e in summary:
         cells = [_e(fmt(e["params"][p])) for p in params] + [str(e["n"])]
@@ -137,7 +138,7 @@ def build_report(out: str | Path, title: str | None = None) -> str:
 <h1 id="title">{_e(title)}</h1>
 <section id="overview"><h2>Overview</h2>{meta_html}<ul class="legend">{legend}</ul></section>
 <section id="summary"><h2>Summary</h2>
-<p>Mean over seeds per parameter point, with the half-width of the 95% confidence
+<p>Mean over the seeds of each parameter point ± the half-width of the 95% confidence
 interval of the mean (Student t; none with one seed).</p>{summary_html}</section>
 <section id="plots"><h2>Plots</h2>{plots_html}</section>
 <section id="runs"><h2>Runs</h2>{runs_html}</section>

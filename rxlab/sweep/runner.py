@@ -14,7 +14,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +56,14 @@ def _init_local_worker() -> None:
 
 
 # ---------------------------------------------------------------- backends
+class RunError(Exception):
+    """A run raised: which one, and what."""
+
+    def __init__(self, run_id: str, error: BaseException):
+        super().__init__(f"run {run_id}: {error}")
+        self.run_id, self.error = run_id, error
+
+
 Task = dict
 OnResult = Callable[[dict], None]
 
@@ -68,7 +76,7 @@ def run_local(tasks: list[Task], jobs: int, on_result: OnResult) -> int:
 
     pending = {t["run_id"]: t for t in tasks}
     breaks = fruitless = 0
-    ctx = mp.get_context("spawn")  # no fork of a process that runs threads (progress bar)
+    ctx = _context(mp)
     while pending:
         ex = ProcessPoolExecutor(max_workers=max(1, min(jobs, len(pending))), mp_context=ctx,
                                  initializer=_init_local_worker)
@@ -84,6 +92,8 @@ def run_local(tasks: list[Task], jobs: int, on_result: OnResult) -> int:
                     except BrokenProcessPool:
                         broken = True
                         continue
+                    except Exception as e:
+                        raise RunError(futs[f], e) from e
                     on_result(out)
                     pending.pop(futs[f], None)
                     fruitless = 0
@@ -104,6 +114,16 @@ def run_local(tasks: list[Task], jobs: int, on_result: OnResult) -> int:
     return breaks
 
 
+def _context(mp):
+    """Workers fork from a forkserver that has the jitted loop loaded (see ``_preload``);
+    never a plain fork of this process, which runs threads (progress bar, pool manager)."""
+    if "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["rxlab.sweep._preload"])
+        return ctx
+    return mp.get_context("spawn")
+
+
 def _kill_pool(ex) -> None:
     procs = list(getattr(ex, "_processes", {}).values())  # no public way to stop workers
     ex.shutdown(wait=False, cancel_futures=True)
@@ -119,12 +139,32 @@ def connect(scheduler: str):
         from distributed import Client
     except ImportError:
         raise UsageError("--scheduler needs Dask: pip install 'dask[distributed]'") from None
+    _probe(scheduler)
     try:
         return Client(scheduler, timeout="20s", set_as_default=False)
     except (OSError, TimeoutError, ValueError) as e:
         raise UsageError(f"--scheduler {scheduler}: cannot reach a Dask scheduler "
                          f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else e})"
                          ) from None
+
+
+def _probe(scheduler: str) -> None:
+    """Fail fast (one line) when nothing listens at a tcp:// address."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, loc = parse_address(scheduler)
+        host, port = parse_host_port(loc)
+    except (ValueError, TypeError):
+        raise UsageError(f"--scheduler {scheduler!r}: not an address like "
+                         "tcp://HOST:PORT") from None
+    if scheme != "tcp":
+        return
+    try:
+        socket.create_connection((host, port), timeout=10).close()
+    except OSError as e:
+        raise UsageError(f"--scheduler {scheduler}: cannot reach a Dask scheduler "
+                         f"({e.strerror or e})") from None
 
 
 def run_dask(tasks: list[Task], scheduler: str, on_result: OnResult) -> None:
@@ -138,7 +178,7 @@ def run_dask(tasks: list[Task], scheduler: str, on_result: OnResult) -> None:
     try:
         futs = [client.submit(execute_run, t, key=f"rxlab-run-{t['run_id']}", pure=False)
                 for t in tasks]
-        for fut in as_completed(futs):
+        for fut in as_completed(futs, loop=client.loop):
             try:
                 out = fut.result()
             except KilledWorker as e:
@@ -146,6 +186,11 @@ def run_dask(tasks: list[Task], scheduler: str, on_result: OnResult) -> None:
                                    ) from None
             except FutureCancelledError:
                 raise RuntimeError(f"run {fut.key} was cancelled on the cluster") from None
+            except ImportError as e:
+                raise UsageError(f"the Dask workers cannot run rxlab ({e}); install rxlab "
+                                 "where the workers run") from None
+            except Exception as e:
+                raise RunError(str(fut.key).removeprefix("rxlab-run-"), e) from e
             on_result(out)
             fut.release()
     finally:
@@ -227,8 +272,15 @@ def run_sweep(sweep: Sweep, out: str | Path, *, jobs: int | None = None,
         bar.note(f"interrupted: {len(written)} of {len(ids)} runs finished in {out}; "
                  "run the same command with --resume to finish the rest")
         raise
-    except UsageError as e:
-        raise UsageError(f"{sweep.source}: a run failed: {e}") from None
+    except RunError as e:
+        run = by_id[e.run_id]
+        desc = ", ".join(f"{k}={v!r}" for k, v in run.params.items()) or "base scenario"
+        what = f"run {run.run_id} ({desc}, seed {run.seed})"
+        if isinstance(e.error, UsageError):
+            raise UsageError(f"{sweep.source}: {what} failed: {e.error}; the finished runs "
+                             "are kept (fix the sweep, then --resume)") from None
+        e.error.add_note(f"in sweep {sweep.source}, {what}")
+        raise e.error from None
     wall = time.perf_counter() - t0
 
     records = [store.read_run(out, rid) for rid in ids]
@@ -251,10 +303,10 @@ def run_sweep(sweep: Sweep, out: str | Path, *, jobs: int | None = None,
 class _Bar:
     """A rich progress bar over runs (or nothing when there is no console)."""
 
-    def __init__(self, console, total: int, completed: int, label: str):
+    def __init__(self, console, show: bool, total: int, completed: int, label: str):
         self.console = console
         self.progress = None
-        if console is None:
+        if console is None or not show:
             return
         from rich.progress import (
             BarColumn,
@@ -292,8 +344,5 @@ class _Bar:
 def _progress(console, show: bool, sweep: Sweep, total: int, completed: int,
               scheduler: str | None, jobs: int | None) -> _Bar:
     where = f"dask {scheduler}" if scheduler else f"{jobs or os.cpu_count() or 1} processes"
-    return _Bar(console if show else None, total, completed, f"{sweep.name} ({where})")
+    return _Bar(console, show, total, completed, f"{sweep.name} ({where})")
 
-
-def iter_records(out: Path, ids: Iterable[str]) -> list[dict]:
-    return [r for r in (store.read_run(out, i) for i in ids) if r is not None]

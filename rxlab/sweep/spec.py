@@ -133,7 +133,7 @@ def apply_overrides(data: dict, overrides: dict[str, Any]) -> dict:
             if isinstance(node, list):
                 if not part.lstrip("-").isdigit() or not -len(node) <= int(part) < len(node):
                     where = ".".join(parts[:i]) or "scenario"
-                    raise _PathError(f"{where} is a list of {len(node)}; {part!r} is no index")
+                    raise _PathError(f"{where} has {len(node)} items; there is no item {part}")
                 key: Any = int(part)
             elif isinstance(node, dict):
                 key = part
@@ -315,7 +315,7 @@ def _parse(data: dict, source: str, sweep_dir: Path | None) -> Sweep:
     for m in metrics:
         check_metric_name(m, "sweep.metrics")
 
-    base_for_hash = {k: v for k, v in base.items() if k != "seed"}
+    base_for_hash = {k: v for k, v in base.items() if k not in ("seed", "description")}
     base_hash = hashlib.sha256(canonical(base_for_hash).encode()).hexdigest()[:16]
     runs = []
     for i, pt in enumerate(points):

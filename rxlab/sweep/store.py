@@ -34,12 +34,22 @@ FIXED_COLUMNS = ["run_id", "point", "seed", "rep"]
 TAIL_COLUMNS = ["wall_s", "worker"]
 
 
+def _umask() -> int:
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+FILE_MODE = 0o666 & ~_umask()  # what open() would have given (mkstemp makes 0600)
+
+
 def atomic_write(path: Path, data: bytes | str) -> None:
     """Write a file so that readers see the old file or the whole new one, never a part."""
     path.parent.mkdir(parents=True, exist_ok=True)
     raw = data.encode() if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
             f.flush()
