@@ -178,7 +178,7 @@ def _rps_maps(sc: Scenario) -> tuple[np.ndarray, np.ndarray, list[str]]:
     return rps_map, rps_len, masks
 
 
-RPS_DEV_FLOW_MAX = {"6.19": 1 << 31, "7.1": 1 << 27}  # reference 4.3 size limits
+RPS_DEV_FLOW_MAX = {"6.19": 1 << 32, "7.1": 1 << 27}  # reference 4.3 size limits
 SIM_TABLE_LIMIT = 1 << 26  # entries over all queues the simulator allocates
 
 

@@ -32,6 +32,10 @@ def rows(flows: int, cnt: int, queues: int, kernel: str) -> list[dict]:
     if flows < 2 or cnt < 2 or queues < 1:
         raise UsageError("explain arfs: --flows and --rps-flow-cnt must be >= 2, --queues >= 1")
     v = parse_version(kernel)
+    limit = 1 << 27 if v >= (7, 1) else 1 << 32  # reference 4.3
+    if cnt > limit:
+        raise UsageError(f"explain arfs: --rps-flow-cnt {cnt} is above the kernel maximum "
+                         f"{limit} for {kernel} (-EINVAL)")
     hash32 = v >= (6, 15)
     size = roundup_pow_of_two(cnt)
     out = []
@@ -43,7 +47,8 @@ def rows(flows: int, cnt: int, queues: int, kernel: str) -> list[dict]:
             "colliding_pairs": round(b["pairs"], 1),
             "flows_sharing_a_filter": round(b["flows_colliding"], 1),
             "share_of_flows": round(b["flows_colliding"] / flows, 5),
-            "memory_bytes": memory_bytes(s, queues, s * queues, v),
+            # the socket table (queues x rps_flow_cnt) is rounded up to a power of two
+            "memory_bytes": memory_bytes(s, queues, roundup_pow_of_two(s * queues), v),
         })
     return out
 

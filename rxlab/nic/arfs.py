@@ -107,12 +107,14 @@ def arfs_expire_scan(s, t):
                 ar.pend[ar.pend_n[0]] = e
                 ar.pend_n[0] += 1
             elif ar.e_state[e] == ARFS_ACTIVE and _expired(s, e, t):
-                if p.arfs_model == 3:
-                    quota += 1
-                    if quota > MLX5E_ARFS_EXPIRY_QUOTA + 1:
-                        return spent
                 spent += cost(s, C_ARFS_PROGRAM)
                 e = _delete(s, b, prev, e)
+                # mlx5: `if (quota++ > MLX5E_ARFS_EXPIRY_QUOTA) break` after queueing the
+                # rule for deletion: at most 62 deletions per scan
+                if p.arfs_model == 3:
+                    if quota > MLX5E_ARFS_EXPIRY_QUOTA:
+                        return spent
+                    quota += 1
                 continue
             prev = e
             e = ar.e_next[e]

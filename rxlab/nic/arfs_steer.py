@@ -73,7 +73,9 @@ def ndo_rx_flow_steer(s, f, skb_hash, rxq, flow_id, t):
         if hit:
             if avoided:
                 ar.cnt[ARFS_AVOIDED] += 1
-            if ar.e_q[e] == rxq or (p.arfs_model != 3 and ar.e_state[e] != ARFS_ACTIVE):
+            # ice: same queue or not yet ACTIVE; mlx5: same queue or its work item is
+            # still pending (busy): return the filter id unchanged
+            if ar.e_q[e] == rxq or ar.e_state[e] != ARFS_ACTIVE:
                 ar.cnt[ARFS_SKIP] += 1
                 return ar.e_fltr_id[e]
             ar.e_q[e] = rxq
