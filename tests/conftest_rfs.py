@@ -1,0 +1,595 @@
+"""Helpers shared by test_rfs.py, test_arfs.py and test_collisions.py.
+
+Two parts, both written from ../shared/reference/linux-rx-path.md only (sections 0, 3.4,
+4 and 5), never from rxlab's code or outputs:
+
+* pure-Python reference implementations (``ref_*`` functions, ``RefKernel`` with the
+  ice / mlx5 driver models) that the simulator is compared against;
+* builders for small RFS / aRFS scenarios and a ``Harness`` that builds a model and
+  calls the simulator's jitted mechanisms on hand-set state.
+
+Imported by the test modules (``from conftest_rfs import ...``); pytest puts ``tests/``
+on ``sys.path`` (rootdir conftest, prepend import mode).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+# ------------------------------------------------------------------ constants -------
+U32 = 0xFFFFFFFF
+GOLDEN_RATIO_32 = 0x61C88647  # include/linux/hash.h (sec. 0)
+GOLDEN_RATIO_64 = 0x61C8864680B583EB  # hash_long on 64-bit (sec. 5.4)
+RPS_NO_CPU = 0xFFFF  # include/net/rps.h (sec. 4.1, 4.3)
+RPS_NO_FILTER = 0xFFFF
+ICE_BUCKETS = 1024  # ICE_MAX_ARFS_LIST (sec. 5.3)
+ICE_UDP_EXPIRY_NS = 5_000_000_000  # ICE_ARFS_TIME_DELTA_EXPIRATION = 5000 ms
+MLX5_HASH_SIZE = 256  # ARFS_HASH_SIZE (sec. 5.4)
+MLX5_EXPIRY_QUOTA = 60  # MLX5E_ARFS_EXPIRY_QUOTA
+
+
+# ------------------------------------------------------- reference arithmetic -------
+def s32(a: int, b: int) -> int:
+    """(int)(a - b) on u32 counters (sec. 0 conventions)."""
+    d = (int(a) - int(b)) & U32
+    return d - (1 << 32) if d & 0x80000000 else d
+
+
+def ref_hash_32(v: int, bits: int) -> int:
+    """hash_32(v, b) = ((v * 0x61C88647) mod 2^32) >> (32 - b) (sec. 0); b in 1..32."""
+    assert 1 <= bits <= 32
+    return ((int(v) * GOLDEN_RATIO_32) & U32) >> (32 - bits)
+
+
+def ref_reciprocal_scale(v: int, n: int) -> int:
+    return (int(v) * int(n)) >> 32
+
+
+def roundup_pow2(n: int) -> int:
+    return 1 << (int(n) - 1).bit_length()
+
+
+def hash32_rule(version: str) -> bool:
+    """Per-queue slot / flow_id is hash_32 since v6.15 (f3483c8e1da6), hash & mask before."""
+    major, minor = (int(x) for x in version.split(".")[:2])
+    return (major, minor) >= (6, 15)
+
+
+def protect_rule(version: str) -> bool:
+    """Active filters are protected since v6.18 (97bcc5b6f454)."""
+    major, minor = (int(x) for x in version.split(".")[:2])
+    return (major, minor) >= (6, 18)
+
+
+def ref_rfs_slot(h: int, log: int, hash32: bool) -> int:
+    """Slot of a flow in a per-queue table of 2**log entries (sec. 4.3)."""
+    return ref_hash_32(h, log) if hash32 else int(h) & ((1 << log) - 1)
+
+
+def ref_active_limit(log: int, hash32: bool) -> int:
+    """rps_flow_is_active threshold: 10 << log since v6.15, 10 * mask before (sec. 5.1)."""
+    return (10 << log) if hash32 else 10 * ((1 << log) - 1)
+
+
+def ref_is_active(head: int, last_qtail: int, cpu: int, ncpu: int, log: int,
+                  hash32: bool) -> bool:
+    return cpu < ncpu and s32(head, last_qtail) < ref_active_limit(log, hash32)
+
+
+def ref_mlx5_bucket(sport: int, dport: int) -> int:
+    """arfs_hash_bucket: l = sport | (dport << 2) on the __be16 values as a little-endian
+    CPU reads them (byte-swapped), then hash_long(l, 8) on 64-bit (sec. 5.4)."""
+    be = lambda x: ((x & 0xFF) << 8) | (x >> 8)  # noqa: E731
+    l_ = be(sport) | (be(dport) << 2)
+    return ((l_ * GOLDEN_RATIO_64) & ((1 << 64) - 1)) >> 56
+
+
+# ------------------------------------------------------------ reference kernel -------
+class RefEntry:
+    """One driver filter-list entry (ice_arfs_entry / mlx5 arfs_rule)."""
+
+    def __init__(self, flow, flow_id, fltr_id, q, t):
+        self.flow, self.flow_id, self.fltr_id, self.q = flow, flow_id, fltr_id, q
+        self.active = False  # INACTIVE (ice) / work queued (mlx5) until the service runs
+        self.time = t
+
+    def key(self):
+        return (self.flow, self.flow_id, self.fltr_id, self.q, self.active)
+
+
+class RefKernel:
+    """get_rps_cpu (RFS branch, 3.4/4.4), set_rps_cpu (4.4, 5.1 with the Feb-2026 fix),
+    rps_flow_is_active / rps_may_expire_flow (5.1/5.2), and the ice (5.3) or mlx5 (5.4)
+    ndo_rx_flow_steer with their service/work programming and expiry scans.
+
+    ``model`` is None (no aRFS), "ice-hash-match", "ice-tuple-match" or "mlx5".
+    ``cpu_rmap``: CPU -> rx queue (sec. 12: a user-supplied table); -1 = none.
+    ``flow_bucket``: flow -> mlx5 bucket (table x 256 + hash_long); ice uses hash & 1023.
+    """
+
+    def __init__(self, ncpu, nq, log, version, model=None, cpu_rmap=None, sock_entries=4096,
+                 flow_udp=None, flow_bucket=None, rps_map=()):
+        self.ncpu, self.nq = ncpu, nq
+        self.rps_map = list(rps_map)  # rps_cpus of every queue (same map for all)
+        self.logs = list(log) if isinstance(log, (list, tuple)) else [log] * nq
+        self.hash32 = hash32_rule(version)
+        self.protect = protect_rule(version)
+        self.model = model
+        self.cpu_rmap = list(cpu_rmap) if cpu_rmap is not None else list(range(ncpu))
+        self.cpu_mask = roundup_pow2(ncpu) - 1
+        self.sock_mask = sock_entries - 1
+        self.sock = {}  # idx -> value (missing: RPS_NO_CPU)
+        self.head = [0] * ncpu
+        self.tail = [0] * ncpu
+        # per-queue tables: dict slot -> [cpu, filter, last_qtail, hash]
+        self.tab = [dict() for _ in range(nq)]
+        self.entries: list[RefEntry] = []  # in bucket order: newest first per bucket
+        self.bucket_of = {}  # id(entry) -> bucket
+        self.last_fltr_id = 0
+        self.cnt = {"add": 0, "update": 0, "skip": 0, "expire": 0, "calls": 0,
+                    "moves": 0, "held": 0}
+        self.hw = {}  # flow -> queue of its programmed filter
+        self.flow_udp = flow_udp or {}
+        self.flow_bucket = flow_bucket or {}
+
+    # -- tables ---------------------------------------------------------------------
+    def ent(self, q, slot):
+        return self.tab[q].setdefault(slot, [RPS_NO_CPU, RPS_NO_FILTER, 0, 0])
+
+    def record(self, h, cpu):
+        """rps_record_sock_flow (sec. 4.2)."""
+        self.sock[h & self.sock_mask] = ((h & ~self.cpu_mask) & U32) | cpu
+
+    def is_active(self, q, slot, cpu):
+        e = self.ent(q, slot)
+        return ref_is_active(self.head[cpu] if cpu < self.ncpu else 0, e[2], cpu, self.ncpu,
+                             self.logs[q], self.hash32)
+
+    # -- get_rps_cpu (sec. 3.4 with the RFS branch of 4.4) ----------------------------
+    def get_rps_cpu(self, rxq, h, flow, t=0):
+        """Returns (cpu or -1, (queue, slot) of the rflow to record the enqueue in, or
+        None for the kernel's voidflow)."""
+        if self.logs[rxq] == 0 and not self.rps_map:
+            return -1, None
+        if h == 0:
+            return -1, None
+        if self.logs[rxq] > 0:
+            ident = self.sock.get(h & self.sock_mask, RPS_NO_CPU)
+            if ((ident ^ h) & ~self.cpu_mask & U32) == 0:
+                next_cpu = ident & self.cpu_mask
+                slot = ref_rfs_slot(h, self.logs[rxq], self.hash32)
+                rflow = (rxq, slot)
+                tcpu = self.ent(rxq, slot)[0]
+                if tcpu != next_cpu:
+                    if tcpu >= self.ncpu or s32(self.head[tcpu], self.ent(rxq, slot)[2]) >= 0:
+                        if tcpu < self.ncpu:
+                            self.cnt["moves"] += 1
+                        tcpu = next_cpu
+                        rflow = self.set_rps_cpu(rxq, slot, next_cpu, h, flow, t)
+                    else:
+                        self.cnt["held"] += 1
+                if tcpu < self.ncpu:
+                    return tcpu, rflow
+        if self.rps_map:
+            return self.rps_map[ref_reciprocal_scale(h, len(self.rps_map))], None
+        return -1, None
+
+    def set_rps_cpu(self, q, slot, next_cpu, h, flow, t):
+        rq, rs = q, slot
+        if next_cpu < self.ncpu:
+            if self.model is not None:
+                rxq_index = self.cpu_rmap[next_cpu]
+                if rxq_index >= 0 and rxq_index != q and self.logs[rxq_index] > 0:
+                    flow_id = ref_rfs_slot(h, self.logs[rxq_index], self.hash32)
+                    tgt = self.ent(rxq_index, flow_id)
+                    t_cpu = tgt[0]
+                    protect = (self.protect and tgt[1] != RPS_NO_FILTER
+                               and self.is_active(rxq_index, flow_id, t_cpu)
+                               and (h != tgt[3] or next_cpu == t_cpu))
+                    if not protect:
+                        self.cnt["calls"] += 1
+                        rc = self.steer(flow, h, rxq_index, flow_id, t)
+                        if rc >= 0:
+                            old = self.ent(q, slot)
+                            rq, rs = rxq_index, flow_id
+                            tgt[1] = rc
+                            tgt[3] = h
+                            if old[1] == rc:
+                                old[1] = RPS_NO_FILTER
+            self.ent(rq, rs)[2] = self.head[next_cpu]
+        self.ent(rq, rs)[0] = next_cpu
+        return (rq, rs)
+
+    def enqueue(self, cpu, rflow):
+        """enqueue_to_backlog: tail += 1 and *qtail = tail (sec. 3.5)."""
+        self.tail[cpu] = (self.tail[cpu] + 1) & U32
+        if rflow is not None:
+            self.ent(*rflow)[2] = self.tail[cpu]
+
+    def dequeue(self, cpu, n):
+        """process_backlog: head += work once per call (sec. 3.7)."""
+        self.head[cpu] = (self.head[cpu] + n) & U32
+
+    # -- drivers ------------------------------------------------------------------------
+    def bucket(self, flow, h):
+        if self.model == "mlx5":
+            return self.flow_bucket[flow]
+        return h & (ICE_BUCKETS - 1)
+
+    def steer(self, flow, h, rxq, flow_id, t):
+        b = self.bucket(flow, h)
+        for e in [e for e in self.entries if self.bucket_of[id(e)] == b]:
+            if self.model == "mlx5":
+                if e.flow != flow:  # arfs_cmp: full tuple; flow_id not used
+                    continue
+                if e.q == rxq or not e.active:  # same rxq, or its work item is busy
+                    self.cnt["skip"] += 1
+                    return e.fltr_id
+                e.q = rxq
+                e.active = False  # work queued: rewrite the rule
+                self.cnt["update"] += 1
+                return e.fltr_id
+            if e.flow_id != flow_id:
+                continue
+            if self.model == "ice-tuple-match" and e.flow != flow:
+                continue  # ice_arfs_cmp
+            if e.q == rxq or not e.active:
+                self.cnt["skip"] += 1
+                return e.fltr_id
+            e.q = rxq
+            e.active = False
+            self.cnt["update"] += 1
+            return e.fltr_id
+        if self.model == "mlx5":
+            fid = self.last_fltr_id % 0xFFFF
+            self.last_fltr_id += 1
+        else:
+            self.last_fltr_id += 1
+            fid = self.last_fltr_id % 0xFFFF
+        e = RefEntry(flow, flow_id, fid, rxq, t)
+        self.entries.insert(0, e)  # head of the bucket
+        self.bucket_of[id(e)] = b
+        self.cnt["add"] += 1
+        return fid
+
+    def may_expire(self, q, flow_id, filter_id):
+        """rps_may_expire_flow (sec. 5.2)."""
+        log = self.logs[q]
+        if log == 0 or flow_id >= (1 << log):
+            return True
+        e = self.ent(q, flow_id)
+        if e[1] != filter_id:
+            return True
+        return not self.is_active(q, flow_id, e[0])
+
+    def service(self, t):
+        """ice_sync_arfs_fltrs' add half / the mlx5 work items: program queued entries."""
+        for e in self.entries:
+            if not e.active:
+                e.active = True
+                e.time = t
+                self.hw[e.flow] = e.q
+
+    def expire_scan(self, t):
+        """Delete expired programmed entries (ice: all; mlx5: at most 62 per scan)."""
+        quota = 0
+        for b in sorted({self.bucket_of[id(e)] for e in self.entries}):
+            for e in [e for e in self.entries if self.bucket_of[id(e)] == b]:
+                if not e.active:
+                    continue
+                exp = self.may_expire(e.q, e.flow_id, e.fltr_id)
+                if self.model != "mlx5" and self.flow_udp.get(e.flow, False):
+                    exp = exp or t - e.time >= ICE_UDP_EXPIRY_NS
+                if exp:
+                    self.entries.remove(e)
+                    self.hw.pop(e.flow, None)
+                    self.cnt["expire"] += 1
+                    if self.model == "mlx5":
+                        stop = quota > MLX5_EXPIRY_QUOTA  # if (quota++ > QUOTA) break
+                        quota += 1
+                        if stop:
+                            return
+
+
+# ----------------------------------------------------------- scenario builders -------
+def merge(base: dict, extra: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in extra.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def tcp_group(name="tcp", flows=8, pps=10_000, **extra) -> dict:
+    g = {
+        "name": name, "flows": flows, "proto": "tcp",
+        "src": {"cidr": "10.0.0.0/16"}, "dst": {"addr": "10.1.0.1"},
+        "sport": {"range": [1024, 65535]}, "dport": {"value": 5201},
+        "rate": {"pps": pps}, "arrivals": "poisson", "size": 1514,
+    }
+    g.update(extra)
+    return g
+
+
+def rfs_dict(*, cpus=4, queues=None, version="6.19", entries=4096, flow_cnt=1024,
+             arfs=None, groups=None, apps=None, duration=0.02, **sections) -> dict:
+    """A small RFS host: one rx queue per CPU with IRQs 1:1, one consumer thread per CPU."""
+    queues = queues or cpus
+    d = {
+        "name": "rfs-test", "seed": 7, "duration": duration, "drain": 0.01,
+        "host": {"cpus": cpus, "kernel": version},
+        "nic": {"queues": queues, "irq_affinity": [q % cpus for q in range(queues)],
+                "ring_size": 1024, "link_gbps": 100},
+        "kernel": {"rps_sock_flow_entries": entries, "rps_flow_cnt": flow_cnt},
+        "traffic": {"groups": groups or [tcp_group()]},
+        "apps": apps if apps is not None else [
+            {"name": "app", "cpus": f"0-{cpus - 1}", "spread": "round_robin",
+             "cost": {"user_ns": 0}}],
+    }
+    if arfs:
+        d["nic"]["arfs"] = arfs if isinstance(arfs, dict) else {"model": arfs}
+    return merge(d, sections)
+
+
+class Harness:
+    """A built model plus its ``Sim`` for calling jitted mechanisms on hand-set state."""
+
+    def __init__(self, d: dict):
+        from rxlab.build import build
+        from rxlab.kernel.sim import new_sim
+        from rxlab.scenario import scenario_from_dict
+
+        self.d = d
+        self.m = build(scenario_from_dict(d))
+        m = self.m
+        self.s = new_sim(m.params, m.nic, m.sd, m.so, m.st, m.ev, m.rf, m.ar)
+        self.p, self.rf, self.sd, self.ar = m.params, m.rf, m.sd, m.ar
+        self._init = {name: arr.copy() for name, arr in self._arrays()}
+
+    def _arrays(self):
+        for grp in (self.m.nic, self.m.sd, self.m.so, self.m.st, self.m.rf, self.m.ar,
+                    self.m.ev):
+            for name in grp._fields:
+                arr = getattr(grp, name)
+                if isinstance(arr, np.ndarray):
+                    yield f"{type(grp).__name__}.{name}", arr
+
+    def reset(self):
+        """Back to the state right after build (tables empty, counters zero)."""
+        for name, arr in self._arrays():
+            arr[...] = self._init[name]
+        return self
+
+    @property
+    def ncpu(self):
+        return self.p.ncpu
+
+    def log(self, q=0):
+        return int(self.rf.dev_log[q])
+
+    def record(self, h, cpu):
+        """What sock_rps_record_flow stores (sec. 4.2), written by hand."""
+        mask = self.p.rps_cpu_mask
+        self.rf.sock_flow[h & self.p.sock_flow_mask] = ((h & ~mask) & U32) | cpu
+
+    def get_rps_cpu(self, rxq, h, f=0, t=0):
+        from rxlab.kernel.rps import get_rps_cpu
+
+        cpu = int(get_rps_cpu(self.s, int(rxq), int(h), int(f), int(t)))
+        out = (int(self.rf.out[0]), int(self.rf.out[1]))
+        return cpu, (None if out[0] < 0 else out)
+
+    def enqueue(self, this_cpu, cpu, f=0, h=1, t=0):
+        """enqueue_to_backlog, then forget the packet (keeps the FIFO and the NAPI lists
+        from filling up; input_queue_tail and the rflow's last_qtail stay advanced)."""
+        from rxlab.kernel.backlog import enqueue_to_backlog
+
+        ok = bool(enqueue_to_backlog(self.s, int(this_cpu), int(cpu), int(h), int(f), 0, 0,
+                                     64, int(t)))
+        sd = self.sd
+        sd.bl_head[cpu] = sd.bl_proc[cpu] = sd.bl_tail[cpu]
+        sd.bl_sched[:] = 0
+        sd.ipi_n[:] = 0
+        sd.pl_n[:] = 0
+        sd.softirq_pending[:] = 0
+        return ok
+
+    def ent(self, q, slot):
+        rf = self.rf
+        return [int(rf.dev_cpu[q, slot]), int(rf.dev_filter[q, slot]),
+                int(rf.dev_last_qtail[q, slot]), int(rf.dev_hash[q, slot])]
+
+
+def rfs_tables_of(h: Harness, ref: RefKernel, with_hash: bool = True):
+    """(sim, ref) per-queue tables as {(q, slot): [cpu, filter, last_qtail, hash]} for
+    every slot not in its initial state in either (hash left out unless ``with_hash``)."""
+    rf = h.rf
+    k = 4 if with_hash else 3
+    changed = ((rf.dev_cpu != RPS_NO_CPU) | (rf.dev_filter != RPS_NO_FILTER)
+               | (rf.dev_last_qtail != 0) | (rf.dev_hash != 0))
+    qs, slots = np.nonzero(changed)
+    sim = {(int(q), int(sl)): h.ent(q, sl)[:k] for q, sl in zip(qs, slots, strict=True)}
+    want = {}
+    for q in range(len(ref.tab)):
+        for slot, e in ref.tab[q].items():
+            if e != [RPS_NO_CPU, RPS_NO_FILTER, 0, 0]:
+                want[(q, slot)] = list(e)[:k]
+    return sim, want
+
+
+def find_colliding(h0: int, log: int, hash32: bool, n: int = 1, avoid=(),
+                   sock_mask: int | None = 4095) -> list[int]:
+    """``n`` distinct non-zero hashes != h0 with the same ice bucket (hash & 1023) and the
+    same flow_id in a table of 2**log entries. With ``sock_mask`` each also sits in a
+    socket-table slot used by no other given hash (at most 3 such partners exist for
+    4096 entries: the slot then only differs in hash bits 10-11)."""
+    fid = ref_rfs_slot(h0, log, hash32)
+    taken = {h0, *avoid}
+    used = {x & sock_mask for x in taken} if sock_mask is not None else set()
+    out = []
+    for k in range(1, 1 << 22):  # every hash with h0's low 10 bits
+        h = (h0 + (k << 10)) & U32
+        if not h or h in taken or ref_rfs_slot(h, log, hash32) != fid:
+            continue
+        if sock_mask is not None:
+            if (h & sock_mask) in used:
+                continue
+            used.add(h & sock_mask)
+        out.append(h)
+        taken.add(h)
+        if len(out) == n:
+            return out
+    raise ValueError(f"no {n} partners for {h0:#x} (avoid {[hex(a) for a in avoid]})")
+
+
+def run_with_snapshots(m, times_s):
+    """Run a built model like ``rxlab.simulate.run_model`` and take copies of the global
+    counters, per-CPU ``processed`` and RFS/aRFS counters when the traffic passes each
+    time in ``times_s`` (seconds). Returns a list of snapshots (dicts), one per time,
+    plus one at the end."""
+    from rxlab.kernel.rx_loop import run, shape
+    from rxlab.kernel.sim import new_sim
+    from rxlab.traffic.stream import PacketStream
+
+    sc = m.scenario
+    stream = PacketStream(sc.traffic, m.flows, sc.seed, sc.duration)
+    link = int(round(8000.0 / sc.nic.link_gbps))
+    svc_ns = int(round(1e9 / sc.nic.max_pps)) if sc.nic.max_pps else 0
+    sim = new_sim(m.params, m.nic, m.sd, m.so, m.st, m.ev, m.rf, m.ar)
+    marks = [int(round(x * 1e9)) for x in sorted(times_s)]
+    snaps = []
+
+    def snap():
+        snaps.append({
+            "cnt": m.st.cnt.copy(), "processed": m.sd.processed.copy(),
+            "rfs": m.rf.cnt.copy(), "arfs": m.ar.cnt.copy(),
+            "thread_cpu": m.so.thread_cpu.copy(), "delivered": m.so.flow_delivered.copy(),
+        })
+
+    for chunk in stream.chunks(1 << 16):
+        n = len(chunk)
+        t_nic = np.empty(n, np.int64)
+        overrun = np.empty(n, np.bool_)
+        shape(chunk.t_ns, chunk.size, link, svc_ns, sc.nic.nic_fifo, m.port_state, t_nic,
+              overrun)
+        lo = 0
+        while marks and lo < n:
+            cut = int(np.searchsorted(t_nic, marks[0]))
+            if cut >= n:
+                break
+            if cut > lo:
+                run(sim, t_nic[lo:cut].copy(), chunk.flow[lo:cut].copy(),
+                    chunk.size[lo:cut].copy(), overrun[lo:cut].copy(), -1)
+            lo = cut
+            snap()
+            marks.pop(0)
+        if lo < n:
+            run(sim, t_nic[lo:].copy(), chunk.flow[lo:].copy(), chunk.size[lo:].copy(),
+                overrun[lo:].copy(), -1)
+    for _ in marks:
+        snap()
+    end = int(round((sc.duration + sc.drain) * 1e9))
+    run(sim, np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0, np.int32),
+        np.empty(0, np.bool_), end)
+    snap()
+    return snaps
+
+
+def harness_service(h: Harness, t: int) -> None:
+    """The service task / work item runs: program queued filters (EV_ARFS_SVC)."""
+    from rxlab.nic.arfs import arfs_program_pending
+
+    arfs_program_pending(h.s, int(t))
+    h.ar.svc[0] = 0
+    h.m.ev.n[0] = 0  # drop the calendar events these direct calls scheduled
+
+
+def harness_scan(h: Harness, t: int) -> None:
+    """The periodic expiry scan (ice service timer / mlx5 arfs_may_expire_flow)."""
+    from rxlab.nic.arfs import arfs_expire_scan
+
+    arfs_expire_scan(h.s, int(t))
+
+
+# ------------------------------------------------------- differential driving -------
+def sim_entries(h: Harness) -> dict:
+    """The driver's filter list per bucket, in chain order: {bucket: [(flow, flow_id,
+    fltr_id, queue, programmed)]}."""
+    from rxlab.kernel.state import ARFS_ACTIVE
+
+    ar = h.ar
+    out = {}
+    for b in np.nonzero(ar.bucket >= 0)[0]:
+        e = int(ar.bucket[b])
+        chain = []
+        while e >= 0:
+            chain.append((int(ar.e_flow[e]), int(ar.e_flow_id[e]), int(ar.e_fltr_id[e]),
+                          int(ar.e_q[e]), bool(ar.e_state[e] == ARFS_ACTIVE)))
+            e = int(ar.e_next[e])
+        out[int(b)] = chain
+    return out
+
+
+def ref_entries(ref: RefKernel) -> dict:
+    out = {}
+    for e in ref.entries:
+        out.setdefault(ref.bucket_of[id(e)], []).append(e.key())
+    return out
+
+
+def set_positions(h: Harness, ref: RefKernel, base: list[int]) -> None:
+    """Start every CPU's head and tail at ``base[cpu]`` (u32) in both."""
+    for c, v in enumerate(base):
+        h.sd.input_queue_head[c] = h.sd.input_queue_tail[c] = v
+        ref.head[c] = ref.tail[c] = v
+
+
+def apply_op(h: Harness, ref: RefKernel, op: tuple, hashes: list[int], t: int):
+    """Apply one operation to the simulator and the reference; returns what each saw."""
+    kind = op[0]
+    if kind == "pkt":  # a packet of flow f arrives on rx queue q
+        _, f, q = op
+        got = h.get_rps_cpu(q, hashes[f], f, t)
+        want = ref.get_rps_cpu(q, hashes[f], f, t)
+        if got[0] >= 0:
+            h.enqueue(int(h.p.irq_cpu[q]), got[0], f, hashes[f], t)
+        if want[0] >= 0:
+            ref.enqueue(want[0], want[1])
+        return got, want
+    if kind == "rec":  # the consumer of flow f reads on CPU c
+        _, f, c = op
+        h.record(hashes[f], c)
+        ref.record(hashes[f], c)
+    elif kind == "deq":  # CPU c's process_backlog delivers n of its queued packets
+        _, c, n = op
+        n = min(n, s32(ref.tail[c], ref.head[c]))
+        h.sd.input_queue_head[c] = (int(h.sd.input_queue_head[c]) + n) & U32
+        ref.dequeue(c, n)
+    elif kind == "svc":
+        harness_service(h, t)
+        ref.service(t)
+    elif kind == "scan":
+        harness_scan(h, t)
+        ref.expire_scan(t)
+    return None, None
+
+
+def e2e_dict(entries=4096, connected=True, migrate=True, pps=20_000, duration=0.06,
+             user_ns=500, flows=16, version="6.19", arfs=None, flow_cnt=1024, **sections):
+    """4 CPUs and queues, IRQs 1:1, four apps with one thread each (app i on CPU i reads
+    group gi of ``flows`` TCP flows); apps 0 and 1 move at 30 ms to CPUs 2 and 3."""
+    groups = [tcp_group(f"g{i}", flows=flows, pps=pps, src={"cidr": f"10.{i}.0.0/16"})
+              for i in range(4)]
+    apps = []
+    for i in range(4):
+        a = {"name": f"a{i}", "cpus": i, "groups": [f"g{i}"], "connected": connected,
+             "cost": {"user_ns": user_ns}}
+        if migrate and i in (0, 1):
+            a["migrate"] = [{"at": 0.03, "cpu": i + 2}]
+        apps.append(a)
+    return rfs_dict(cpus=4, entries=entries, groups=groups, apps=apps, duration=duration,
+                    version=version, arfs=arfs, flow_cnt=flow_cnt, **sections)
