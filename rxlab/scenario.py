@@ -323,10 +323,12 @@ def scenario_from_dict(data: Any, source: str = "scenario") -> Scenario:
         raise UsageError(f"{source}: {validation_message(err)}") from None
 
 
-def load_yaml(path: str | Path) -> dict:
+def load_yaml(path: str | Path, missing: str = "no such scenario file; give a path or a "
+              "built-in name") -> dict:
+    """Parse a YAML file; a missing file or bad YAML is a one-line UsageError."""
     p = Path(path)
-    if not p.exists():
-        raise UsageError(f"{p}: no such scenario file; give a path or a built-in name")
+    if not p.is_file():
+        raise UsageError(f"{p}: {missing}")
     try:
         data = yaml.safe_load(p.read_text())
     except yaml.YAMLError as err:

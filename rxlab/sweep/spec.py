@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from rxlab.errors import UsageError
@@ -355,13 +354,7 @@ def _seeds(data: dict, base: dict) -> list[int]:
 
 def load_sweep(path: str | Path) -> Sweep:
     """Read and validate a sweep file; bad input raises a one-line UsageError."""
+    from rxlab.scenario import load_yaml
+
     p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"{p}: no such sweep file")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise UsageError(f"{p}:{where} malformed YAML ({getattr(err, 'problem', err)})") from None
-    return parse_sweep(data, str(p), p.parent)
+    return parse_sweep(load_yaml(p, "no such sweep file"), str(p), p.parent)
