@@ -21,14 +21,17 @@ from rxlab.kernel.hashfn import ilog2, roundup_pow_of_two
 from rxlab.kernel.state import (
     ARFS_FREE,
     ARFS_MODELS,
+    CPU_MAP_BULK_SIZE,
     HIST_BINS,
     JITTERED,
     N_ARFS_CNT,
     N_CNT,
+    N_CPUMAP_CNT,
     N_DROP_SLOTS,
     N_RFS_CNT,
     STAGES,
     ArfsState,
+    CpumapState,
     NicState,
     Params,
     RfsState,
@@ -42,6 +45,8 @@ from rxlab.nic.toeplitz import MS_RSS_KEY, parse_key, rss_hash_flows, v4_mapped
 from rxlab.profiles import stage_costs
 from rxlab.scenario import Scenario, hex_mask_to_cpus
 from rxlab.traffic.flows import FlowTable, build_flows
+from rxlab.traffic.match import match_mask
+from rxlab.xdp.rules import compile_xdp, xdp_config
 
 I64 = np.int64
 
@@ -57,6 +62,7 @@ class Model:
     ev: Calendar
     rf: RfsState
     ar: ArfsState
+    cm: CpumapState
     flows: FlowTable
     kb: KernelBehaviour
     config: dict = field(default_factory=dict)  # effective (rounded) settings
@@ -115,18 +121,7 @@ def flow_steering(sc: Scenario, fl: FlowTable) -> dict[str, np.ndarray]:
     # n-tuple rules, first match wins (ethtool rule order = location order)
     matched = np.zeros(n, bool)
     for r, rule in enumerate(nic.ntuple):
-        m = ~matched
-        mt = rule.match
-        if mt.proto:
-            m &= fl.proto == (6 if mt.proto == "tcp" else 17)
-        if mt.src_port is not None:
-            m &= fl.sport == mt.src_port
-        if mt.dst_port is not None:
-            m &= fl.dport == mt.dst_port
-        if mt.group is not None:
-            if mt.group not in fl.group_names:
-                raise UsageError(f"nic.ntuple[{r}].match.group: no group {mt.group!r}")
-            m &= fl.group == fl.group_names.index(mt.group)
+        m = ~matched & match_mask(rule.match, fl, f"nic.ntuple[{r}]")
         if rule.queue is not None:
             rxq[m] = rule.queue
         else:
@@ -150,7 +145,7 @@ def flow_steering(sc: Scenario, fl: FlowTable) -> dict[str, np.ndarray]:
     hw_l4 = np.array([set("fn") <= set(fields[t]) for t in types], bool) & nic.rxhash
     skb_hash = np.where(hw_l4, rss, sw).astype(I64)
     return {"rss_hash": rss, "rxq": rxq, "skb_hash": skb_hash, "hw_l4": hw_l4,
-            "table": table}
+            "table": table, "sw_hash": sw}
 
 
 def _rps_maps(sc: Scenario) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -343,6 +338,7 @@ def build(sc: Scenario, capture=None) -> Model:
     for q in reversed(range(nq)):
         cpu_rmap[irq[q]] = q  # cpu_rmap_lookup_index: the queue whose IRQ is on the CPU
     mig = _migration(sc, nth, ncpu, th_app)
+    xd = compile_xdp(sc, fl, steer, costs, kb)
     interval_ns = int(round(sc.metrics.interval * 1e9))
     total_ns = int(round((sc.duration + sc.drain) * 1e9))
     n_int = max(1, math.ceil(total_ns / interval_ns))
@@ -380,7 +376,7 @@ def build(sc: Scenario, capture=None) -> Model:
         flow_sport=fl.sport.astype(I64), flow_dport=fl.dport.astype(I64),
         flow_udp=fl.proto == 17,
         mig_every_ns=mig[0], mig_set=mig[1], mig_set_n=mig[2], mig_t=mig[3], mig_cpu=mig[4],
-        mig_n=mig[5],
+        mig_n=mig[5], **xd,
     )
     R = sc.nic.ring_size
     nic = NicState(
@@ -445,6 +441,21 @@ def build(sc: Scenario, capture=None) -> Model:
         hw_count=np.zeros(1, I64), svc=np.zeros(2, I64), pend=np.zeros(cap, I64),
         pend_n=np.zeros(1, I64), e_pend=np.zeros(cap, np.int8), cnt=np.zeros(N_ARFS_CNT, I64),
     )
+    ne, nr = len(p.cm_cpu), len(p.xdp_rr_n)
+    Q = int(p.cm_qsize.max())
+    B = CPU_MAP_BULK_SIZE
+    cm = CpumapState(
+        bq_n=np.zeros((ncpu, ne), I64), bq_flow=np.zeros((ncpu, ne, B), np.int32),
+        bq_tarr=np.zeros((ncpu, ne, B), I64), bq_seq=np.zeros((ncpu, ne, B), I64),
+        bq_len=np.zeros((ncpu, ne, B), np.int32), flush_n=z(),
+        flush_list=np.zeros((ncpu, ne), I64), r_flow=np.zeros((ne, Q), np.int32),
+        r_tarr=np.zeros((ne, Q), I64), r_seq=np.zeros((ne, Q), I64),
+        r_len=np.zeros((ne, Q), np.int32), r_stamp=np.zeros((ne, Q), I64),
+        prod=np.zeros(ne, I64), cons=np.zeros(ne, I64), clear=np.zeros(ne, I64),
+        kt_state=np.zeros(ne, np.int8), kt_vrt=np.zeros(ne, I64),
+        last_flush=np.zeros(ne, I64), rr=np.zeros((ncpu, nr), I64),
+        cnt=np.zeros((ne, N_CPUMAP_CNT), I64),
+    )
     st = Stats(
         cnt=np.zeros(N_CNT, I64), lat_sock=np.zeros(HIST_BINS, I64),
         lat_app=np.zeros(HIST_BINS, I64), lat_sum=np.zeros(2, np.float64),
@@ -490,6 +501,7 @@ def build(sc: Scenario, capture=None) -> Model:
         "arfs": arfs.model if arfs else None,
         "arfs_protect_active": bool(arfs) and p.arfs_protect,
         "threads": [{"app": a, "cpu": c} for a, c in threads],
+        **xdp_config(sc, p),
     }
-    return Model(sc, p, nic, sd, so, st, ev, rf, ar, fl, kb, config, threads=threads,
+    return Model(sc, p, nic, sd, so, st, ev, rf, ar, cm, fl, kb, config, threads=threads,
                  capture=capture)

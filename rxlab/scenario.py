@@ -190,6 +190,56 @@ class Kernel(_Strict):
         return v
 
 
+XDP_ACTIONS = ("pass", "drop", "tx", "aborted", "redirect-cpu")
+
+
+class XdpMatch(NtupleMatch):
+    rx_queue: int | None = Field(None, ge=0, description="the xdp_md rx_queue_index")
+
+
+class XdpRule(_Strict):
+    """One branch of the XDP program: flows that match get this verdict."""
+
+    match: XdpMatch = Field(default_factory=XdpMatch)
+    action: Literal["pass", "drop", "tx", "aborted", "redirect-cpu"]
+    cpus: str | int | list[int] | None = Field(None, description="redirect-cpu: cpumap keys")
+    select: Literal["round-robin", "flow-hash", "rss-hash"] = Field(
+        "round-robin",
+        description="key per packet in turn, by a hash the program computes over the "
+        "5-tuple, or by the RX hash read with bpf_xdp_metadata_rx_hash")
+
+    @model_validator(mode="after")
+    def _keys(self):
+        if self.action == "redirect-cpu" and self.cpus is None:
+            raise ValueError("redirect-cpu needs cpus: the cpumap keys to redirect to")
+        if self.action != "redirect-cpu" and self.cpus is not None:
+            raise ValueError(f"cpus is only for redirect-cpu, not {self.action!r}")
+        return self
+
+    def cpu_list(self) -> list[int]:
+        return _cpu_list(self.cpus) if self.cpus is not None else []
+
+
+class Xdp(_Strict):
+    """A native XDP program on every rx queue of the device (reference sec. 9)."""
+
+    rules: list[XdpRule] = Field(default_factory=list, description="first match wins")
+    default: Literal["pass", "drop", "tx", "aborted"] = "pass"
+    hash_metadata: bool = Field(
+        False, description="store the RX hash as frame metadata; the cpumap skb gets it")
+
+
+class Cpumap(_Strict):
+    """BPF_MAP_TYPE_CPUMAP entries: key = destination CPU, value = ptr_ring qsize."""
+
+    cpus: str | int | list[int]
+    qsize: int = Field(192, ge=1, le=16384, description="> 16384 is -EOVERFLOW")
+    gro: Literal["auto"] | bool = Field("auto", description="auto: on from v6.15")
+
+    def cpu_list(self) -> list[int]:
+        return _cpu_list(self.cpus)
+
+
 class AppCost(_Strict):
     user_ns: float = Field(0.0, ge=0, description="application work per request (user time)")
     syscall_ns: float | None = Field(None, ge=0, description="recvmsg cost; default: profile")
@@ -238,6 +288,8 @@ class Scenario(_Strict):
     kernel: Kernel = Field(default_factory=Kernel)
     traffic: TrafficSpec
     apps: list[App] = Field(default_factory=list)
+    xdp: Xdp | None = None
+    cpumap: Cpumap | None = None
     metrics: Metrics = Field(default_factory=Metrics)
 
     @model_validator(mode="after")
@@ -284,10 +336,53 @@ class Scenario(_Strict):
                             f"apps[{i}].groups: no traffic group named {g!r} "
                             f"(groups: {', '.join(sorted(names))})"
                         )
+        self._xdp_checks(n)
         for r, rule in enumerate(self.nic.ntuple):
             if rule.queue is not None and rule.queue >= self.nic.queues:
                 raise ValueError(f"nic.ntuple[{r}].queue: queue {rule.queue} does not exist")
         return self
+
+
+    def _xdp_checks(self, n: int) -> None:
+        keys: set[int] = set()
+        if self.cpumap is not None:
+            try:
+                keys = set(self.cpumap.cpu_list())
+            except ValueError:
+                raise ValueError(
+                    f"cpumap.cpus: {self.cpumap.cpus!r} is not a CPU list like '1-6'") from None
+            for c in sorted(keys):
+                if not 0 <= c < n:
+                    raise ValueError(
+                        f"cpumap.cpus: CPU {c} does not exist (host.cpus = {n}); the kernel "
+                        "refuses a key that is not a possible CPU")
+        if self.xdp is None:
+            if self.cpumap is not None:
+                raise ValueError("cpumap: entries need an xdp program that redirects to them")
+            return
+        if self.nic.rx_mode == "netif_rx":
+            raise ValueError("xdp: a device with an XDP program polls with NAPI (veth "
+                             "switches to it); set nic.rx_mode: napi")
+        for i, rule in enumerate(self.xdp.rules):
+            where = f"xdp.rules[{i}]"
+            if rule.action == "redirect-cpu":
+                if self.cpumap is None:
+                    raise ValueError(f"{where}: redirect-cpu needs a cpumap section")
+                try:
+                    cpus = rule.cpu_list()
+                except ValueError:
+                    raise ValueError(
+                        f"{where}.cpus: {rule.cpus!r} is not a CPU list like '1-6'") from None
+                for c in cpus:
+                    if not 0 <= c < n:
+                        raise ValueError(
+                            f"{where}.cpus: CPU {c} does not exist (host.cpus = {n})")
+            q = rule.match.rx_queue
+            if q is not None and q >= self.nic.queues:
+                raise ValueError(f"{where}.match.rx_queue: queue {q} does not exist")
+            if q is not None and self.nic.arfs is not None:
+                raise ValueError(f"{where}.match.rx_queue: rules on the rx queue with aRFS "
+                                 "(which moves flows between queues) are not modelled")
 
 
 def _fmt_loc(loc: tuple) -> str:

@@ -14,7 +14,7 @@ import numpy as np
 from rxlab.build import Model, build
 from rxlab.errors import ConservationError
 from rxlab.kernel.rx_loop import run, shape
-from rxlab.kernel.sim import new_sim
+from rxlab.kernel.sim import sim_of
 from rxlab.metrics.result import Result, assemble
 from rxlab.scenario import Scenario, load_scenario, with_overrides
 from rxlab.traffic.stream import PacketStream
@@ -23,19 +23,22 @@ DEFAULT_CHUNK = 1 << 18
 
 
 def in_flight(m: Model) -> int:
-    """Packets still queued anywhere (rings, backlogs, sockets), counted from the queues."""
+    """Packets still queued anywhere (rings, backlogs, sockets, cpumap bulk queues and
+    ptr_rings), counted from the queues."""
     ring = int((m.nic.ring_tail - m.nic.ring_head).sum())
     backlog = int((m.sd.bl_tail - m.sd.bl_head).sum())
     sockets = int((m.so.so_tail - m.so.so_head).sum())
-    return ring + backlog + sockets
+    cpumap = int(m.cm.bq_n.sum() + (m.cm.prod - m.cm.cons).sum())
+    return ring + backlog + sockets + cpumap
 
 
 def check_conservation(m: Model, res: Result) -> None:
     pk = res.data["packets"]
-    if pk["offered"] != pk["delivered"] + pk["dropped"] + pk["in_flight"]:
+    if pk["offered"] != pk["delivered"] + pk["dropped"] + pk["forwarded"] + pk["in_flight"]:
         raise ConservationError(
             f"packet conservation broken: offered {pk['offered']} != delivered "
-            f"{pk['delivered']} + dropped {pk['dropped']} + in flight {pk['in_flight']}"
+            f"{pk['delivered']} + dropped {pk['dropped']} + forwarded {pk['forwarded']} + "
+            f"in flight {pk['in_flight']}"
         )
 
 
@@ -54,7 +57,7 @@ def run_model(
         stream = PacketStream(sc.traffic, m.flows, sc.seed, sc.duration)
     link_ps_per_byte = int(round(8000.0 / sc.nic.link_gbps))  # ps per byte on the wire
     svc_ns = int(round(1e9 / sc.nic.max_pps)) if sc.nic.max_pps else 0
-    sim = new_sim(m.params, m.nic, m.sd, m.so, m.st, m.ev, m.rf, m.ar)
+    sim = sim_of(m)
     done = 0
     for chunk in stream.chunks(chunk_packets):
         n = len(chunk)

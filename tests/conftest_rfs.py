@@ -340,13 +340,13 @@ class Harness:
 
     def __init__(self, d: dict):
         from rxlab.build import build
-        from rxlab.kernel.sim import new_sim
+        from rxlab.kernel.sim import sim_of
         from rxlab.scenario import scenario_from_dict
 
         self.d = d
         self.m = build(scenario_from_dict(d))
         m = self.m
-        self.s = new_sim(m.params, m.nic, m.sd, m.so, m.st, m.ev, m.rf, m.ar)
+        self.s = sim_of(m)
         self.p, self.rf, self.sd, self.ar = m.params, m.rf, m.sd, m.ar
         self._init = {name: arr.copy() for name, arr in self._arrays()}
 
@@ -452,14 +452,14 @@ def run_with_snapshots(m, times_s):
     time in ``times_s`` (seconds). Returns a list of snapshots (dicts), one per time,
     plus one at the end."""
     from rxlab.kernel.rx_loop import run, shape
-    from rxlab.kernel.sim import new_sim
+    from rxlab.kernel.sim import sim_of
     from rxlab.traffic.stream import PacketStream
 
     sc = m.scenario
     stream = PacketStream(sc.traffic, m.flows, sc.seed, sc.duration)
     link = int(round(8000.0 / sc.nic.link_gbps))
     svc_ns = int(round(1e9 / sc.nic.max_pps)) if sc.nic.max_pps else 0
-    sim = new_sim(m.params, m.nic, m.sd, m.so, m.st, m.ev, m.rf, m.ar)
+    sim = sim_of(m)
     marks = [int(round(x * 1e9)) for x in sorted(times_s)]
     snaps = []
 

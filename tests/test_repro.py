@@ -19,6 +19,8 @@ def reproduce(capsys, name):
     ("flow-limit", ["baseline", "antagonist", "antagonist+flow_limit"], "served_rps"),
     ("arfs-flow-match", ["hash-match/512", "tuple-match/512", "hash-match/2048",
                          "tuple-match/2048"], "good_queue_packets"),
+    ("cpumap", [f"{k}/{n}" for k in ("rps", "cpumap", "cpumap-hash-gro") for n in range(1, 7)],
+     "delivered_pps"),
 ])
 def test_reproduction_matches_the_seed(capsys, name, cases, metric):
     exp = reproduce(capsys, name)
@@ -28,7 +30,8 @@ def test_reproduction_matches_the_seed(capsys, name, cases, metric):
         m = c["metrics"]
         assert metric in m
         pk = m["packets"]
-        assert pk["offered"] == pk["delivered"] + pk["dropped"] + pk["in_flight"]
+        assert pk["offered"] == (pk["delivered"] + pk["dropped"] + pk.get("forwarded", 0)
+                                 + pk["in_flight"])
         assert "cpu_softirq" in m and "cpu_util" in m or "cpu_total" in m
     failed = [c["claim"] for c in exp["claims"] if not c["held"]]
     assert not failed, failed

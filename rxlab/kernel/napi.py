@@ -24,7 +24,10 @@ from rxlab.kernel.state import (
     T_KSOFTIRQD,
     T_SOFTIRQ,
     TH_RUNNABLE,
+    XDP_PASS,
 )
+from rxlab.xdp.cpumap import kthread_runnable, xdp_do_flush
+from rxlab.xdp.program import xdp_rx
 
 EV_IRQ = 2  # event kind: a queue's interrupt reaches its CPU (handled in rx_loop)
 
@@ -50,6 +53,10 @@ def driver_poll(s, c, q, t):
         tarr = nic.ring_tarr[q, slot]
         seq = nic.ring_seq[q, slot]
         length = nic.ring_len[q, slot]
+        if p.xdp_on:
+            act, t = xdp_rx(s, c, f, tarr, seq, length, t)
+            if act != XDP_PASS:
+                continue
         t += cost(s, C_DRIVER_RX) + cost(s, C_GRO)
         cpu = -1
         if p.rps_needed:
@@ -61,6 +68,8 @@ def driver_poll(s, c, q, t):
             enqueue_to_backlog(s, c, cpu, p.flow_hash[f], f, tarr, seq, length, t)
         else:
             t = netif_receive_skb_core(s, c, c, f, tarr, seq, length, t)
+    if p.xdp_on:
+        t = xdp_do_flush(s, c, t)  # the driver's xdp_do_flush() at the end of its poll
     return n, t
 
 
@@ -71,6 +80,12 @@ def has_runnable_thread(s, c):
         if so.th_state[so.cpu_threads[c, k]] == TH_RUNNABLE:
             return True
     return False
+
+
+@njit(**JIT_STATE)
+def thread_runnable(s, c):
+    """need_resched(): an application thread or a cpumap kthread waits for CPU c."""
+    return has_runnable_thread(s, c) or kthread_runnable(s, c)
 
 
 @njit(**JIT_STATE)
@@ -185,7 +200,7 @@ def finish_rx_action(s, c, t):
             if (
                 jiffies(s, t) >= sd.hs_end_j[c]
                 or sd.hs_restart[c] <= 0
-                or has_runnable_thread(s, c)  # need_resched()
+                or thread_runnable(s, c)  # need_resched()
             ):
                 sd.hs_active[c] = 0
                 sd.ksoftirqd[c] = 1  # wakeup_softirqd()

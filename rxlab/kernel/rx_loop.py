@@ -37,6 +37,7 @@ from rxlab.kernel.state import (
     DROP_NIC_OVERRUN,
     DROP_RING_FULL,
     SEG_APP,
+    SEG_CPUMAP,
     SEG_NAPI,
     SEG_NONE,
     T_HARDIRQ,
@@ -49,6 +50,12 @@ from rxlab.kernel.state import (
 )
 from rxlab.nic.arfs import EV_ARFS_TIMER, arfs_expire_scan, arfs_program_pending, arm_timer
 from rxlab.nic.arfs_steer import EV_ARFS_SVC
+from rxlab.xdp.cpumap import (
+    EV_CPUMAP_WAKE,
+    cpumap_after_batch,
+    cpumap_kthread_step,
+    kthread_runnable,
+)
 
 EV_CPU = 1  # a CPU finished its segment and chooses what to run next
 EV_MIGRATE = 5  # an application thread moves to another CPU
@@ -189,6 +196,8 @@ def dispatch(s, c, t):
         account(s, c, ctx, t0, t)
     elif kind == SEG_APP:
         app_after_read(s, sd.seg_arg[c], t)
+    elif kind == SEG_CPUMAP:
+        cpumap_after_batch(s, sd.seg_arg[c], t)
     if sd.irq_debt[c] > 0:
         account(s, c, T_HARDIRQ, t, t + sd.irq_debt[c])
         t += sd.irq_debt[c]
@@ -199,7 +208,13 @@ def dispatch(s, c, t):
         sd.sys_debt[c] = 0
     soft = sd.softirq_pending[c] or sd.in_rx_action[c]
     app = has_runnable_thread(s, c)
-    if soft and (not sd.ksoftirqd[c] or not app or sd.ks_vrt[c] <= sd.app_vrt[c]):
+    kt = kthread_runnable(s, c)
+    e = s.p.cm_entry[c]
+    # CFS between ksoftirqd, the cpumap kthread and application threads: least runtime
+    vmin = sd.app_vrt[c]
+    if kt and (not app or s.cm.kt_vrt[e] < vmin):
+        vmin = s.cm.kt_vrt[e]
+    if soft and (not sd.ksoftirqd[c] or not (app or kt) or sd.ks_vrt[c] <= vmin):
         was_ks = sd.ksoftirqd[c]
         ctx = softirq_context(s, c)
         t_end, napi = net_rx_action_step(s, c, t)
@@ -207,11 +222,19 @@ def dispatch(s, c, t):
         if was_ks:
             sd.ks_vrt[c] += t_end - t
         if sd.ksoftirqd[c] and not was_ks:
-            sd.ks_vrt[c] = sd.app_vrt[c]  # a woken thread starts level in CFS
+            sd.ks_vrt[c] = vmin  # a woken thread starts level in CFS
         if napi >= 0:
             sd.seg_kind[c] = SEG_NAPI
             sd.seg_arg[c] = napi
             sd.seg_ctx[c] = ctx
+        sd.ev_pending[c] = 1
+        schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
+    elif kt and (not app or s.cm.kt_vrt[e] <= sd.app_vrt[c]):
+        t_end = cpumap_kthread_step(s, c, e, t)
+        account(s, c, T_SYSTEM, t, t_end)
+        s.cm.kt_vrt[e] += t_end - t
+        sd.seg_kind[c] = SEG_CPUMAP
+        sd.seg_arg[c] = e
         sd.ev_pending[c] = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
     elif app:
@@ -298,6 +321,12 @@ def handle_event(s, t, kind, arg):
     elif kind == EV_ARFS_SVC:
         s.ar.svc[0] = 0
         charge_system(s, t, arfs_program_pending(s, t))
+    elif kind == EV_CPUMAP_WAKE:
+        if s.cm.kt_state[arg] == TH_WAKING:
+            c = p.cm_cpu[arg]
+            s.cm.kt_state[arg] = TH_RUNNABLE
+            s.cm.kt_vrt[arg] = max(s.cm.kt_vrt[arg], sd.app_vrt[c])  # CFS placement
+            kick_cpu(s, c, t)
     elif kind == EV_ARFS_TIMER:
         charge_system(s, t, arfs_expire_scan(s, t) + arfs_program_pending(s, t))
         arm_timer(s, t)

@@ -2,7 +2,7 @@
 
 Jitted mechanisms take ``s`` and read ``s.p`` (Params), ``s.nic``, ``s.sd``
 (SoftnetData), ``s.so`` (sockets, threads), ``s.st`` (Stats), ``s.ev`` (Calendar),
-``s.rf`` (RFS tables) and ``s.ar`` (aRFS filters).
+``s.rf`` (RFS tables), ``s.ar`` (aRFS filters) and ``s.cm`` (cpumap entries).
 """
 
 from typing import NamedTuple
@@ -10,6 +10,7 @@ from typing import NamedTuple
 from rxlab.engine.core import Calendar
 from rxlab.kernel.state import (
     ArfsState,
+    CpumapState,
     NicState,
     Params,
     RfsState,
@@ -28,12 +29,9 @@ class Sim(NamedTuple):
     ev: Calendar
     rf: RfsState
     ar: ArfsState
-
-
-def new_sim(p, nic, sd, so, st, ev, rf, ar) -> Sim:
-    return Sim(p, nic, sd, so, st, ev, rf, ar)
+    cm: CpumapState
 
 
 def sim_of(m) -> Sim:
     """The Sim of a built model (``rxlab.build.build``): the same arrays, no copies."""
-    return Sim(m.params, m.nic, m.sd, m.so, m.st, m.ev, m.rf, m.ar)
+    return Sim(m.params, m.nic, m.sd, m.so, m.st, m.ev, m.rf, m.ar, m.cm)

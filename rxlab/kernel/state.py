@@ -32,6 +32,17 @@ STAGES = (
     "recvmsg",
     "arfs_steer",
     "arfs_program",
+    # XDP and cpumap (reference sec. 9; published-figures.md sec. 1.1, 1.2, 1.7)
+    "xdp_prog",
+    "xdp_drop",
+    "xdp_tx",
+    "xdp_redirect_cpumap",
+    "xdp_rx_hash",
+    "xdp_flow_hash",
+    "cpumap_enqueue_full",
+    "cpumap_kthread",
+    "skb_build",
+    "sw_hash",
 )
 (
     C_HARDIRQ,
@@ -50,9 +61,21 @@ STAGES = (
     C_RECVMSG,
     C_ARFS_STEER,
     C_ARFS_PROGRAM,
+    C_XDP_PROG,
+    C_XDP_DROP,
+    C_XDP_TX,
+    C_XDP_REDIRECT_CPUMAP,
+    C_XDP_RX_HASH,
+    C_XDP_FLOW_HASH,
+    C_CPUMAP_ENQUEUE_FULL,
+    C_CPUMAP_KTHREAD,
+    C_SKB_BUILD,
+    C_SW_HASH,
 ) = range(len(STAGES))
 # per-packet CPU work is jittered; latencies and fixed per-event overheads are not
-JITTERED = ("driver_rx", "gro", "rps_enqueue", "stack_rx", "socket_enqueue", "recvmsg")
+JITTERED = ("driver_rx", "gro", "rps_enqueue", "stack_rx", "socket_enqueue", "recvmsg",
+            "xdp_prog", "xdp_drop", "xdp_tx", "xdp_redirect_cpumap", "cpumap_kthread",
+            "skb_build")
 
 # --- drop reasons: one drop path, names after SKB_DROP_REASON_* where one exists ----
 DROP_REASONS = (
@@ -62,6 +85,9 @@ DROP_REASONS = (
     "flow_limit",  # skb_flow_limit said drop (counted as CPU_BACKLOG by the kernel)
     "socket_rcvbuf",  # socket receive buffer full (SOCKET_RCVBUFF)
     "no_socket",  # no listener: UdpNoPorts / TCP reset (NO_SOCKET)
+    "xdp_drop",  # the XDP program returned XDP_DROP (SKB_DROP_REASON has none: no skb)
+    "xdp_aborted",  # XDP_ABORTED, or a cpumap redirect whose key has no entry (fallback 0)
+    "cpumap_full",  # bq_flush_to_queue: the entry's ptr_ring slot was not empty
 )
 N_DROP_SLOTS = 16  # room for later mechanisms (XDP, cpumap, AF_XDP)
 (
@@ -71,6 +97,9 @@ N_DROP_SLOTS = 16  # room for later mechanisms (XDP, cpumap, AF_XDP)
     DROP_FLOW_LIMIT,
     DROP_SOCKET_RCVBUF,
     DROP_NO_SOCKET,
+    DROP_XDP_DROP,
+    DROP_XDP_ABORTED,
+    DROP_CPUMAP_FULL,
 ) = range(len(DROP_REASONS))
 
 # --- global counters (Stats.cnt) ----------------------------------------------------
@@ -82,7 +111,11 @@ CNT_LAT_SOCK_N = 4
 CNT_LAT_APP_N = 5
 CNT_GOOD_QUEUE = 6  # arrived on the rx queue whose IRQ CPU runs the flow's consumer
 CNT_BAD_QUEUE = 7  # arrived elsewhere (flows that have a consumer only)
-CNT_DROP0 = 8  # CNT_DROP0 + reason
+CNT_FORWARDED = 8  # sent back out by XDP_TX: a packet's third way out (not dropped)
+CNT_XDP_PASS = 9  # XDP program verdicts (ethtool -S rx_queue_N_xdp_* style totals)
+CNT_XDP_REDIRECT = 10
+CNT_XDP_RUNS = 11
+CNT_DROP0 = 12  # CNT_DROP0 + reason
 N_CNT = CNT_DROP0 + N_DROP_SLOTS
 
 # --- CPU time categories (Stats.cpu_ns, Stats.ts_cpu) -------------------------------
@@ -100,7 +133,7 @@ HIST_BINS = 128 + 64 * 40
 TH_SLEEP, TH_WAKING, TH_RUNNABLE = 0, 1, 2
 
 # --- CPU segment kinds ----------------------------------------------------------------
-SEG_NONE, SEG_NAPI, SEG_APP = 0, 1, 2
+SEG_NONE, SEG_NAPI, SEG_APP, SEG_CPUMAP = 0, 1, 2, 3
 
 U32 = 0xFFFFFFFF
 
@@ -170,6 +203,22 @@ class Params(NamedTuple):
     mig_t: np.ndarray  # int64[nthreads, K]: explicit move times
     mig_cpu: np.ndarray  # int64[nthreads, K]
     mig_n: np.ndarray  # int64[nthreads]
+    # XDP program (one per device, all rx queues) and cpumap entries (reference sec. 9)
+    xdp_on: bool
+    xdp_act: np.ndarray  # int64[nflows]: XDP_* verdict of the rule the flow matches
+    xdp_rule: np.ndarray  # int64[nflows]: that rule, or -1 (default verdict)
+    xdp_cpu: np.ndarray  # int64[nflows]: static redirect key, or -1 = round robin
+    xdp_rr_cpus: np.ndarray  # int64[R, ncpu]: a round-robin rule's keys
+    xdp_rr_n: np.ndarray  # int64[R]
+    xdp_cost_extra: np.ndarray  # float64[R]: program work beyond xdp_prog (hash, meta)
+    xdp_hash_meta: bool  # the program stores the RX hash as frame metadata (seed 004)
+    flow_sw_hash: np.ndarray  # int64[nflows]: software skb_get_hash() (no hw hash)
+    flow_rss_hash: np.ndarray  # int64[nflows]: the NIC's RSS hash (0 if rxhash is off)
+    cm_entry: np.ndarray  # int64[ncpu]: cpumap entry whose key is that CPU, or -1
+    cm_cpu: np.ndarray  # int64[E]
+    cm_qsize: np.ndarray  # int64[E]: ptr_ring size
+    cm_batch: np.ndarray  # int64[E]: ptr_ring consumer zeroing batch (16, or 1)
+    cm_gro: bool  # v6.15+: the kthread hands skbs to GRO
 
 class NicState(NamedTuple):
     """Per rx queue descriptor rings and NAPI state (the driver's view)."""
@@ -322,6 +371,44 @@ class ArfsState(NamedTuple):
     pend_n: np.ndarray  # int64[1]
     e_pend: np.ndarray  # int8[cap]: entry is on the pending list
     cnt: np.ndarray  # int64[N_ARFS_CNT]
+
+
+class CpumapState(NamedTuple):
+    """cpumap entries: per-source-CPU bulk queues, ptr_rings, kthreads (reference 9.2-9.3).
+
+    Ring positions are free-running: ``prod`` frames produced, ``cons`` consumed and
+    ``clear`` zeroed by the consumer; a slot is free iff ``prod - clear < qsize``.
+    """
+
+    bq_n: np.ndarray  # int64[ncpu, E]: frames in that CPU's bulk queue for the entry
+    bq_flow: np.ndarray  # int32[ncpu, E, 8]
+    bq_tarr: np.ndarray  # int64[ncpu, E, 8]
+    bq_seq: np.ndarray  # int64[ncpu, E, 8]
+    bq_len: np.ndarray  # int32[ncpu, E, 8]
+    flush_n: np.ndarray  # int64[ncpu]: entries on the CPU's flush list
+    flush_list: np.ndarray  # int64[ncpu, E]
+    r_flow: np.ndarray  # int32[E, Q]
+    r_tarr: np.ndarray  # int64[E, Q]
+    r_seq: np.ndarray  # int64[E, Q]
+    r_len: np.ndarray  # int32[E, Q]
+    r_stamp: np.ndarray  # int64[E, Q]: time the frame was produced
+    prod: np.ndarray  # int64[E]
+    cons: np.ndarray  # int64[E]
+    clear: np.ndarray  # int64[E]
+    kt_state: np.ndarray  # int8[E]: TH_SLEEP / TH_WAKING / TH_RUNNABLE
+    kt_vrt: np.ndarray  # int64[E]: kthread runtime (CFS share against other threads)
+    last_flush: np.ndarray  # int64[E]: time of the latest flush (its wake-up)
+    rr: np.ndarray  # int64[ncpu, R]: per-CPU round-robin position (PERCPU_ARRAY)
+    cnt: np.ndarray  # int64[E, N_CPUMAP_CNT]
+
+
+CPUMAP_CNT = ("enqueued", "enqueue_drops", "flushes", "kthread_processed", "kthread_batches",
+              "kthread_wakeups")
+N_CPUMAP_CNT = 8
+(CM_ENQUEUED, CM_DROPS, CM_FLUSHES, CM_PROCESSED, CM_BATCHES, CM_WAKEUPS) = range(6)
+CPU_MAP_BULK_SIZE = 8  # kernel/bpf/cpumap.c
+CPUMAP_BATCH = 8  # frames the kthread consumes per loop
+XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_TX, XDP_REDIRECT = range(5)  # enum xdp_action
 
 
 ARFS_CNT = ("arfs_add", "arfs_update", "arfs_skip", "arfs_expire", "arfs_avoided",

@@ -13,11 +13,16 @@ from rxlab.kernel.state import (
     CNT_BAD_QUEUE,
     CNT_DELIVERED,
     CNT_DROP0,
+    CNT_FORWARDED,
     CNT_GOOD_QUEUE,
     CNT_LAT_APP_N,
     CNT_LAT_SOCK_N,
     CNT_OFFERED,
     CNT_REORDERED,
+    CNT_XDP_PASS,
+    CNT_XDP_REDIRECT,
+    CNT_XDP_RUNS,
+    CPUMAP_CNT,
     DROP_REASONS,
     RFS_CNT,
     T_HARDIRQ,
@@ -69,6 +74,18 @@ def _lat(hist: np.ndarray, total_ns: float, n: int) -> dict:
         "max": round(float(hist_value(nz[-1:])[0]), 1) if nz.size else 0.0,
         "samples": n,
     }
+
+
+def cpumap_block(m) -> list[dict]:
+    """Per entry: what the xdp:xdp_cpumap_enqueue / xdp_cpumap_kthread tracepoints sum to."""
+    out = []
+    for e, cpu in enumerate(m.params.cm_cpu):
+        row = {k: int(m.cm.cnt[e, i]) for i, k in enumerate(CPUMAP_CNT)}
+        frames = row["enqueued"] + row["enqueue_drops"]
+        row["bulk_average"] = round(frames / row["flushes"], 3) if row["flushes"] else 0
+        out.append({"cpu": int(cpu), "qsize": int(m.params.cm_qsize[e]), **row,
+                    "ring_len": int(m.cm.prod[e] - m.cm.cons[e])})
+    return out
 
 
 def assemble(m, in_flight: int) -> Result:
@@ -137,7 +154,8 @@ def assemble(m, in_flight: int) -> Result:
         "config": m.config,
         "packets": {
             "offered": offered, "delivered": delivered, "dropped": dropped,
-            "in_flight": in_flight, "dropped_by_reason": drops,
+            "forwarded": int(cnt[CNT_FORWARDED]), "in_flight": in_flight,
+            "dropped_by_reason": drops,
         },
         "throughput": {
             "offered_pps": round(offered / dur, 3),
@@ -161,6 +179,12 @@ def assemble(m, in_flight: int) -> Result:
                  "filters_in_hw": int(m.ar.hw_count[0])},
         "softnet_stat": softnet_lines(softnet_rows, m.kb.softnet_columns),
     }
+    if sc.xdp is not None:
+        data["xdp"] = {"runs": int(cnt[CNT_XDP_RUNS]), "pass": int(cnt[CNT_XDP_PASS]),
+                       "drop": drops["xdp_drop"], "aborted": drops["xdp_aborted"],
+                       "tx": int(cnt[CNT_FORWARDED]), "redirect": int(cnt[CNT_XDP_REDIRECT])}
+    if sc.cpumap is not None:
+        data["cpumap"] = cpumap_block(m)
     isec = p.interval_ns / 1e9
     series = {
         "t_s": (np.arange(p.n_intervals) * isec).tolist(),

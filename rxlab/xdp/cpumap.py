@@ -1,0 +1,220 @@
+"""XDP cpumap: bulk queues, the ptr_ring and the remote kthread (reference sec. 9).
+
+RX side (``kernel/bpf/cpumap.c``): ``bq_enqueue`` fills a per-source-CPU bulk queue of
+``CPU_MAP_BULK_SIZE`` (8) frames per entry and flushes it into the entry's ptr_ring when
+full; ``xdp_do_flush`` at the end of the driver's NAPI poll flushes every pending bulk
+queue and wakes the entry's kthread. A frame whose ptr_ring slot is not empty is
+dropped (the kernel reports it only in the ``xdp:xdp_cpumap_enqueue`` tracepoint).
+
+ptr_ring capacity (``include/linux/ptr_ring.h``): the consumer NULLs consumed slots in
+batches of 16 (``2 * SMP_CACHE_BYTES / sizeof(void *)``, or 1 when that exceeds half the
+ring) and at the ring's end, so up to 15 consumed slots still look occupied to the
+producer. With free-running counters: ``prod`` produced, ``cons`` consumed, ``clear``
+zeroed; the producer's slot is free iff ``prod - clear < qsize``.
+
+Remote side: the kthread consumes up to ``CPUMAP_BATCH`` (8) frames, builds an skb
+around each (no hash, no rx queue recorded), optionally hands it to GRO (v6.15+), and
+delivers it with ``netif_receive_skb_list``: RPS/RFS run again on this CPU with the
+software hash and rx queue 0's tables.
+
+Simplifications (docs/model.md): the producer sees the consumer's progress as of the
+start of its NAPI poll (atomic segments); GRO holds nothing back (UDP without a GRO
+socket is flushed at once, ``udp_gro_receive``), so only its cost is modelled; the
+kthread's time is system time, as /proc/stat counts a kernel thread outside softirq.
+"""
+
+from numba import njit
+
+from rxlab.config import JIT_LEAF, JIT_STATE
+from rxlab.engine.core import PRIO_WAKE, schedule
+from rxlab.kernel.accounting import cost, drop
+from rxlab.kernel.backlog import enqueue_to_backlog
+from rxlab.kernel.rps import get_rps_cpu
+from rxlab.kernel.socket import netif_receive_skb_core
+from rxlab.kernel.state import (
+    C_CPUMAP_ENQUEUE_FULL,
+    C_CPUMAP_KTHREAD,
+    C_GRO,
+    C_RPS_ENQUEUE,
+    C_SKB_BUILD,
+    C_SW_HASH,
+    C_WAKEUP_LATENCY,
+    CM_BATCHES,
+    CM_DROPS,
+    CM_ENQUEUED,
+    CM_FLUSHES,
+    CM_PROCESSED,
+    CM_WAKEUPS,
+    CPU_MAP_BULK_SIZE,
+    CPUMAP_BATCH,
+    DROP_CPUMAP_FULL,
+    TH_RUNNABLE,
+    TH_SLEEP,
+    TH_WAKING,
+)
+
+EV_CPUMAP_WAKE = 8  # event kind: wake_up_process(kthread) reaches its CPU (rx_loop)
+
+PTR_RING_CACHE_BATCH = 16  # 2 * SMP_CACHE_BYTES / sizeof(void *) on x86-64
+
+
+def ptr_ring_batch(size: int) -> int:
+    """``ptr_ring_set_size``: the consumer's zeroing batch for a ring of ``size``."""
+    b = PTR_RING_CACHE_BATCH
+    return 1 if b > size // 2 or b == 0 else b
+
+
+@njit(**JIT_LEAF)
+def ring_has_room(prod, clear, qsize):
+    """__ptr_ring_produce succeeds iff the slot at ``producer`` holds NULL."""
+    return prod - clear < qsize
+
+
+@njit(**JIT_LEAF)
+def ring_discard_one(cons, clear, qsize, batch):
+    """__ptr_ring_discard_one after a consume: returns the new (cons, clear).
+
+    The kernel keeps ring indices (reset at the end) and zeroes [consumer_tail,
+    consumer_head] when ``consumer_head - consumer_tail >= batch`` or the head reaches
+    the ring's end; in free-running counts both tests read as below.
+    """
+    cons += 1
+    if cons - clear >= batch or cons % qsize == 0:
+        clear = cons
+    return cons, clear
+
+
+@njit(**JIT_STATE)
+def bq_flush_to_queue(s, c, e, t):
+    """Produce CPU c's bulk queue for entry e into the entry's ptr_ring."""
+    p, cm = s.p, s.cm
+    qsize = p.cm_qsize[e]
+    if cm.bq_n[c, e] > 0:
+        cm.cnt[e, CM_FLUSHES] += 1  # one xdp:xdp_cpumap_enqueue event
+    for i in range(cm.bq_n[c, e]):
+        if ring_has_room(cm.prod[e], cm.clear[e], qsize):
+            slot = cm.prod[e] % qsize
+            cm.r_flow[e, slot] = cm.bq_flow[c, e, i]
+            cm.r_tarr[e, slot] = cm.bq_tarr[c, e, i]
+            cm.r_seq[e, slot] = cm.bq_seq[c, e, i]
+            cm.r_len[e, slot] = cm.bq_len[c, e, i]
+            cm.r_stamp[e, slot] = t
+            cm.prod[e] += 1
+            cm.cnt[e, CM_ENQUEUED] += 1
+        else:
+            cm.cnt[e, CM_DROPS] += 1
+            t += cost(s, C_CPUMAP_ENQUEUE_FULL)  # xdp_return_frame_rx_napi
+            drop(s, DROP_CPUMAP_FULL, t)
+    cm.bq_n[c, e] = 0
+    return t
+
+
+@njit(**JIT_STATE)
+def bq_enqueue(s, c, e, f, tarr, seq, length, t):
+    """cpu_map_enqueue -> bq_enqueue on the RX CPU c; returns the time after it."""
+    cm = s.cm
+    if cm.bq_n[c, e] == CPU_MAP_BULK_SIZE:
+        t = bq_flush_to_queue(s, c, e, t)
+    i = cm.bq_n[c, e]
+    cm.bq_flow[c, e, i] = f
+    cm.bq_tarr[c, e, i] = tarr
+    cm.bq_seq[c, e, i] = seq
+    cm.bq_len[c, e, i] = length
+    cm.bq_n[c, e] = i + 1
+    for k in range(cm.flush_n[c]):
+        if cm.flush_list[c, k] == e:
+            return t
+    cm.flush_list[c, cm.flush_n[c]] = e  # list_add(&bq->flush_node, flush_list)
+    cm.flush_n[c] += 1
+    return t
+
+
+@njit(**JIT_STATE)
+def xdp_do_flush(s, c, t):
+    """__cpu_map_flush at the end of the driver poll: flush, then wake each kthread."""
+    cm = s.cm
+    for k in range(cm.flush_n[c]):
+        e = cm.flush_list[c, k]
+        t = bq_flush_to_queue(s, c, e, t)
+        if t > cm.last_flush[e]:
+            cm.last_flush[e] = t
+        if cm.kt_state[e] == TH_SLEEP:
+            cm.kt_state[e] = TH_WAKING
+            cm.cnt[e, CM_WAKEUPS] += 1
+            schedule(s.ev, t + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_CPUMAP_WAKE, e)
+    cm.flush_n[c] = 0
+    return t
+
+
+@njit(**JIT_STATE)
+def kthread_runnable(s, c):
+    e = s.p.cm_entry[c]
+    return e >= 0 and s.cm.kt_state[e] == TH_RUNNABLE
+
+
+@njit(**JIT_STATE)
+def cpumap_deliver(s, c, f, tarr, seq, length, t):
+    """netif_receive_skb_list_internal on the kthread's CPU: RPS again, or the stack."""
+    p = s.p
+    h = p.flow_sw_hash[f]
+    sw = True
+    if p.xdp_hash_meta and p.flow_rss_hash[f] != 0:
+        h = p.flow_rss_hash[f]  # the seed's proposal: skb->hash from frame metadata
+        sw = False
+    s.rf.out[0] = -1
+    cpu = -1
+    if p.rps_needed:
+        if sw and (p.rps_len[0] > 0 or s.rf.dev_log[0] > 0):
+            t += cost(s, C_SW_HASH)  # skb_get_hash: flow dissector + siphash
+        cpu = get_rps_cpu(s, 0, h, f, t)  # no rx queue recorded: dev->_rx[0]
+        t += s.rf.out[2]
+    if cpu >= 0:
+        t += cost(s, C_RPS_ENQUEUE)
+        enqueue_to_backlog(s, c, cpu, h, f, tarr, seq, length, t)
+        return t
+    return netif_receive_skb_core(s, c, c, f, tarr, seq, length, t)
+
+
+@njit(**JIT_STATE)
+def cpumap_kthread_step(s, c, e, t):
+    """One loop of cpu_map_kthread_run on CPU c: up to CPUMAP_BATCH visible frames."""
+    p, cm, sd = s.p, s.cm, s.sd
+    qsize = p.cm_qsize[e]
+    n = 0
+    while n < CPUMAP_BATCH and cm.cons[e] < cm.prod[e]:
+        slot = cm.cons[e] % qsize
+        if cm.r_stamp[e, slot] > t:
+            break  # produced by a poll that, in simulated time, has not got there yet
+        f = cm.r_flow[e, slot]
+        tarr = cm.r_tarr[e, slot]
+        seq = cm.r_seq[e, slot]
+        length = cm.r_len[e, slot]
+        cm.cons[e], cm.clear[e] = ring_discard_one(cm.cons[e], cm.clear[e], qsize,
+                                                   p.cm_batch[e])
+        t += cost(s, C_CPUMAP_KTHREAD) + cost(s, C_SKB_BUILD)
+        if p.cm_gro:
+            t += cost(s, C_GRO)
+        t = cpumap_deliver(s, c, f, tarr, seq, length, t)
+        n += 1
+    cm.cnt[e, CM_PROCESSED] += n
+    cm.cnt[e, CM_BATCHES] += 1
+    if sd.ipi_n[c] > 0:
+        sd.softirq_pending[c] = 1  # RPS raised NET_RX_SOFTIRQ: runs at local_bh_enable
+    return t
+
+
+@njit(**JIT_STATE)
+def cpumap_after_batch(s, e, t):
+    """The kthread after a batch: go on, sleep, or sleep until the pending flush wakes it."""
+    p, cm = s.p, s.cm
+    if cm.cons[e] < cm.prod[e]:
+        if cm.r_stamp[e, cm.cons[e] % p.cm_qsize[e]] <= t:
+            cm.kt_state[e] = TH_RUNNABLE
+        else:
+            # the ring looks empty now; the flush that produced these frames wakes us
+            cm.kt_state[e] = TH_WAKING
+            cm.cnt[e, CM_WAKEUPS] += 1
+            schedule(s.ev, max(cm.last_flush[e], t) + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE,
+                     EV_CPUMAP_WAKE, e)
+    else:
+        cm.kt_state[e] = TH_SLEEP
