@@ -291,21 +291,41 @@ def build(sc: Scenario, capture=None) -> Model:
 
     # --- applications: one thread and one socket per listed CPU -----------------------
     threads, th_cpu, th_user, th_sys, th_batch, sock_rcvbuf = [], [], [], [], [], []
-    th_app, sock_record = [], []
+    th_app, sock_record, sock_cap_l, xsk_copy, fill_bound = [], [], [], [], []
+    xsk_of_queue = np.full(nq, -1, I64)
     flow_sock = np.full(len(fl), -1, I64)
     for ai, app in enumerate(sc.apps):
         cpus = app.cpu_list()
         first = len(threads)
-        for c in cpus:
+        xs = app.afxdp
+        for k, c in enumerate(cpus):
             threads.append((app.name, c))
             th_cpu.append(c)
             th_user.append(app.cost.user_ns)
-            th_sys.append(costs["recvmsg"] if app.cost.syscall_ns is None
-                          else app.cost.syscall_ns)
+            # AF_XDP: the thread reads descriptors from a mapped ring, no recvmsg
+            default_sys = 0.0 if xs else costs["recvmsg"]
+            th_sys.append(default_sys if app.cost.syscall_ns is None else app.cost.syscall_ns)
             th_batch.append(app.batch)
-            sock_rcvbuf.append(app.rcvbuf)
             th_app.append(ai)
-            sock_record.append(app.connected)
+            sock_record.append(app.connected and not xs)
+            if xs:
+                q = xs.queues[k]
+                if xsk_of_queue[q] >= 0:
+                    raise UsageError(f"apps[{ai}].afxdp.queues: queue {q} already has an "
+                                     "AF_XDP socket (XSKMAP holds one per queue)")
+                xsk_of_queue[q] = len(threads) - 1
+                frames = min(xs.fill_ring, xs.umem_frames)
+                sock_cap_l.append(min(xs.rx_ring, frames))
+                fill_bound.append(frames < xs.rx_ring)
+                xsk_copy.append(xs.mode == "copy")
+                sock_rcvbuf.append(1 << 62)  # no skb, no rmem accounting
+            else:
+                sock_cap_l.append(app.rcvbuf // 768 + 2)
+                fill_bound.append(False)
+                xsk_copy.append(False)
+                sock_rcvbuf.append(app.rcvbuf)
+        if xs:
+            continue  # flows reach an XSK only through the XDP program
         groups = fl.group_names if app.groups == "all" else app.groups
         gidx = [fl.group_names.index(g) for g in groups]
         rows = np.isin(fl.group, gidx) & (flow_sock < 0)
@@ -317,7 +337,7 @@ def build(sc: Scenario, capture=None) -> Model:
             pick = ((h * np.uint64(len(cpus))) >> np.uint64(32)).astype(I64)
         flow_sock[rows] = first + pick
     nth = len(threads)
-    sock_cap = np.array([rb // 768 + 2 for rb in sock_rcvbuf], I64)
+    sock_cap = np.array(sock_cap_l, I64)
     sock_off = np.concatenate([[0], np.cumsum(sock_cap)]).astype(I64)
     per_cpu = [[t for t in range(nth) if th_cpu[t] == c] for c in range(ncpu)]
     maxt = max(1, nth)  # a CPU may end up with every thread after migrations
@@ -376,7 +396,8 @@ def build(sc: Scenario, capture=None) -> Model:
         flow_sport=fl.sport.astype(I64), flow_dport=fl.dport.astype(I64),
         flow_udp=fl.proto == 17,
         mig_every_ns=mig[0], mig_set=mig[1], mig_set_n=mig[2], mig_t=mig[3], mig_cpu=mig[4],
-        mig_n=mig[5], **xd,
+        mig_n=mig[5], **xd, xsk_of_queue=xsk_of_queue,
+        sock_xsk_copy=np.array(xsk_copy, np.bool_), sock_fill_bound=np.array(fill_bound, np.bool_),
     )
     R = sc.nic.ring_size
     nic = NicState(

@@ -190,7 +190,7 @@ class Kernel(_Strict):
         return v
 
 
-XDP_ACTIONS = ("pass", "drop", "tx", "aborted", "redirect-cpu")
+XDP_ACTIONS = ("pass", "drop", "tx", "aborted", "redirect-cpu", "redirect-xsk")
 
 
 class XdpMatch(NtupleMatch):
@@ -201,7 +201,8 @@ class XdpRule(_Strict):
     """One branch of the XDP program: flows that match get this verdict."""
 
     match: XdpMatch = Field(default_factory=XdpMatch)
-    action: Literal["pass", "drop", "tx", "aborted", "redirect-cpu"]
+    action: Literal["pass", "drop", "tx", "aborted", "redirect-cpu", "redirect-xsk"] = Field(
+        description="redirect-xsk: to the AF_XDP socket in XSKMAP[rx_queue_index]")
     cpus: str | int | list[int] | None = Field(None, description="redirect-cpu: cpumap keys")
     select: Literal["round-robin", "flow-hash", "rss-hash"] = Field(
         "round-robin",
@@ -240,6 +241,28 @@ class Cpumap(_Strict):
         return _cpu_list(self.cpus)
 
 
+def _pow2_ring(v: int) -> int:
+    if v < 1 or v & (v - 1):
+        raise ValueError(f"{v} is not a power of two (xsk_init_queue returns -EINVAL); "
+                         "use e.g. 2048")
+    return v
+
+
+class AfXdp(_Strict):
+    """The application reads AF_XDP sockets, one per rx queue listed (one per thread)."""
+
+    queues: list[int] = Field(description="rx queue each thread's socket is bound to")
+    rx_ring: int = Field(2048, le=1 << 31)
+    fill_ring: int = Field(2048, le=1 << 31)
+    umem_frames: int = Field(4096, ge=1, le=1 << 24)
+    mode: Literal["copy", "zero-copy"] = "zero-copy"
+
+    @field_validator("rx_ring", "fill_ring")
+    @classmethod
+    def _rings(cls, v: int) -> int:
+        return _pow2_ring(v)
+
+
 class AppCost(_Strict):
     user_ns: float = Field(0.0, ge=0, description="application work per request (user time)")
     syscall_ns: float | None = Field(None, ge=0, description="recvmsg cost; default: profile")
@@ -267,6 +290,7 @@ class App(_Strict):
     spread: Literal["hash", "round_robin"] = Field(
         "hash", description="flows to threads: SO_REUSEPORT hash, or one by one in turn"
     )
+    afxdp: AfXdp | None = Field(None, description="read AF_XDP sockets instead of UDP/TCP")
 
     def cpu_list(self) -> list[int]:
         return _cpu_list(self.cpus)
@@ -328,6 +352,15 @@ class Scenario(_Strict):
                         raise ValueError(
                             f"apps[{i}].migrate.cpus: CPU {c} does not exist (host.cpus = {n})"
                         )
+            if app.afxdp is not None:
+                if len(app.afxdp.queues) != len(cpus):
+                    raise ValueError(
+                        f"apps[{i}].afxdp.queues: {len(app.afxdp.queues)} queues for "
+                        f"{len(cpus)} threads; give one rx queue per CPU in apps[{i}].cpus")
+                for q in app.afxdp.queues:
+                    if not 0 <= q < self.nic.queues:
+                        raise ValueError(f"apps[{i}].afxdp.queues: queue {q} does not exist "
+                                         f"(nic.queues = {self.nic.queues})")
             names = set(self.traffic.group_names())
             if app.groups != "all":
                 for g in app.groups:
@@ -377,6 +410,9 @@ class Scenario(_Strict):
                     if not 0 <= c < n:
                         raise ValueError(
                             f"{where}.cpus: CPU {c} does not exist (host.cpus = {n})")
+            if rule.action == "redirect-xsk" and not any(a.afxdp for a in self.apps):
+                raise ValueError(f"{where}: redirect-xsk needs an app with an afxdp section "
+                                 "(the sockets in the XSKMAP)")
             q = rule.match.rx_queue
             if q is not None and q >= self.nic.queues:
                 raise ValueError(f"{where}.match.rx_queue: queue {q} does not exist")

@@ -54,7 +54,7 @@ def driver_poll(s, c, q, t):
         seq = nic.ring_seq[q, slot]
         length = nic.ring_len[q, slot]
         if p.xdp_on:
-            act, t = xdp_rx(s, c, f, tarr, seq, length, t)
+            act, t = xdp_rx(s, c, q, f, tarr, seq, length, t)
             if act != XDP_PASS:
                 continue
         t += cost(s, C_DRIVER_RX) + cost(s, C_GRO)

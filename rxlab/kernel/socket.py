@@ -44,7 +44,7 @@ def truesize(length):
 @njit(**JIT_STATE)
 def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t):
     """Protocol processing of one packet on CPU c at time t; returns the new time."""
-    p, sd, so, st, ev = s.p, s.sd, s.so, s.st, s.ev
+    p, sd, so, st = s.p, s.sd, s.so, s.st
     sd.processed[c] += 1
     st.ts_pkt[interval_of(s, t), TS_PROCESSED] += 1
     if rx_cpu != c:
@@ -54,13 +54,21 @@ def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t):
     if sk < 0:
         drop(s, DROP_NO_SOCKET, t)
         return t
-    ts = truesize(length)
     cap = p.sock_off[sk + 1] - p.sock_off[sk]
     if so.so_rmem[sk] > p.sock_rcvbuf[sk] or so.so_tail[sk] - so.so_head[sk] >= cap:
         so.so_drops[sk] += 1
         drop(s, DROP_SOCKET_RCVBUF, t)
         return t
     t += cost(s, C_SOCKET_ENQUEUE)
+    return sock_queue_tail(s, sk, f, tarr, seq, length, t)
+
+
+@njit(**JIT_STATE)
+def sock_queue_tail(s, sk, f, tarr, seq, length, t):
+    """Append to socket sk's queue (room already checked) and wake its reader."""
+    p, so, st, ev = s.p, s.so, s.st, s.ev
+    ts = truesize(length)
+    cap = p.sock_off[sk + 1] - p.sock_off[sk]
     slot = p.sock_off[sk] + so.so_tail[sk] % cap
     so.so_flow[slot] = f
     so.so_tarr[slot] = tarr

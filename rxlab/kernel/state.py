@@ -43,6 +43,8 @@ STAGES = (
     "cpumap_kthread",
     "skb_build",
     "sw_hash",
+    "xsk_zc",
+    "xsk_copy",
 )
 (
     C_HARDIRQ,
@@ -71,11 +73,13 @@ STAGES = (
     C_CPUMAP_KTHREAD,
     C_SKB_BUILD,
     C_SW_HASH,
+    C_XSK_ZC,
+    C_XSK_COPY,
 ) = range(len(STAGES))
 # per-packet CPU work is jittered; latencies and fixed per-event overheads are not
 JITTERED = ("driver_rx", "gro", "rps_enqueue", "stack_rx", "socket_enqueue", "recvmsg",
             "xdp_prog", "xdp_drop", "xdp_tx", "xdp_redirect_cpumap", "cpumap_kthread",
-            "skb_build")
+            "skb_build", "xsk_zc", "xsk_copy")
 
 # --- drop reasons: one drop path, names after SKB_DROP_REASON_* where one exists ----
 DROP_REASONS = (
@@ -88,6 +92,8 @@ DROP_REASONS = (
     "xdp_drop",  # the XDP program returned XDP_DROP (SKB_DROP_REASON has none: no skb)
     "xdp_aborted",  # XDP_ABORTED, or a cpumap redirect whose key has no entry (fallback 0)
     "cpumap_full",  # bq_flush_to_queue: the entry's ptr_ring slot was not empty
+    "xsk_rx_ring_full",  # AF_XDP RX ring full (XDP_STATISTICS rx_ring_full)
+    "xsk_fill_empty",  # no UMEM frame on the FILL ring (rx_fill_ring_empty_descs)
 )
 N_DROP_SLOTS = 16  # room for later mechanisms (XDP, cpumap, AF_XDP)
 (
@@ -100,6 +106,8 @@ N_DROP_SLOTS = 16  # room for later mechanisms (XDP, cpumap, AF_XDP)
     DROP_XDP_DROP,
     DROP_XDP_ABORTED,
     DROP_CPUMAP_FULL,
+    DROP_XSK_RX_FULL,
+    DROP_XSK_FILL_EMPTY,
 ) = range(len(DROP_REASONS))
 
 # --- global counters (Stats.cnt) ----------------------------------------------------
@@ -219,6 +227,9 @@ class Params(NamedTuple):
     cm_qsize: np.ndarray  # int64[E]: ptr_ring size
     cm_batch: np.ndarray  # int64[E]: ptr_ring consumer zeroing batch (16, or 1)
     cm_gro: bool  # v6.15+: the kthread hands skbs to GRO
+    xsk_of_queue: np.ndarray  # int64[nq]: XSKMAP[rx_queue_index]: socket, or -1
+    sock_xsk_copy: np.ndarray  # bool[nsock]: AF_XDP socket bound in copy mode
+    sock_fill_bound: np.ndarray  # bool[nsock]: its FILL ring / UMEM, not RX, is smaller
 
 class NicState(NamedTuple):
     """Per rx queue descriptor rings and NAPI state (the driver's view)."""
@@ -409,6 +420,7 @@ N_CPUMAP_CNT = 8
 CPU_MAP_BULK_SIZE = 8  # kernel/bpf/cpumap.c
 CPUMAP_BATCH = 8  # frames the kthread consumes per loop
 XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_TX, XDP_REDIRECT = range(5)  # enum xdp_action
+XDP_REDIRECT_XSK = 5  # rxlab's code for XDP_REDIRECT into an XSKMAP (not a kernel value)
 
 
 ARFS_CNT = ("arfs_add", "arfs_update", "arfs_skip", "arfs_expire", "arfs_avoided",

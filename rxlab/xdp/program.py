@@ -25,8 +25,10 @@ from rxlab.kernel.state import (
     XDP_DROP,
     XDP_PASS,
     XDP_REDIRECT,
+    XDP_REDIRECT_XSK,
 )
 from rxlab.xdp.cpumap import bq_enqueue
+from rxlab.xdp.xsk_rx import xsk_rcv
 
 
 @njit(**JIT_STATE)
@@ -43,8 +45,8 @@ def redirect_key(s, c, f):
 
 
 @njit(**JIT_STATE)
-def xdp_rx(s, c, f, tarr, seq, length, t):
-    """Run the program on one descriptor in the driver poll on CPU c.
+def xdp_rx(s, c, q, f, tarr, seq, length, t):
+    """Run the program on one descriptor of rx queue q in the driver poll on CPU c.
 
     Returns (verdict, time): XDP_PASS means the driver builds an skb as without XDP;
     any other verdict has already been carried out here.
@@ -63,6 +65,12 @@ def xdp_rx(s, c, f, tarr, seq, length, t):
             t += cost(s, C_XDP_REDIRECT_CPUMAP)
             return act, bq_enqueue(s, c, e, f, tarr, seq, length, t)
         act = XDP_ABORTED  # map miss: bpf_redirect_map returns its flags (0 = ABORTED)
+    elif act == XDP_REDIRECT_XSK:
+        sk = p.xsk_of_queue[q]
+        if sk >= 0:
+            st.cnt[CNT_XDP_REDIRECT] += 1
+            return act, xsk_rcv(s, sk, f, tarr, seq, length, t)
+        act = XDP_ABORTED  # no socket in XSKMAP[rx_queue_index]
     if act == XDP_PASS:
         st.cnt[CNT_XDP_PASS] += 1
         return act, t

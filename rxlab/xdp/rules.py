@@ -10,7 +10,14 @@ from __future__ import annotations
 import numpy as np
 
 from rxlab.errors import UsageError
-from rxlab.kernel.state import XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX
+from rxlab.kernel.state import (
+    XDP_ABORTED,
+    XDP_DROP,
+    XDP_PASS,
+    XDP_REDIRECT,
+    XDP_REDIRECT_XSK,
+    XDP_TX,
+)
 from rxlab.kernel.versions import KernelBehaviour
 from rxlab.traffic.flows import FlowTable
 from rxlab.traffic.match import match_mask
@@ -18,7 +25,7 @@ from rxlab.xdp.cpumap import ptr_ring_batch
 
 I64 = np.int64
 VERDICT = {"pass": XDP_PASS, "drop": XDP_DROP, "tx": XDP_TX, "aborted": XDP_ABORTED,
-           "redirect-cpu": XDP_REDIRECT}
+           "redirect-cpu": XDP_REDIRECT, "redirect-xsk": XDP_REDIRECT_XSK}
 
 
 def compile_xdp(sc, fl: FlowTable, steer: dict, costs: dict, kb: KernelBehaviour) -> dict:
