@@ -26,6 +26,8 @@ def summary_table(d: dict) -> Table:
     for reason, n in pk["dropped_by_reason"].items():
         if n:
             t.add_row(f"  {reason}", _n(n))
+    if pk.get("forwarded"):
+        t.add_row("forwarded (XDP_TX)", _n(pk["forwarded"]))
     t.add_row("in flight at end", _n(pk["in_flight"]))
     lat = d["latency_ns"]
     for key, label in (("to_socket", "NIC -> socket"), ("to_app", "NIC -> app")):
@@ -75,6 +77,24 @@ def app_table(d: dict) -> Table | None:
     return t
 
 
+def xdp_table(d: dict) -> Table | None:
+    """XDP verdicts and, per cpumap entry, the sums of the xdp_cpumap_* tracepoints."""
+    if "xdp" not in d:
+        return None
+    x = d["xdp"]
+    t = Table(title=f"XDP: {_n(x['runs'])} runs, pass {_n(x['pass'])}, drop {_n(x['drop'])}, "
+                    f"aborted {_n(x['aborted'])}, tx {_n(x['tx'])}, "
+                    f"redirect {_n(x['redirect'])}")
+    for col in ("cpumap cpu", "qsize", "enqueued", "enqueue drops", "bulk avg",
+                "kthread processed", "wakeups"):
+        t.add_column(col, justify="right")
+    for e in d.get("cpumap", []):
+        t.add_row(str(e["cpu"]), str(e["qsize"]), _n(e["enqueued"]), _n(e["enqueue_drops"]),
+                  f"{e['bulk_average']:.2f}", _n(e["kthread_processed"]),
+                  _n(e["kthread_wakeups"]))
+    return t
+
+
 def make_console() -> Console:
     """A terminal keeps its width; a pipe or file gets 140 columns, not rich's 80."""
     import sys
@@ -87,6 +107,9 @@ def print_result(d: dict, console: Console | None = None) -> None:
     console.print(summary_table(d))
     console.print(cpu_table(d))
     console.print(queue_table(d))
+    xt = xdp_table(d)
+    if xt is not None:
+        console.print(xt)
     at = app_table(d)
     if at is not None:
         console.print(at)
