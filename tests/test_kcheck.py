@@ -11,7 +11,7 @@ import struct
 import pytest
 
 from rxlab.cli.main import main
-from rxlab.kcheck import bpf, host, model
+from rxlab.kcheck import bpf, checks, host, model
 from rxlab.kcheck.checks import CHECKS, MUTATIONS, Criteria, cpumap_unavailable
 from rxlab.kernel.hashfn import reciprocal_scale
 
@@ -59,7 +59,9 @@ def test_port_key_and_record_layout():
 
 
 def test_programs_assemble_to_whole_instructions():
-    for insns in (bpf.hash_setter_insns(7), bpf.flow_recorder_insns(7)):
+    for insns in (bpf.hash_setter_insns(7), bpf.flow_recorder_insns(7),
+                  bpf.xdp_cpumap_insns(7, 8), bpf.cpumap_counter_insns(7, False),
+                  bpf.cpumap_counter_insns(7, True)):
         assert len(insns) % 8 == 0 and len(insns) // 8 < 100
         last = insns[-8:]
         assert last[0] == 0x95  # exit
@@ -71,6 +73,109 @@ def test_programs_assemble_to_whole_instructions():
                 assert 0 <= i + 1 + off < n, f"insn {i} jumps outside"
 
 
+def _jumps(insns: bytes) -> dict[int, tuple[int, int]]:
+    """insn index -> (opcode, target index) of every conditional/unconditional jump."""
+    out = {}
+    for i in range(len(insns) // 8):
+        code, _regs, off, _imm = struct.unpack_from("<BBhi", insns, 8 * i)
+        if code & 0x07 == 0x05 and code not in (0x85, 0x95):
+            out[i] = (code, i + 1 + off)
+    return out
+
+
+def test_xdp_program_passes_on_every_parse_failure_and_redirects_on_a_hit():
+    insns = bpf.xdp_cpumap_insns(7, 8)
+    n = len(insns) // 8
+    # the last two instructions: r0 = XDP_PASS; exit
+    assert insns[-16:-8] == bpf.mov64_imm(bpf.R0, bpf.XDP_PASS) and insns[-8:] == bpf.exit_()
+    jumps = _jumps(insns)
+    assert len(jumps) == 5 and {t for _c, t in jumps.values()} == {n - 2}
+    # bounds check first (jgt reg), then the three header tests, then the map miss
+    assert [c for _i, (c, _t) in sorted(jumps.items())] == [0x2D, 0x55, 0x55, 0x55, 0x15]
+    calls = [struct.unpack_from("<i", insns, 8 * i + 4)[0] for i in range(n)
+             if insns[8 * i] == 0x85]
+    assert calls == [bpf.FN_MAP_LOOKUP, bpf.FN_REDIRECT_MAP]
+    # both map loads are BPF_PSEUDO_MAP_FD ld_imm64 with our fds
+    fds = [struct.unpack_from("<i", insns, 8 * i + 4)[0] for i in range(n)
+           if insns[8 * i] == 0x18]
+    assert fds == [7, 8]
+
+
+def test_cpumap_counter_slots():
+    items = [(struct.pack("<I", 1), struct.pack("<QQ", 100, 7)),
+             (struct.pack("<I", 9), struct.pack("<QQ", 93, 0)),
+             (struct.pack("<I", 0), struct.pack("<QQ", 0, 0))]
+    assert bpf.parse_cpumap_stats(items) == {
+        "enqueue": {1: {"processed": 100, "drops": 7}},
+        "kthread": {1: {"processed": 93, "drops": 0}}}
+    enq, kth = bpf.cpumap_counter_insns(5, False), bpf.cpumap_counter_insns(5, True)
+    assert bpf.ldx("dw", bpf.R2, bpf.R6, 24) in enq  # args[3] = to_cpu
+    assert bpf.call(bpf.FN_CPU) in kth and bpf.add64_imm(bpf.R2, 8) in kth
+    assert enq.count(bytes([0xDB])) >= 2  # two atomic adds
+
+
+def test_xdp_link_message():
+    msg = bpf.xdp_link_msg(4, 11)
+    length, typ, flags = struct.unpack_from("<IHH", msg, 0)
+    assert length == len(msg) and typ == bpf.RTM_SETLINK and flags & bpf.NLM_F_ACK
+    _fam, _pad, _type, ifindex, _fl, _chg = struct.unpack_from("<BBHiII", msg, 16)
+    assert ifindex == 4
+    nla_len, nla_type = struct.unpack_from("<HH", msg, 32)
+    assert nla_type == bpf.IFLA_XDP | bpf.NLA_F_NESTED and nla_len == len(msg) - 32
+    assert struct.unpack_from("<HHi", msg, 36) == (8, bpf.IFLA_XDP_FD, 11)
+    assert struct.unpack_from("<HHI", msg, 44) == (8, bpf.IFLA_XDP_FLAGS,
+                                                   bpf.XDP_FLAGS_DRV_MODE)
+    assert struct.unpack_from("<i", bpf.xdp_link_msg(4, -1), 40)[0] == -1  # detach
+
+
+def test_recorders_hand_packets_on():
+    # TC_ACT_UNSPEC: the next filter (the u32 slowdown, the hash setter) still runs
+    for insns in (bpf.hash_setter_insns(7), bpf.flow_recorder_insns(7)):
+        assert insns[-16:] == bpf.mov64_imm(bpf.R0, -1) + bpf.exit_()
+
+
+PROC_NET_UDP = (
+    "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  "
+    "timeout inode ref pointer drops\n"
+    " 1: 0200000A:2328 0100000A:9D6C 01 00000000:00F9A000 00:00000000 00000000     0     "
+    "   0 123 2 0000000000000000 88819\n"
+    " 2: 0200000A:2328 0100000A:9D6D 01 00000000:00000000 00:00000000 00000000     0     "
+    "   0 124 2 0000000000000000 0\n"
+    " 3: 00000000:0044 00000000:0000 07 00000000:00000000 00:00000000 00000000     0     "
+    "   0 125 2 0000000000000000 5\n")
+SNMP = ("Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors "
+        "InCsumErrors IgnoredMulti MemErrors\n"
+        "Udp: 61333 0 88819 1 88819 0 0 0 0\n")
+
+
+def test_udp_socket_counters():
+    assert host.parse_proc_udp(PROC_NET_UDP) == {
+        40300: {"drops": 88819, "rx_queue": 0xF9A000}, 40301: {"drops": 0, "rx_queue": 0}}
+    assert host.parse_snmp_udp(SNMP) == {"InDatagrams": 61333, "InErrors": 88819,
+                                         "RcvbufErrors": 88819, "InCsumErrors": 0,
+                                         "NoPorts": 0}
+
+
+def test_offload_features_leave_fixed_ones_out():
+    text = ("Features for rxkc0:\nrx-checksumming: on\ntx-checksumming: off\n"
+            "\ttx-checksum-ipv4: off [fixed]\n\ttx-checksum-ip-generic: off\n"
+            "\ttx-tcp-segmentation: off [requested on]\nhighdma: on\n")
+    assert host.parse_offload(text) == {"rx-checksumming": "on", "tx-checksumming": "off",
+                                        "tx-checksum-ip-generic": "off",
+                                        "tx-tcp-segmentation": "off", "highdma": "on"}
+
+
+def test_cpumap_model_scenario_and_rule():
+    ports = checks.CPUMAP_PORTS
+    d = model.cpumap_scenario([model.group("f", ports, 1000)], checks.CPUMAP_REDIRECT,
+                              [0, 1], rps_cpus="3")
+    assert d["nic"]["rx_mode"] == "napi" and d["xdp"]["hash_metadata"] is False
+    assert d["kernel"]["rps_cpus"] == {0: "3"} and d["cpumap"]["cpus"] == "0,1"
+    got = {p: model.cpumap_rule_cpu(d, p) for p in ports}
+    assert got == {p: checks.CPUMAP_REDIRECT.get(p, 0) for p in ports}
+    model.to_scenario(d)  # the simulator's schema accepts it
+
+
 def test_tc_filter_message():
     msg = bpf.tc_filter_msg(5, "ingress", 9, "rxkc_record")
     length, typ, flags = struct.unpack_from("<IHH", msg, 0)
@@ -80,6 +185,8 @@ def test_tc_filter_message():
     assert (ifindex, handle, parent) == (5, 0, 0xFFFFFFF2)
     assert info >> 16 == 1 and info & 0xFFFF == 0x0300  # prio 1, htons(ETH_P_ALL)
     assert b"bpf\0" in msg and b"rxkc_record\0" in msg
+    assert bpf.tc_filter_msg(5, "ingress", 9, "x", prio=1000)[32:36] == struct.pack(
+        "<I", (1000 << 16) | 0x0300)
 
 
 def test_sysctl_guard_restores_only_what_differs(tmp_path, monkeypatch):
@@ -120,9 +227,11 @@ def test_criteria_agree_only_when_all_hold():
     assert set(r) >= {"name", "status", "agree", "kernel", "model", "reason"}
 
 
-def test_every_mutation_names_a_check():
+def test_every_mutation_names_a_check(monkeypatch):
     assert set(MUTATIONS.values()) <= set(CHECKS)
-    assert "cpumap" in cpumap_unavailable()
+    assert all(callable(fn) for fn in CHECKS.values())
+    monkeypatch.setattr(checks.shutil, "which", lambda _t: None)
+    assert "ethtool" in cpumap_unavailable()
 
 
 def test_cannot_run_without_root(monkeypatch, capsys):

@@ -37,13 +37,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def _fmt(v) -> str:
+    """A table cell, escaped: values like [1] or [true] are not rich markup."""
+    from rich.markup import escape
+
     if isinstance(v, float):
         return f"{v:.3f}"
     if v is None:
         return "-"
     if isinstance(v, (list, dict)):
-        return json.dumps(v, separators=(",", ":"))
-    return str(v)
+        return escape(json.dumps(v, separators=(",", ":")))
+    return escape(str(v))
 
 
 def print_table(report: dict) -> None:

@@ -1,21 +1,38 @@
-"""Two tc-BPF programs, assembled here, loaded with the bpf() syscall: no clang needed.
+"""BPF programs assembled here, loaded with the bpf() syscall: no clang needed.
 
 * ``hash_setter`` (tc egress on the sender veth): looks the UDP source port up in a map
   and calls ``bpf_set_hash(skb, value)``, so the receiver's ``get_rps_cpu`` sees a hash
   the test chose (kernel-lab.md sec. 6.3: "feed the model's own hash into the kernel").
 * ``flow_recorder`` (tc ingress on the receiver veth): per (source port, CPU) the last
   ``skb->hash``, the number of hash changes and a packet count. tc ingress runs after
-  RPS, on the CPU that processes the packet (``process_backlog``).
+  RPS, on the CPU that processes the packet (``process_backlog``). Also usable at tc
+  egress of the sender veth: what enters ``veth_xmit``.
 
 Both parse Ethernet -> IPv4 (IHL 5) -> UDP with ``bpf_skb_load_bytes`` (no packet
-pointer arithmetic for the verifier to check) and return ``TC_ACT_OK``. Filters are
+pointer arithmetic for the verifier to check) and return ``TC_ACT_UNSPEC`` (-1): in
+direct-action mode that hands the packet to the next filter (in ``prio`` order), and
+the packet passes when none is left. (``TC_ACT_OK`` would end the walk: a recorder
+attached after the setter, or in front of the u32 slowdown, would starve it.) Filters are
 attached with one rtnetlink message sent from a child that joined the namespace; the
 filter holds its own reference to the program, so the file descriptor can be closed.
 Deleting the namespace deletes the veth, its filters, programs and (once our map file
 descriptors are closed) the maps.
 
-Key layout of both maps: the source port's two bytes in network order, then two bytes
-(zero for the setter, the CPU number for the recorder): ``port_key(port, cpu)``.
+For ``cpumap_cpu_choice`` (kernel-lab.md sec. 9.3, linux-rx-path.md sec. 9):
+
+* ``xdp_cpumap`` (native XDP on the receiver veth, ``BPF_PROG_TYPE_XDP``): Ethernet ->
+  IPv4 (IHL 5) -> UDP by direct packet access; the UDP source port is looked up in a
+  hash map giving a CPU, and the program returns ``bpf_redirect_map(cpumap, cpu,
+  XDP_PASS)``; anything else ``XDP_PASS``. Attached with RTM_SETLINK / IFLA_XDP.
+* ``cpumap_counter`` (raw tracepoints ``xdp_cpumap_enqueue`` / ``xdp_cpumap_kthread``,
+  attached with BPF_RAW_TRACEPOINT_OPEN, so no tracefs): adds each event's
+  ``processed`` and ``drops`` to an array slot per CPU (enqueue: the destination CPU,
+  slot ``to_cpu``; kthread: the CPU it runs on, slot ``8 + cpu``). cpumap drops are
+  visible only there.
+
+Key layout of the port maps: the source port's two bytes in network order, then two
+bytes (zero for the setter and the XDP program, the CPU number for the recorder):
+``port_key(port, cpu)``.
 """
 
 from __future__ import annotations
@@ -28,12 +45,17 @@ import struct
 
 SYS_BPF = 321  # x86_64
 BPF_MAP_CREATE, BPF_MAP_LOOKUP_ELEM, BPF_MAP_UPDATE_ELEM, BPF_PROG_LOAD = 0, 1, 2, 5
-BPF_MAP_GET_NEXT_KEY = 4
-BPF_MAP_TYPE_HASH = 1
-BPF_PROG_TYPE_SCHED_CLS = 3
+BPF_MAP_GET_NEXT_KEY, BPF_RAW_TRACEPOINT_OPEN = 4, 17
+BPF_MAP_TYPE_HASH, BPF_MAP_TYPE_ARRAY, BPF_MAP_TYPE_CPUMAP = 1, 2, 16
+BPF_PROG_TYPE_SCHED_CLS, BPF_PROG_TYPE_XDP, BPF_PROG_TYPE_RAW_TRACEPOINT = 3, 6, 17
 FN_MAP_LOOKUP, FN_MAP_UPDATE, FN_CPU, FN_SKB_LOAD_BYTES, FN_SET_HASH = 1, 2, 8, 26, 48
+FN_REDIRECT_MAP = 51
+XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_TX, XDP_REDIRECT = range(5)
+CPUMAP_STATS_SLOTS = 16  # 0..7: enqueue per destination CPU, 8..15: kthread per CPU
+CPUMAP_STATS_SIZE = 16  # struct {u64 processed; u64 drops}
 SKB_HASH_OFF, SKB_PROTOCOL_OFF = 68, 16  # offsetof(struct __sk_buff, hash / protocol)
 RECORD_SIZE = 16  # struct {u32 hash; u32 changes; u64 packets}
+TC_ACT_UNSPEC = -1
 
 _libc = None
 
@@ -98,6 +120,19 @@ def jeq_reg(dst, src, off):
     return _insn(0x1D, dst, src, off)
 
 
+def jgt_reg(dst, src, off):
+    return _insn(0x2D, dst, src, off)
+
+
+def and64_imm(dst, imm):
+    return _insn(0x57, dst, 0, 0, imm)
+
+
+def atomic_add64(dst, src, off):
+    """``lock *(u64 *)(dst + off) += src`` (BPF_STX | BPF_DW | BPF_ATOMIC, BPF_ADD)."""
+    return _insn(0xDB, dst, src, off, 0)
+
+
 def call(fn):
     return _insn(0x85, 0, 0, 0, fn)
 
@@ -160,7 +195,7 @@ def hash_setter_insns(map_fd: int) -> bytes:
     ]
     slots = sum(len(b) // N for b in tail)
     head = _parse_udp4(slots)
-    out = [mov64_imm(R0, 0), exit_()]  # out: return TC_ACT_OK
+    out = [mov64_imm(R0, TC_ACT_UNSPEC), exit_()]  # out: next filter, or pass
     return b"".join(head + tail + out)
 
 
@@ -200,15 +235,89 @@ def flow_recorder_insns(map_fd: int) -> bytes:
     ]
     slots = sum(len(b) // N for b in tail)
     head = _parse_udp4(slots)
-    out = [mov64_imm(R0, 0), exit_()]
+    out = [mov64_imm(R0, TC_ACT_UNSPEC), exit_()]
     return b"".join(head + tail + out)
+
+
+def xdp_cpumap_insns(ports_fd: int, cpumap_fd: int) -> bytes:
+    """XDP: UDP source port -> CPU from the ports map -> ``bpf_redirect_map(cpumap, cpu,
+    XDP_PASS)``; no entry, or not Ethernet/IPv4 (IHL 5)/UDP: ``XDP_PASS``."""
+    body = [
+        mov64_reg(R6, R1),
+        ldx("w", R2, R6, 0),  # r2 = ctx->data
+        ldx("w", R3, R6, 4),  # r3 = ctx->data_end
+        mov64_reg(R4, R2),
+        add64_imm(R4, 14 + 20 + 8),
+        None,  # if r4 > r3 goto pass (the verifier now knows 42 bytes are there)
+        ldx("h", R5, R2, 12),
+        None,  # if h_proto != htons(ETH_P_IP) goto pass
+        ldx("b", R5, R2, 14),
+        None,  # if version/IHL != 0x45 goto pass
+        ldx("b", R5, R2, 14 + 9),
+        None,  # if protocol != UDP goto pass
+        ldx("h", R5, R2, 14 + 20),  # source port, network order as stored
+        st_imm("w", R10, -8, 0),
+        stx("h", R10, R5, -8),  # key = port_key(sport)
+        mov64_reg(R2, R10),
+        add64_imm(R2, -8),
+        ld_map_fd(R1, ports_fd),  # 2 slots
+        call(FN_MAP_LOOKUP),
+        None,  # if r0 == 0 goto pass
+        ldx("w", R2, R0, 0),  # r2 = cpu
+        ld_map_fd(R1, cpumap_fd),  # 2 slots
+        mov64_imm(R3, XDP_PASS),  # fallback action when the cpumap has no such entry
+        call(FN_REDIRECT_MAP),
+        exit_(),
+    ]
+    # slot index of every entry (ld_map_fd takes two)
+    slots, pos = [], 0
+    for b in body:
+        slots.append(pos)
+        pos += 2 if b is not None and len(b) == 16 else 1
+    pass_at = pos  # "pass:" follows the body
+    fixes = {5: ("jgt", R4, R3), 7: ("jne", R5, 0x0008), 9: ("jne", R5, 0x45),
+             11: ("jne", R5, 17), 19: ("jeq", R0, 0)}
+    for i, (kind, reg, arg) in fixes.items():
+        off = pass_at - (slots[i] + 1)
+        body[i] = (jgt_reg(reg, arg, off) if kind == "jgt" else
+                   jne_imm(reg, arg, off) if kind == "jne" else jeq_imm(reg, arg, off))
+    return b"".join(body + [mov64_imm(R0, XDP_PASS), exit_()])
+
+
+def cpumap_counter_insns(stats_fd: int, kthread: bool) -> bytes:
+    """Raw tracepoint ``xdp_cpumap_enqueue(map_id, processed, drops, to_cpu)`` (slot
+    ``to_cpu``) or ``xdp_cpumap_kthread(map_id, processed, drops, sched, stats)`` (slot
+    ``8 + this cpu``): add ``processed`` and ``drops`` to the slot."""
+    if kthread:
+        key = [call(FN_CPU), mov64_reg(R2, R0), add64_imm(R2, 8)]
+    else:
+        key = [ldx("dw", R2, R6, 24)]  # args[3] = to_cpu
+    body = [
+        mov64_reg(R6, R1),
+        ldx("dw", R7, R6, 8),  # args[1] = processed
+        ldx("dw", R8, R6, 16),  # args[2] = drops
+        *key,
+        and64_imm(R2, CPUMAP_STATS_SLOTS - 1),
+        stx("w", R10, R2, -4),
+        mov64_reg(R2, R10),
+        add64_imm(R2, -4),
+        ld_map_fd(R1, stats_fd),  # 2 slots
+        call(FN_MAP_LOOKUP),
+        jeq_imm(R0, 0, 2),
+        atomic_add64(R0, R7, 0),
+        atomic_add64(R0, R8, 8),
+        mov64_imm(R0, 0),
+        exit_(),
+    ]
+    return b"".join(body)
 
 
 # --- maps and programs --------------------------------------------------------------------
 
-def map_create(key_size: int, value_size: int, max_entries: int, name: bytes) -> int:
+def map_create(key_size: int, value_size: int, max_entries: int, name: bytes,
+               map_type: int = BPF_MAP_TYPE_HASH) -> int:
     attr = bytearray(72)
-    struct.pack_into("<IIII", attr, 0, BPF_MAP_TYPE_HASH, key_size, value_size, max_entries)
+    struct.pack_into("<IIII", attr, 0, map_type, key_size, value_size, max_entries)
     attr[28:28 + min(15, len(name))] = name[:15]
     return bpf(BPF_MAP_CREATE, attr)
 
@@ -251,12 +360,21 @@ def map_items(fd: int, key_size: int, value_size: int) -> list[tuple[bytes, byte
     return out
 
 
-def prog_load(insns: bytes, name: bytes) -> int:
+def map_lookup(fd: int, key: bytes, value_size: int) -> bytes:
+    k = ctypes.create_string_buffer(key, len(key))
+    v = ctypes.create_string_buffer(value_size)
+    attr = bytearray(32)
+    struct.pack_into("<IIQQ", attr, 0, fd, 0, _ptr(k), _ptr(v))
+    bpf(BPF_MAP_LOOKUP_ELEM, attr)
+    return v.raw
+
+
+def prog_load(insns: bytes, name: bytes, prog_type: int = BPF_PROG_TYPE_SCHED_CLS) -> int:
     ins = ctypes.create_string_buffer(insns, len(insns))
     lic = ctypes.create_string_buffer(b"GPL")
     log = ctypes.create_string_buffer(1 << 16)
     attr = bytearray(72)
-    struct.pack_into("<IIQQIIQ", attr, 0, BPF_PROG_TYPE_SCHED_CLS, len(insns) // N,
+    struct.pack_into("<IIQQIIQ", attr, 0, prog_type, len(insns) // N,
                      _ptr(ins), _ptr(lic), 1, len(log), _ptr(log))
     attr[48:48 + min(15, len(name))] = name[:15]
     try:
@@ -264,6 +382,27 @@ def prog_load(insns: bytes, name: bytes) -> int:
     except OSError as err:
         text = log.value.decode(errors="replace").strip().splitlines()[-6:]
         raise OSError(err.errno, f"{err.strerror}; verifier: {' | '.join(text)}") from None
+
+
+def raw_tracepoint_open(name: str, prog_fd: int) -> int:
+    """Attach a raw tracepoint program; closing the returned fd detaches it."""
+    nm = ctypes.create_string_buffer(name.encode())
+    attr = bytearray(16)
+    struct.pack_into("<QI", attr, 0, _ptr(nm), prog_fd)
+    return bpf(BPF_RAW_TRACEPOINT_OPEN, attr)
+
+
+def parse_cpumap_stats(items: list[tuple[bytes, bytes]]) -> dict:
+    """Array slots -> {"enqueue": {cpu: {processed, drops}}, "kthread": {...}}, only
+    slots that saw events."""
+    out: dict[str, dict[int, dict[str, int]]] = {"enqueue": {}, "kthread": {}}
+    for k, v in items:
+        slot = struct.unpack("<I", k)[0]
+        processed, drops = struct.unpack("<QQ", v)
+        if processed or drops:
+            kind = "kthread" if slot >= 8 else "enqueue"
+            out[kind][slot % 8] = {"processed": processed, "drops": drops}
+    return out
 
 
 def port_key(port: int, cpu: int = 0) -> bytes:
@@ -323,9 +462,23 @@ def netlink_request(msg: bytes) -> None:
         s.close()
 
 
-def attach_in_netns(enter, dev: str, direction: str, prog_fd: int, name: str) -> None:
-    """Attach ``prog_fd`` as a direct-action cls_bpf filter on ``dev``'s clsact hook, in
-    the namespace a forked child enters with ``enter()`` (the fd is inherited)."""
+RTM_SETLINK = 19
+IFLA_XDP, IFLA_XDP_FD, IFLA_XDP_FLAGS = 43, 1, 3
+XDP_FLAGS_DRV_MODE = 1 << 2
+
+
+def xdp_link_msg(ifindex: int, prog_fd: int, flags: int = XDP_FLAGS_DRV_MODE) -> bytes:
+    """RTM_SETLINK with IFLA_XDP {FD, FLAGS}: attach (``prog_fd`` >= 0) or detach (-1)."""
+    ifi = struct.pack("<BBHiII", socket.AF_UNSPEC, 0, 0, ifindex, 0, 0)
+    xdp = (_nla(IFLA_XDP_FD, struct.pack("<i", prog_fd))
+           + _nla(IFLA_XDP_FLAGS, struct.pack("<I", flags)))
+    body = ifi + _nla(IFLA_XDP | NLA_F_NESTED, xdp)
+    return struct.pack("<IHHII", 16 + len(body), RTM_SETLINK, NLM_F_REQUEST | NLM_F_ACK,
+                       1, 0) + body
+
+
+def _in_child(enter, what: str, fn) -> None:
+    """Run ``fn()`` in a forked child that first calls ``enter()``; raise its error."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -333,8 +486,7 @@ def attach_in_netns(enter, dev: str, direction: str, prog_fd: int, name: str) ->
         try:
             os.close(r)
             enter()
-            idx = socket.if_nametoindex(dev)
-            netlink_request(tc_filter_msg(idx, direction, prog_fd, name))
+            fn()
         except BaseException as err:  # noqa: BLE001 - reported to the parent
             msg = f"{type(err).__name__}: {err}".encode() or b"error"
         finally:
@@ -347,4 +499,21 @@ def attach_in_netns(enter, dev: str, direction: str, prog_fd: int, name: str) ->
         msg = fh.read()
     os.waitpid(pid, 0)
     if msg:
-        raise OSError(f"attaching {name} on {dev} {direction}: {msg.decode()}")
+        raise OSError(f"{what}: {msg.decode()}")
+
+
+def xdp_in_netns(enter, dev: str, prog_fd: int) -> None:
+    """Attach ``prog_fd`` as native (driver mode) XDP on ``dev``, or detach with -1."""
+    _in_child(enter, f"{'attaching' if prog_fd >= 0 else 'detaching'} XDP on {dev}",
+              lambda: netlink_request(xdp_link_msg(socket.if_nametoindex(dev), prog_fd)))
+
+
+def attach_in_netns(enter, dev: str, direction: str, prog_fd: int, name: str,
+                    prio: int = 1) -> None:
+    """Attach ``prog_fd`` as a direct-action cls_bpf filter on ``dev``'s clsact hook, in
+    the namespace a forked child enters with ``enter()`` (the fd is inherited). Filters
+    run in ``prio`` order (lowest first; the newest first within one ``prio``); ours
+    return TC_ACT_UNSPEC, so every later filter still sees the packet."""
+    _in_child(enter, f"attaching {name} on {dev} {direction}",
+              lambda: netlink_request(tc_filter_msg(socket.if_nametoindex(dev), direction,
+                                                    prog_fd, name, prio)))

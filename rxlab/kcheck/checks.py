@@ -13,7 +13,8 @@ matching check can disagree:
   (cpu1) where the kernel's names the enqueuing CPU (cpu0);
 * ``rps_low_bits``: the model picks ``cpus[hash % len]`` instead of reciprocal_scale;
 * ``rfs_off``: the model runs without RFS tables;
-* ``no_backlog_limit``: the model's ``netdev_max_backlog`` is 100000 instead of 64.
+* ``no_backlog_limit``: the model's ``netdev_max_backlog`` is 100000 instead of 64;
+* ``cpumap_ignored``: the model's XDP rules pass every flow instead of redirecting.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ MUTATIONS = {
     "rps_low_bits": "rps_cpu_choice",
     "rfs_off": "rfs_follows_thread",
     "no_backlog_limit": "backlog_drop_accounting",
+    "cpumap_ignored": "cpumap_cpu_choice",
 }
 CPUS = [0, 1]
 SEND_CPU, TARGET_CPU = 0, 1
@@ -274,16 +276,40 @@ BACKLOG = 64
 
 def slow_run(ctx: Ctx, bitmap: str) -> Run:
     """RPS sends everything to cpu1, whose processing is slowed by 800 u32 filters;
-    netdev_max_backlog 64; one heavy flow (8 sends per round) and three light ones."""
+    netdev_max_backlog 64; one heavy flow (8 sends per round) and three light ones.
+
+    Two flow recorders count per flow where the model counts: tc egress on the sender
+    veth (``run.recorded["tx"]``: what entered the receive path, the model's offered
+    load) and tc ingress on the receiver veth after the u32 filters (``["rx"]``: what
+    got past the backlog and was processed on cpu1). The receiving application itself
+    is not where these checks measure: it shares cpu1 with the backlog processing,
+    which keeps cpu1 100 % in softirq, so the process reads almost nothing until the
+    traffic stops and each socket keeps only what its receive buffer holds (16 MiB,
+    about 20 000 packets); the rest are UDP RcvbufErrors (``run.sockets``)."""
     key = ("slow", bitmap)
     if key not in ctx.cache:
         ctx.configure(rps_cpus="2", backlog=BACKLOG, flow_limit=bitmap)
         ctx.lab.add_clsact(NS_RX, DEV_RX)
         slow_consumer(800)
+        b = ctx.new_bpf()
+        b.record(prio=1000, side="rx")  # after the 800 u32 filters (prio 1..800)
+        b.record(side="tx")
         ctx.log(f"  slowed-consumer run, flow_limit_cpu_bitmap={bitmap}")
-        ctx.cache[key] = run_traffic(ctx.lab, HEAVY + LIGHT, WEIGHTS, duration=ctx.duration,
-                                     send_cpu=SEND_CPU, recv_cpu=TARGET_CPU)
+        run = run_traffic(ctx.lab, HEAVY + LIGHT, WEIGHTS, duration=ctx.duration,
+                          send_cpu=SEND_CPU, recv_cpu=TARGET_CPU)
+        run.recorded = {side: b.packets(side) for side in ("tx", "rx")}
+        ctx.close_bpf()
+        ctx.cache[key] = run
     return ctx.cache[key]
+
+
+def _entered(run: Run, ports: list[int]) -> int:
+    return sum(run.recorded["tx"].get(p, 0) for p in ports)
+
+
+def _entered_rate(run: Run, ports: list[int]) -> float:
+    """Packets per second of ``ports`` that entered the receive path (veth_xmit)."""
+    return _entered(run, ports) / max(run.seconds, 1e-3)
 
 
 def calibrated_cost(ctx: Ctx) -> float:
@@ -305,33 +331,41 @@ def calibrated_cost(ctx: Ctx) -> float:
 
 
 def _slow_model(ctx: Ctx, run: Run, bitmap: str, stack_rx: float, backlog: int) -> dict:
-    groups = [model.group("heavy", HEAVY, _rate(run, HEAVY)),
-              model.group("light", LIGHT, _rate(run, LIGHT))]
+    """The model's offered load per group is what the kernel's recorder saw enter the
+    receive path (equal to what the sender counted as sent, on every run so far)."""
+    groups = [model.group("heavy", HEAVY, _entered_rate(run, HEAVY)),
+              model.group("light", LIGHT, _entered_rate(run, LIGHT))]
     return model.scenario(groups, {"rps_cpus": "2", "netdev_max_backlog": backlog,
                                    "flow_limit_cpu_bitmap": bitmap},
                           duration=min(ctx.duration, 0.5), costs={"stack_rx": stack_rx})
 
 
-def _heavy_share_kernel(run: Run) -> float:
-    tot = sum(run.received.values())
-    return sum(run.received[p] for p in HEAVY) / tot if tot else 0.0
+def _share(counts: dict[int, int]) -> float:
+    tot = sum(counts.get(p, 0) for p in HEAVY + LIGHT)
+    return sum(counts.get(p, 0) for p in HEAVY) / tot if tot else 0.0
 
 
-def _heavy_share_model(res) -> float:
+def _heavy_share_model(res, key: str = "delivered") -> float:
     g = res.data["flows_by_group"]
-    tot = g["heavy"]["delivered"] + g["light"]["delivered"]
-    return g["heavy"]["delivered"] / tot if tot else 0.0
+    tot = g["heavy"][key] + g["light"][key]
+    return g["heavy"][key] / tot if tot else 0.0
 
 
 # --- flow_limit_shedding --------------------------------------------------------------------
 
 def flow_limit_shedding(ctx: Ctx) -> dict:
     """flow_limit_cpu_bitmap off / on the enqueuing CPU (cpu0) / on the RPS target (cpu1).
-    Kernel: the heavy flow's share of what the receiver got, flow_limit_count and
-    dropped per CPU. Model: the same, with the model's bitmap (see ``--mutate``)."""
+
+    Both sides are compared where flow limit acts: per flow, the packets that entered
+    the receive path (kernel: tc egress recorder on the sender veth; model: offered) and
+    the packets that got past the backlog and were processed on cpu1 (kernel: tc ingress
+    recorder after the u32 filters; model: delivered, its application drops nothing).
+    flow_limit_count and dropped per CPU from softnet_stat in both. What the kernel's
+    starved receiving application read is reported, not compared (see ``slow_run``)."""
     cost = calibrated_cost(ctx)
     cases = {"off": "0", "enqueuing_cpu0": "1", "target_cpu1": "2"}
     k, m = {}, {}
+    same_point = []
     for label, bitmap in cases.items():
         run = slow_run(ctx, bitmap)
         mb = bitmap
@@ -339,23 +373,54 @@ def flow_limit_shedding(ctx: Ctx) -> dict:
             mb = "2"
         res = model.simulate(_slow_model(ctx, run, mb, cost, BACKLOG))
         msn = model.softnet(res)
-        k[label] = {"heavy_share": _r(_heavy_share_kernel(run)),
-                    "heavy_send_share": _r(sum(run.sent[p] for p in HEAVY) / run.total_sent),
+        past = run.recorded["rx"]
+        k_proc = run.softnet[TARGET_CPU]["processed"]
+        k[label] = {"heavy_share": _r(_share(past)),
+                    "heavy_entered_share": _r(_share(run.recorded["tx"])),
+                    "heavy_send_share": _r(_share(run.sent)),
+                    "entered_equals_sent": all(run.recorded["tx"].get(p, 0) == n
+                                               for p, n in run.sent.items()),
+                    "past_backlog": {str(p): past.get(p, 0) for p in HEAVY + LIGHT},
+                    "cpu1_processed": k_proc,
+                    "heavy_share_app": _r(_share(run.received)),
+                    "app_received": {str(p): n for p, n in run.received.items()},
+                    "socket_rcvbuf_drops": {str(p): s["drops"] for p, s in
+                                            run.sockets.items()},
                     "flow_limit_count": {str(c): r["flow_limit_count"]
                                          for c, r in run.softnet.items()},
                     "dropped": {str(c): r["dropped"] for c, r in run.softnet.items()},
                     "bitmap": bitmap}
+        pk = res.data["packets"]
         m[label] = {"heavy_share": _r(_heavy_share_model(res)),
+                    "heavy_offered_share": _r(_heavy_share_model(res, "offered")),
+                    "socket_rcvbuf_drops": pk["dropped_by_reason"]["socket_rcvbuf"],
                     "flow_limit_count": {str(c): r["flow_limit_count"] for c, r in msn.items()},
                     "dropped": {str(c): r["dropped"] for c, r in msn.items()},
-                    "flow_limit_drops": res.data["packets"]["dropped_by_reason"]["flow_limit"],
+                    "flow_limit_drops": pk["dropped_by_reason"]["flow_limit"],
                     "bitmap": mb}
+        # kernel: the recorder saw every packet cpu1 processed (a handful of others,
+        # e.g. neighbour traffic, are processed there too); model: nothing was lost
+        # between the backlog and the application
+        tot_past = sum(past.values())
+        same_point.append((abs(k_proc - tot_past) <= max(10, 0.01 * k_proc),
+                           m[label]["socket_rcvbuf_drops"] == 0))
     c = Criteria()
+    ki = [k[x]["heavy_entered_share"] for x in cases]
+    mi = [m[x]["heavy_offered_share"] for x in cases]
+    c.add("same input: heavy share of what entered the receive path within 0.02 "
+          "(kernel: tc egress recorder = sent; model: offered)",
+          all(abs(a - b_) <= 0.02 for a, b_ in zip(ki, mi, strict=True))
+          and all(k[x]["entered_equals_sent"] for x in cases), ki, mi)
+    k_pt, m_pt = sum(a for a, _ in same_point), sum(b_ for _, b_ in same_point)
+    c.add("same measuring point: past the backlog (kernel: tc ingress recorder = cpu1 "
+          "processed within 1 %; model: no socket drops, delivered)",
+          k_pt == m_pt == len(cases), f"{k_pt}/{len(cases)} runs", f"{m_pt}/{len(cases)} runs")
     ko, ke, kt = (k[x]["heavy_share"] for x in cases)
     mo, me, mt = (m[x]["heavy_share"] for x in cases)
-    c.add("limit off: heavy share near its send share (within 0.1)",
-          abs(ko - k["off"]["heavy_send_share"]) <= 0.1
-          and abs(mo - k["off"]["heavy_send_share"]) <= 0.1, ko, mo)
+    c.add("limit off: heavy share past the backlog near its share of what entered "
+          "(within 0.1)",
+          abs(ko - k["off"]["heavy_entered_share"]) <= 0.1
+          and abs(mo - m["off"]["heavy_offered_share"]) <= 0.1, ko, mo)
     c.add("bitmap on the enqueuing CPU: heavy share falls by > 0.15",
           ke < ko - 0.15 and me < mo - 0.15, ke, me)
     c.add("heavy share with the limit on within 0.15", abs(ke - me) <= 0.15, ke, me)
@@ -375,8 +440,13 @@ def flow_limit_shedding(ctx: Ctx) -> dict:
     c.add("bitmap on the target CPU has no effect (count 0, share within 0.1 of off)",
           not ktc and not mtc and abs(kt - ko) <= 0.1 and abs(mt - mo) <= 0.1,
           {"count_cpus": ktc, "share": kt}, {"count_cpus": mtc, "share": mt})
+    k["measured"] = ("heavy_share: share of the packets past the backlog (tc ingress "
+                     "recorder after the u32 filters, on cpu1); heavy_share_app: what the "
+                     "receiving process read, capped per socket by its receive buffer "
+                     "because the process gets no CPU on cpu1 during the traffic")
     m["calibration"] = {"stack_rx_ns": round(cost, 1),
-                        "offered": "the kernel sender's per-flow rates"}
+                        "offered": "per flow, the packets the kernel's tc egress recorder "
+                                   "saw enter the receive path, per second"}
     return c.result("flow_limit_shedding", k, m)
 
 
@@ -429,14 +499,198 @@ def backlog_drop_accounting(ctx: Ctx) -> dict:
 
 # --- cpumap_cpu_choice ----------------------------------------------------------------------
 
-def cpumap_unavailable() -> str:
-    """Why ``cpumap_cpu_choice`` is skipped (it is optional in issue 7)."""
-    why = "rxlab has no XDP cpumap model to compare with yet"
-    missing = [t for t in ("clang", "bpftool") if shutil.which(t) is None]
-    if missing:
-        why += (f"; and {' and '.join(missing)} (with libbpf headers) are not installed "
-                "(apt-get install clang libbpf-dev bpftool)")
-    return why
+CPUMAP_PORTS = list(range(40400, 40408))
+CPUMAP_REDIRECT = {40400: 1, 40401: 1, 40402: 1, 40403: 1, 40404: 0, 40405: 0}  # 40406-7 pass
+CPUMAP_QSIZE = 192
+NAPI_CPU = SEND_CPU  # veth's NAPI poll, where the XDP program runs: the sender's CPU
+FORCED = {p: 0xC0DE0000 | i for i, p in enumerate(CPUMAP_PORTS)}  # the sender's skb->hash
+
+
+def cpumap_unavailable() -> str | None:
+    """Why ``cpumap_cpu_choice`` cannot run here, or None."""
+    if shutil.which("ethtool") is None:
+        return ("needs ethtool: the sender veth's tx checksum offload must be off for "
+                "cpumap (apt-get install ethtool, scripts/setup-system.sh)")
+    return None
+
+
+UNAVAILABLE: dict[str, Callable[[], str | None]] = {"cpumap_cpu_choice": cpumap_unavailable}
+
+
+def _cpumap_run(ctx: Ctx, rps_rx0: str | None) -> tuple[Run, dict, dict, dict]:
+    """Native XDP on rxkc1 redirecting by source port into a cpumap (entries for cpu0
+    and cpu1, qsize 192); the sender's tc egress forces each flow's skb->hash to
+    ``FORCED``; recorders at the sender's tc egress and the receiver's tc ingress (which
+    runs on the cpumap CPU, after the kthread rebuilt the skb). ``rps_rx0``: rps_cpus of
+    rx-0 only, the map the kernel consults for cpumap skbs (no rx queue recorded)."""
+    ctx.configure(rps_cpus=[rps_rx0 or "0", "0", "0", "0"])
+    try:
+        ctx.lab.tx_offload_off()
+        b = ctx.new_bpf()
+        b.set_hashes(FORCED)
+        b.record(side="tx")
+        b.record(side="rx")
+        b.cpumap_redirect(CPUMAP_REDIRECT, CPUS, CPUMAP_QSIZE)
+        ctx.log(f"  cpumap run, rx-0 rps_cpus={rps_rx0 or 0}")
+        run = run_traffic(ctx.lab, CPUMAP_PORTS, duration=ctx.duration, send_cpu=SEND_CPU,
+                          recv_cpu=TARGET_CPU)
+        rx, tx, cm = b.records("rx"), b.records("tx"), b.cpumap_counts()
+    finally:
+        ctx.close_bpf()
+        problems = ctx.lab.restore_tx_offload()
+    if problems:
+        raise RuntimeError("; ".join(problems))
+    return run, rx, tx, cm
+
+
+def _cpumap_model(ctx: Ctx, run: Run | None, rps: str | None) -> dict:
+    redirect = dict(CPUMAP_REDIRECT)
+    d = model.cpumap_scenario([model.group("flows", CPUMAP_PORTS, 20_000)], redirect, CPUS,
+                              qsize=CPUMAP_QSIZE, rps_cpus=rps)
+    if "cpumap_ignored" in ctx.mutate:  # the wrong model: the program passes everything
+        for rule in d["xdp"]["rules"]:
+            rule["action"] = "pass"
+            del rule["cpus"]
+    if run is not None:
+        d["traffic"]["groups"][0]["rate"]["pps"] = _rate(run, CPUMAP_PORTS)
+    return d
+
+
+def cpumap_cpu_choice(ctx: Ctx) -> dict:
+    """XDP cpumap redirect on the receiving veth: 6 of 8 flows redirected by source port
+    (4 to cpu1, 2 to cpu0), 2 passed. Kernel: per flow the CPU the tc ingress recorder
+    saw it on and the skb->hash there, cpumap enqueue/kthread tracepoint sums. Model: the
+    same scenario (xdp rules, cpumap entries), each flow alone through simulate() and the
+    rule's CPU. Second run: RPS on rx-0 after the hop (rps_cpus=3): each redirected flow
+    sticks to one CPU of the set, chosen by the software hash the kernel computed."""
+    rows = {}
+    for label, rps in (("cpumap", None), ("cpumap_then_rps", "3")):
+        run, rx, tx, cm = _cpumap_run(ctx, rps)
+        d = _cpumap_model(ctx, run, rps)
+        res = model.simulate(d)
+        sims = {}
+        for p in CPUMAP_PORTS:  # each flow alone: the CPU whose stack processed it
+            one = _cpumap_model(ctx, None, rps)
+            one["traffic"]["groups"] = [model.group("flow", [p], 20_000)]
+            one["duration"] = 0.01
+            sn = model.softnet(model.simulate(one))
+            sims[p] = max(sn, key=lambda cpu: sn[cpu]["processed"])
+        flows = {}
+        for p in CPUMAP_PORTS:
+            r = rx.get(p, {"hashes": set(), "cpus": {}})
+            t = tx.get(p, {"hashes": set(), "cpus": {}})
+            cpu, share = _majority(r["cpus"])
+            h = min(r["hashes"]) if r["hashes"] else None
+            flows[p] = {"redirect": CPUMAP_REDIRECT.get(p, "pass"), "cpu": cpu,
+                        "share": _r(share), "packets": sum(r["cpus"].values()),
+                        "entered": sum(t["cpus"].values()),
+                        "hash_sent": sorted(f"{x:08x}" for x in t["hashes"]),
+                        "hashes_seen": len(r["hashes"]),
+                        "hash": f"{h:08x}" if h is not None else None,
+                        "rps_rule_cpu": model.rps_cpu(h, CPUS) if h is not None else -1,
+                        "model_rule_cpu": model.cpumap_rule_cpu(d, p, NAPI_CPU),
+                        "model_hash": model.cpumap_hash_after(d, p),
+                        "model_simulated_cpu": sims[p]}
+        rows[label] = {"run": run, "flows": flows, "cpumap": cm, "res": res}
+    return _cpumap_compare(ctx, rows)
+
+
+def _count_values(d: dict) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in d.values():
+        out[v] = out.get(v, 0) + 1
+    return out
+
+
+def _cpumap_compare(ctx: Ctx, rows: dict) -> dict:
+    c = Criteria()
+    red = sorted(CPUMAP_REDIRECT)
+    f0 = rows["cpumap"]["flows"]
+    sent_ok = sum(f0[p]["hash_sent"] == [f"{FORCED[p]:08x}"] for p in CPUMAP_PORTS)
+    c.add("the sender forced its hash on every flow (tc egress recorder)",
+          sent_ok == len(CPUMAP_PORTS), f"{sent_ok}/{len(CPUMAP_PORTS)}", "hash_setter")
+    # 1. each flow entirely on the cpumap CPU the program chose (passed: the NAPI CPU)
+    k_on = sum(f0[p]["share"] == 1.0 and f0[p]["cpu"] == CPUMAP_REDIRECT.get(p, NAPI_CPU)
+               for p in CPUMAP_PORTS)
+    m_rule = sum(f0[p]["model_rule_cpu"] == f0[p]["cpu"] for p in CPUMAP_PORTS)
+    m_sim = sum(f0[p]["model_simulated_cpu"] == f0[p]["cpu"] for p in CPUMAP_PORTS)
+    c.add("each flow entirely on the cpumap CPU its rule names (passed flows: the NAPI CPU)",
+          k_on == m_rule == m_sim == len(CPUMAP_PORTS), f"{k_on}/{len(CPUMAP_PORTS)}",
+          {"rule": f"{m_rule}/{len(CPUMAP_PORTS)}",
+           "simulated": f"{m_sim}/{len(CPUMAP_PORTS)}"})
+    # 2. the hash: lost in the xdp_frame -> skb rebuild, kept by XDP_PASS
+    def k_hash(p: int) -> str:
+        f = f0[p]
+        if f["hashes_seen"] != 1:
+            return f"{f['hashes_seen']} hashes"
+        return ("none" if f["hash"] == "00000000" else
+                "kept" if f["hash"] == f"{FORCED[p]:08x}" else "other")
+
+    k_h = {str(p): k_hash(p) for p in CPUMAP_PORTS}
+    m_h = {str(p): f0[p]["model_hash"] for p in CPUMAP_PORTS}
+    c.add("hash after XDP: redirected flows none (skb->hash 0), passed flows the sender's",
+          k_h == m_h, _count_values(k_h), _count_values(m_h))
+    # 3. counters: cpumap deliveries are softnet `processed` on the cpumap CPU
+    run, cm, res = rows["cpumap"]["run"], rows["cpumap"]["cpumap"], rows["cpumap"]["res"]
+    floor = max(10, run.total_sent // 1000)
+    kk = {cpu: e["processed"] for cpu, e in cm["kthread"].items()}
+    k_acc = all(cm["enqueue"].get(cpu, {}).get("processed", 0)
+                - cm["enqueue"].get(cpu, {}).get("drops", 0) == kk.get(cpu, 0)
+                for cpu in CPUS)
+    k_rec = {cpu: sum(f0[p]["packets"] for p in red if CPUMAP_REDIRECT[p] == cpu)
+             for cpu in CPUS}
+    k_ok = (k_acc and all(abs(k_rec[cpu] - kk.get(cpu, 0)) <= floor for cpu in CPUS)
+            and abs(run.softnet[TARGET_CPU]["processed"] - kk.get(TARGET_CPU, 0)) <= floor)
+    mc = model.cpumap_counters(res)
+    msn = model.softnet(res)
+    m_ok = (all(e["kthread_processed"] <= e["enqueued"] for e in mc.values())
+            and msn[TARGET_CPU]["processed"] == mc.get(TARGET_CPU, {}).get(
+                "kthread_processed", -1))
+    c.add("cpumap accounting: enqueued - drops = kthread processed = recorded on that CPU "
+          "= cpu1 softnet processed", k_ok and m_ok,
+          {"kthread": kk, "recorded": k_rec,
+           "cpu1_processed": run.softnet[TARGET_CPU]["processed"]},
+          {"kthread": {cpu: e["kthread_processed"] for cpu, e in mc.items()},
+           "cpu1_processed": msn[TARGET_CPU]["processed"]})
+    # 4. RPS on rx-0 after the hop
+    f1 = rows["cpumap_then_rps"]["flows"]
+    sticky = sum(f1[p]["share"] == 1.0 and f1[p]["hashes_seen"] == 1 for p in red)
+    new_hash = sum(f1[p]["hash"] not in (None, "00000000", f"{FORCED[p]:08x}") for p in red)
+    on_rule = sum(f1[p]["cpu"] == f1[p]["rps_rule_cpu"] for p in red)
+    in_set = sum(f1[p]["model_simulated_cpu"] in CPUS for p in red)
+    c.add("RPS after the hop: each redirected flow on one CPU of rx-0's set, with one "
+          "new software hash", sticky == new_hash == len(red) and in_set == len(red),
+          {"sticky": f"{sticky}/{len(red)}", "new_hash": f"{new_hash}/{len(red)}"},
+          {"simulated_in_set": f"{in_set}/{len(red)}", "set": CPUS})
+    c.add("RPS after the hop: the model's RPS rule on the kernel's new hash gives the "
+          "kernel's CPU (rx-0's map)", on_rule == len(red), f"{on_rule}/{len(red)}",
+          "reciprocal_scale(hash, 2) indexes rx-0's cpus")
+    moved = sum(f1[p]["cpu"] != CPUMAP_REDIRECT[p] for p in red)
+    kernel, mdl = {}, {}
+    for label, row in rows.items():
+        run = row["run"]
+        kernel[label] = {
+            "flows": {str(p): {k: v for k, v in f.items() if not k.startswith("model")}
+                      for p, f in row["flows"].items()},
+            "cpumap": {kind: {str(cpu): e for cpu, e in v.items()}
+                       for kind, v in row["cpumap"].items()},
+            "processed": {str(c_): r["processed"] for c_, r in run.softnet.items()},
+            "sent": run.total_sent, "received": sum(run.received.values()),
+            "udp_in_csum_errors": run.udp.get("InCsumErrors", 0)}
+        mdl[label] = {
+            "flows": {str(p): {"rule_cpu": f["model_rule_cpu"], "hash": f["model_hash"],
+                               "simulated_cpu": f["model_simulated_cpu"]}
+                      for p, f in row["flows"].items()},
+            "cpumap": {str(cpu): e for cpu, e in model.cpumap_counters(row["res"]).items()},
+            "processed": {str(c_): r["processed"]
+                          for c_, r in model.softnet(row["res"]).items()}}
+    kernel["cpumap_then_rps"]["moved_by_rps"] = moved
+    mdl["note"] = ("per-flow CPUs and counter identities are compared; cpumap enqueue "
+                   "drop counts are not (they depend on how fast each kthread runs, "
+                   "which is not calibrated)")
+    if "cpumap_ignored" in ctx.mutate:
+        mdl["mutation"] = "cpumap_ignored: the model's XDP rules pass every flow"
+    return c.result("cpumap_cpu_choice", kernel, mdl)
 
 
 CHECKS: dict[str, Callable[[Ctx], dict]] = {
@@ -445,7 +699,7 @@ CHECKS: dict[str, Callable[[Ctx], dict]] = {
     "rfs_follows_thread": rfs_follows_thread,
     "flow_limit_shedding": flow_limit_shedding,
     "backlog_drop_accounting": backlog_drop_accounting,
-    "cpumap_cpu_choice": None,  # type: ignore[dict-item]
+    "cpumap_cpu_choice": cpumap_cpu_choice,
 }
 
 

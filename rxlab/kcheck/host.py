@@ -297,11 +297,62 @@ def dev_stat_paths(dev: str) -> list[str]:
             for n in ("rx_packets", "rx_dropped", "tx_packets", "tx_dropped")]
 
 
+def _offload_features(ns: str, dev: str) -> dict[str, str]:
+    return parse_offload(netns_exec(ns, ["ethtool", "-k", dev]).stdout)
+
+
+def parse_offload(text: str) -> dict[str, str]:
+    """``ethtool -k``: changeable features -> "on"/"off" (fixed ones left out)."""
+    out = {}
+    for line in text.splitlines()[1:]:
+        name, _, rest = line.strip().partition(": ")
+        val = rest.split()[0] if rest else ""
+        if val in ("on", "off") and "[fixed]" not in rest and name:
+            out[name] = val
+    return out
+
+
+UDP_SNMP = ("InDatagrams", "InErrors", "RcvbufErrors", "InCsumErrors", "NoPorts")
+
+
+def parse_snmp_udp(text: str) -> dict[str, int]:
+    rows = [line.split() for line in text.splitlines() if line.startswith("Udp:")]
+    if len(rows) < 2:
+        return {}
+    vals = dict(zip(rows[0][1:], rows[1][1:], strict=False))
+    return {k: int(vals[k]) for k in UDP_SNMP if k in vals}
+
+
+def parse_proc_udp(text: str) -> dict[int, dict[str, int]]:
+    """Remote (peer) port -> {"drops", "rx_queue" (bytes queued)} of connected sockets
+    (``rem_address`` port != 0)."""
+    out: dict[int, dict[str, int]] = {}
+    for line in text.splitlines()[1:]:
+        cols = line.split()
+        if len(cols) < 13:
+            continue
+        rport = int(cols[2].split(":")[1], 16)
+        if rport:
+            e = out.setdefault(rport, {"drops": 0, "rx_queue": 0})
+            e["drops"] += int(cols[-1])
+            e["rx_queue"] += int(cols[4].split(":")[1], 16)
+    return out
+
+
+def _udp_stats() -> dict:
+    with open("/proc/net/snmp") as fh:
+        snmp = parse_snmp_udp(fh.read())
+    with open("/proc/net/udp") as fh:
+        socks = parse_proc_udp(fh.read())
+    return {"snmp": snmp, "sockets": socks}
+
+
 class Lab:
     """Namespaces ``rxkc_tx``/``rxkc_rx``, veth ``rxkc0``/``rxkc1`` with 4 queues each."""
 
     def __init__(self):
         self.up = False
+        self.tx_features: dict[str, str] | None = None  # sender veth, before tx off
 
     def setup(self) -> None:
         for ns in (NS_TX, NS_RX):
@@ -348,7 +399,9 @@ class Lab:
         return in_netns(NS_RX, _read_files, paths)
 
     def reset_device(self) -> None:
-        """Undo per-experiment device state: RPS maps, RFS tables, tc hooks."""
+        """Undo per-experiment device state: RPS maps, RFS tables, tc hooks, the sender
+        veth's offloads."""
+        self.restore_tx_offload()
         self.set_rx_queues("0", 0)
         for ns, dev in ((NS_TX, DEV_TX), (NS_RX, DEV_RX)):
             netns_exec(ns, ["tc", "qdisc", "del", "dev", dev, "clsact"], check=False)
@@ -361,8 +414,48 @@ class Lab:
             out[dev] = {os.path.basename(p): int(v) for p, v in vals.items()}
         return out
 
+    def udp_stats(self) -> dict:
+        """The receiver namespace's UDP counters (``/proc/net/snmp``) and, per connected
+        socket, the peer's source port -> socket drops (receive buffer full) and bytes
+        queued (``/proc/net/udp``). /proc/net follows the reading thread's namespace."""
+        return in_netns(NS_RX, _udp_stats)
+
     def add_clsact(self, ns: str, dev: str) -> None:
         netns_exec(ns, ["tc", "qdisc", "add", "dev", dev, "clsact"])
+
+    def tx_offload_off(self) -> None:
+        """``ethtool -K rxkc0 tx off`` on the sender veth (kernel-lab.md sec. 9.3: with tx
+        checksum offload on, CHECKSUM_PARTIAL is lost in the cpumap's xdp_frame -> skb
+        rebuild and UDP drops every packet as InCsumErrors). The features it turns off
+        (tx checksumming and what depends on it) are restored by ``restore_tx_offload``."""
+        if self.tx_features is None:
+            self.tx_features = _offload_features(NS_TX, DEV_TX)
+        netns_exec(NS_TX, ["ethtool", "-K", DEV_TX, "tx", "off"])
+
+    def restore_tx_offload(self) -> list[str]:
+        if self.tx_features is None:
+            return []
+        now = _offload_features(NS_TX, DEV_TX)
+        args = []
+        for name, val in self.tx_features.items():
+            if now.get(name) != val:
+                args += [name, val]
+        errors = []
+        if args:
+            p = netns_exec(NS_TX, ["ethtool", "-K", DEV_TX, *args], check=False)
+            left = {k: v for k, v in _offload_features(NS_TX, DEV_TX).items()
+                    if self.tx_features.get(k) != v}
+            if left:
+                errors.append(f"ethtool -K {DEV_TX}: still differs {left} "
+                              f"({p.stderr.strip()})")
+        self.tx_features = None
+        return errors
+
+    def ensure_clsact(self, ns: str, dev: str) -> None:
+        """Add the clsact hook unless it is there (the u32 slowdown adds it too)."""
+        shown = netns_exec(ns, ["tc", "qdisc", "show", "dev", dev]).stdout
+        if "clsact" not in shown:
+            self.add_clsact(ns, dev)
 
 
 # --- /proc/net/softnet_stat ------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Experiments on the real kernel: one traffic run between the lab's namespaces, plus
-the BPF hash setter / flow recorder and the tc u32 "slow consumer".
+the BPF hash setter / flow recorders / XDP cpumap redirect and the tc u32 "slow
+consumer".
 
 ``run_traffic`` follows kernel-lab.md sec. 13: start the receiver, wait until it is
 ready, read softnet_stat and the veth counters, run the sender, wait 0.2 s, read them
@@ -92,6 +93,11 @@ class Run:
     softnet: dict[int, dict[str, int]]  # deltas over the run
     phases: list[dict[int, dict[str, int]]] = field(default_factory=list)
     dev: dict[str, dict[str, int]] = field(default_factory=dict)  # counter deltas
+    udp: dict[str, int] = field(default_factory=dict)  # receiver ns Udp counter deltas
+    # port -> the receiver's socket after the traffic: {"drops": rcvbuf drops, "rx_queue": bytes}
+    sockets: dict[int, dict[str, int]] = field(default_factory=dict)
+    # filled in by the caller: flow recorder counts, side ("tx"/"rx") -> port -> packets
+    recorded: dict[str, dict[int, int]] = field(default_factory=dict)
     seconds: float = 0.0
 
     @property
@@ -121,6 +127,7 @@ def run_traffic(lab: Lab, sports: list[int], weights: list[int] | None = None, *
         recv = PROCS.start(NS_RX, rargs)
         _readline(recv, "ready")
         d0 = lab.dev_stats()
+        u0 = lab.udp_stats()
         s0 = softnet()
         sargs = ["send", "--cpu", str(send_cpu), "--src", IP_TX, "--dst", IP_RX,
                  "--port", str(PORT), "--sports", ports, "--duration", str(duration)]
@@ -139,6 +146,7 @@ def run_traffic(lab: Lab, sports: list[int], weights: list[int] | None = None, *
         time.sleep(0.2)
         s1 = softnet()
         d1 = lab.dev_stats()
+        u1 = lab.udp_stats()  # the receiver's sockets are still open
         secs = time.monotonic() - t0
         if migrate_at is not None:
             phases.append(softnet_delta(s_mid, s1))
@@ -152,9 +160,12 @@ def run_traffic(lab: Lab, sports: list[int], weights: list[int] | None = None, *
     samples = [{int(p): {int(c): n for c, n in d.items()} for p, d in ph.items()}
                for ph in res["samples"]]
     dev = {name: {k: d1[name][k] - d0[name][k] for k in d1[name]} for name in d1}
+    udp = {k: v - u0["snmp"].get(k, 0) for k, v in u1["snmp"].items()}
     return Run(sent={int(k): v for k, v in sent["sent"].items()},
                received={int(k): v for k, v in res["received"].items()},
                samples=samples, softnet=softnet_delta(s0, s1), phases=phases, dev=dev,
+               udp=udp, sockets={p: u1["sockets"].get(p, {"drops": 0, "rx_queue": 0})
+                                 for p in sports},
                seconds=secs)
 
 
@@ -166,12 +177,14 @@ class Bpf:
     def __init__(self, lab: Lab):
         self.lab = lab
         self.fds: list[int] = []
-        self.recorder_fd = -1
+        self.recorders: dict[str, int] = {}
         self.clsact: set[str] = set()
+        self.xdp = False
+        self.cpumap_stats = -1
 
     def _clsact(self, ns: str, dev: str) -> None:
         if ns not in self.clsact:
-            self.lab.add_clsact(ns, dev)
+            self.lab.ensure_clsact(ns, dev)
             self.clsact.add(ns)
 
     def set_hashes(self, hashes: dict[int, int]) -> None:
@@ -188,23 +201,33 @@ class Bpf:
         finally:
             os.close(pfd)
 
-    def record(self) -> None:
-        """tc ingress on the receiver veth: per (source port, CPU) hash and packets."""
-        mfd = bpf.map_create(4, bpf.RECORD_SIZE, 1024, b"rxkc_flows")
+    def record(self, prio: int | None = None, side: str = "rx") -> None:
+        """A flow recorder: per (source port, CPU) the last skb->hash and packets.
+
+        ``side="rx"``: tc ingress on the receiver veth, on the CPU that processes the
+        packet (after RPS, the backlog and a cpumap hop); ``prio`` above the u32
+        slowdown's (1..800) puts it after those filters. ``side="tx"``: tc egress on the
+        sender veth, just before ``veth_xmit``: what enters the receive path (``prio``
+        2 by default: after the hash setter)."""
+        if prio is None:
+            prio = 1 if side == "rx" else 2
+        ns, dev, hook = (NS_RX, DEV_RX, "ingress") if side == "rx" else (NS_TX, DEV_TX,
+                                                                          "egress")
+        mfd = bpf.map_create(4, bpf.RECORD_SIZE, 1024, b"rxkc_flows_" + side.encode())
         self.fds.append(mfd)
-        self.recorder_fd = mfd
-        pfd = bpf.prog_load(bpf.flow_recorder_insns(mfd), b"rxkc_record")
+        self.recorders[side] = mfd
+        pfd = bpf.prog_load(bpf.flow_recorder_insns(mfd), b"rxkc_record_" + side.encode())
         try:
-            self._clsact(NS_RX, DEV_RX)
-            bpf.attach_in_netns(lambda: enter_netns(NS_RX, sysfs=False), DEV_RX, "ingress",
-                                pfd, "rxkc_record")
+            self._clsact(ns, dev)
+            bpf.attach_in_netns(lambda: enter_netns(ns, sysfs=False), dev, hook, pfd,
+                                "rxkc_record_" + side, prio)
         finally:
             os.close(pfd)
 
-    def records(self) -> dict[int, dict]:
-        """port -> {"hash": last hash, "hash_changes": n, "cpus": {cpu: packets}}."""
+    def records(self, side: str = "rx") -> dict[int, dict]:
+        """port -> {"hashes": hashes seen, "hash_changes": n, "cpus": {cpu: packets}}."""
         out: dict[int, dict] = {}
-        for k, v in bpf.map_items(self.recorder_fd, 4, bpf.RECORD_SIZE):
+        for k, v in bpf.map_items(self.recorders[side], 4, bpf.RECORD_SIZE):
             port, cpu, h, changes, pkts = bpf.parse_record(k, v)
             e = out.setdefault(port, {"hashes": set(), "hash_changes": 0, "cpus": {}})
             e["hashes"].add(h)
@@ -212,7 +235,51 @@ class Bpf:
             e["cpus"][cpu] = e["cpus"].get(cpu, 0) + pkts
         return out
 
+    def packets(self, side: str = "rx") -> dict[int, int]:
+        """port -> packets the recorder on ``side`` saw."""
+        return {p: sum(e["cpus"].values()) for p, e in self.records(side).items()}
+
+    def cpumap_redirect(self, redirect: dict[int, int], cpus: list[int],
+                        qsize: int = 192) -> None:
+        """Native XDP on the receiver veth: UDP source port -> ``redirect[port]`` through
+        a cpumap with an entry (``qsize``) for each of ``cpus``; other packets pass.
+        Counts cpumap enqueue and kthread events through raw tracepoints."""
+        ports = bpf.map_create(4, 4, max(16, len(redirect)), b"rxkc_xdp_ports")
+        self.fds.append(ports)
+        for port, cpu in redirect.items():
+            bpf.map_update(ports, bpf.port_key(port), int(cpu).to_bytes(4, "little"))
+        cmap = bpf.map_create(4, 4, max(cpus) + 1, b"rxkc_cpumap", bpf.BPF_MAP_TYPE_CPUMAP)
+        self.fds.append(cmap)
+        for cpu in cpus:  # each entry starts a kthread cpumap/<cpu>/map:<id>
+            bpf.map_update(cmap, int(cpu).to_bytes(4, "little"), int(qsize).to_bytes(4, "little"))
+        self.cpumap_stats = bpf.map_create(4, bpf.CPUMAP_STATS_SIZE, bpf.CPUMAP_STATS_SLOTS,
+                                           b"rxkc_cpumap_st", bpf.BPF_MAP_TYPE_ARRAY)
+        self.fds.append(self.cpumap_stats)
+        for tp, kthread in (("xdp_cpumap_enqueue", False), ("xdp_cpumap_kthread", True)):
+            pfd = bpf.prog_load(bpf.cpumap_counter_insns(self.cpumap_stats, kthread),
+                                b"rxkc_" + tp[4:].encode(), bpf.BPF_PROG_TYPE_RAW_TRACEPOINT)
+            try:
+                self.fds.append(bpf.raw_tracepoint_open(tp, pfd))  # closing detaches
+            finally:
+                os.close(pfd)
+        pfd = bpf.prog_load(bpf.xdp_cpumap_insns(ports, cmap), b"rxkc_xdp_cpumap",
+                            bpf.BPF_PROG_TYPE_XDP)
+        try:
+            bpf.xdp_in_netns(lambda: enter_netns(NS_RX, sysfs=False), DEV_RX, pfd)
+            self.xdp = True
+        finally:
+            os.close(pfd)
+
+    def cpumap_counts(self) -> dict:
+        """{"enqueue": {dest cpu: {processed, drops}}, "kthread": {cpu: {...}}}."""
+        return bpf.parse_cpumap_stats(
+            bpf.map_items(self.cpumap_stats, 4, bpf.CPUMAP_STATS_SIZE))
+
     def close(self) -> None:
+        if self.xdp:  # the namespace's deletion would remove it too
+            self.xdp = False
+            with contextlib.suppress(OSError):
+                bpf.xdp_in_netns(lambda: enter_netns(NS_RX, sysfs=False), DEV_RX, -1)
         for fd in self.fds:
             with contextlib.suppress(OSError):
                 os.close(fd)

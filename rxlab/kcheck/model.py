@@ -40,7 +40,8 @@ def scenario(groups: list[dict], kernel: dict, *, app_cpu: int = 1, duration: fl
              connected: bool = True) -> dict:
     for g in groups:  # sequential ports must be contiguous: the check's ports are
         assert g["flows"] >= 1
-    app = {"name": "receiver", "cpus": app_cpu, "rcvbuf": 8 << 20, "batch": 64,
+    # the receiver asks for SO_RCVBUFFORCE 8 MiB; the kernel doubles it (sk_rcvbuf 16 MiB)
+    app = {"name": "receiver", "cpus": app_cpu, "rcvbuf": 16 << 20, "batch": 64,
            "connected": connected, "cost": {"user_ns": 0}}
     if migrate:
         app["migrate"] = migrate
@@ -104,3 +105,61 @@ def softirq_share(res, cpu: int, t0: float, t1: float) -> float:
     soft = res.series["cpu_softirq"]
     tot = sum(sum(soft[i]) for i in rows)
     return sum(soft[i][cpu] for i in rows) / tot if tot else 0.0
+
+
+# --- XDP cpumap (cpumap_cpu_choice) -----------------------------------------------------------
+
+def cpumap_scenario(groups: list[dict], redirect: dict[int, int], cpus: list[int], *,
+                    qsize: int = 192, rps_cpus: str | None = None,
+                    duration: float = 0.3) -> dict:
+    """The lab with a native XDP program on the receiving veth (which switches veth to
+    NAPI: ``nic.rx_mode: napi``, the NAPI poll on the sender's CPU 0): one rule per
+    redirected flow, ``redirect-cpu`` to that flow's cpumap CPU; everything else passes.
+    ``hash_metadata: false``: the program stores no hash, so the skb the cpumap kthread
+    builds carries none. ``rps_cpus``: the map of rx queue 0 (the one the kernel
+    consults for cpumap skbs, which carry no rx queue)."""
+    kernel = {"rps_cpus": {0: rps_cpus}} if rps_cpus else {}
+    d = scenario(groups, kernel, duration=duration)
+    d["nic"]["rx_mode"] = "napi"
+    d["xdp"] = {"rules": [{"match": {"proto": "udp", "src_port": p},
+                           "action": "redirect-cpu", "cpus": str(c)}
+                          for p, c in sorted(redirect.items())],
+                "default": "pass", "hash_metadata": False}
+    d["cpumap"] = {"cpus": ",".join(str(c) for c in sorted(cpus)), "qsize": qsize,
+                   "gro": "auto"}
+    return d
+
+
+def cpumap_rule_cpu(d: dict, sport: int, napi_cpu: int = 0) -> int:
+    """The CPU the scenario's XDP rules send a UDP flow from ``sport`` to: the first
+    matching redirect-cpu rule's (single) cpumap CPU, else the NAPI CPU (XDP_PASS).
+    This is the kernel's documented semantics (linux-rx-path.md sec. 9): the kthread
+    of the chosen entry builds the skb and runs the stack on its CPU."""
+    for rule in d["xdp"]["rules"]:
+        m = rule["match"]
+        if m.get("proto", "udp") == "udp" and m.get("src_port", sport) == sport:
+            if rule["action"] != "redirect-cpu":
+                return napi_cpu
+            return int(str(rule["cpus"]).split(",")[0].split("-")[0])
+    return napi_cpu
+
+
+def cpumap_hash_after(d: dict, sport: int) -> str:
+    """What the skb of a UDP flow from ``sport`` carries as hash after the XDP program:
+    ``"none"`` when a redirect-cpu rule sends it through a cpumap and the program stores
+    no hash metadata (the kthread builds a fresh skb), ``"metadata"`` with
+    ``hash_metadata``, ``"kept"`` when it passes (the skb it came in)."""
+    for rule in d["xdp"]["rules"]:
+        m = rule["match"]
+        if m.get("proto", "udp") == "udp" and m.get("src_port", sport) == sport:
+            if rule["action"] == "redirect-cpu":
+                return "metadata" if d["xdp"].get("hash_metadata") else "none"
+            return "kept"
+    return "kept"
+
+
+def cpumap_counters(res) -> dict[int, dict[str, int]]:
+    """Per cpumap entry (destination CPU): the model's tracepoint sums."""
+    return {int(e["cpu"]): {k: int(e[k]) for k in ("enqueued", "enqueue_drops",
+                                                   "kthread_processed")}
+            for e in res.data.get("cpumap", [])}

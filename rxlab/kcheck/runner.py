@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 from rxlab.kcheck import host
-from rxlab.kcheck.checks import CHECKS, MUTATIONS, Ctx, cpumap_unavailable, skipped
+from rxlab.kcheck.checks import CHECKS, MUTATIONS, UNAVAILABLE, Ctx, skipped
 from rxlab.kcheck.kernel import PROCS
 
 ALL = list(CHECKS)
@@ -37,6 +37,9 @@ def warm_model(log: Callable[[str], None]) -> float:
                        {"rps_sock_flow_entries": 256, "rps_flow_cnt": 16,
                         "netdev_max_backlog": 64, "flow_limit_cpu_bitmap": "1"},
                        duration=0.01, migrate=[{"at": 0.005, "cpu": 0}])
+    model.simulate(d)
+    d = model.cpumap_scenario([model.group("w", [40000, 40001], 10_000)], {40000: 1},
+                              [0, 1], rps_cpus="3", duration=0.01)
     model.simulate(d)
     return time.monotonic() - t
 
@@ -69,8 +72,9 @@ def run_checks(names: list[str], *, duration: float = 1.0, mutate: set[str] | No
         try:
             lab.setup()
             for name in names:
-                if name == "cpumap_cpu_choice":
-                    results.append(skipped(name, cpumap_unavailable()))
+                why = UNAVAILABLE[name]() if name in UNAVAILABLE else None
+                if why:
+                    results.append(skipped(name, why))
                     continue
                 log(f"{name} ...")
                 t = time.monotonic()
