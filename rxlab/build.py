@@ -338,7 +338,8 @@ def build(sc: Scenario, capture=None) -> Model:
         flow_sock[rows] = first + pick
     nth = len(threads)
     sock_cap = np.array(sock_cap_l, I64)
-    sock_off = np.concatenate([[0], np.cumsum(sock_cap)]).astype(I64)
+    sock_store = np.array([roundup_pow_of_two(int(c)) for c in sock_cap], I64)
+    sock_off = np.concatenate([[0], np.cumsum(sock_store)]).astype(I64)
     per_cpu = [[t for t in range(nth) if th_cpu[t] == c] for c in range(ncpu)]
     maxt = max(1, nth)  # a CPU may end up with every thread after migrations
     cpu_threads = np.full((ncpu, maxt), -1, I64)
@@ -362,7 +363,7 @@ def build(sc: Scenario, capture=None) -> Model:
     interval_ns = int(round(sc.metrics.interval * 1e9))
     total_ns = int(round((sc.duration + sc.drain) * 1e9))
     n_int = max(1, math.ceil(total_ns / interval_ns))
-    bl_cap = 2 * (sc.kernel.netdev_max_backlog + 1) + 8
+    bl_cap = roundup_pow_of_two(2 * (sc.kernel.netdev_max_backlog + 1) + 8)
     lists = nq + 2
 
     p = Params(
@@ -371,18 +372,21 @@ def build(sc: Scenario, capture=None) -> Model:
         netdev_budget=sc.kernel.netdev_budget, budget_jiffies=budget_j,
         max_softirq_jiffies=max(1, math.ceil(K.MAX_SOFTIRQ_TIME_MS * 1e6 / jiffy_ns)),
         jiffy_ns=jiffy_ns, max_backlog=sc.kernel.netdev_max_backlog, bl_cap=bl_cap,
+        bl_mask=bl_cap - 1, ring_mask=roundup_pow_of_two(sc.nic.ring_size) - 1,
         rps_needed=bool(rps_len.any()) or bool(sock_entries),
         netif_rx=sc.nic.rx_mode == "netif_rx",
         fl_history=hist, fl_log=ilog2(tl),
         fl_hash32=kb.flow_limit_hash_32,
         ksoftirqd_defers=kb.ksoftirqd_defers, jitter_kind=jk, jitter_sigma=sigma,
-        interval_ns=interval_ns, warmup_ns=int(round(sc.metrics.warmup * 1e9)),
+        interval_ns=interval_ns, interval_inv=1.0 / interval_ns,
+        warmup_ns=int(round(sc.metrics.warmup * 1e9)),
         n_intervals=n_int, cost_ns=cost_ns, jitter_mask=jmask,
+        cost_i=(cost_ns + 0.5).astype(I64),
         irq_delay_ns=int(round(costs["irq_latency"] + sc.nic.rx_usecs * 1000)),
         irq_cpu=np.array(irq, I64), rps_map=rps_map, rps_len=rps_len,
         flow_rxq=steer["rxq"], flow_hash=steer["skb_hash"], flow_sock=flow_sock,
         sock_thread=np.arange(nth, dtype=I64), sock_rcvbuf=np.array(sock_rcvbuf, I64),
-        sock_off=sock_off,
+        sock_off=sock_off, sock_cap=sock_cap, sock_mask=sock_store - 1,
         thread_sock=np.arange(nth, dtype=I64), thread_user_ns=np.array(th_user, np.float64),
         thread_sys_ns=np.array(th_sys, np.float64), thread_batch=np.array(th_batch, I64),
         sock_record=np.array(sock_record, np.bool_),
@@ -399,7 +403,7 @@ def build(sc: Scenario, capture=None) -> Model:
         mig_n=mig[5], **xd, xsk_of_queue=xsk_of_queue,
         sock_xsk_copy=np.array(xsk_copy, np.bool_), sock_fill_bound=np.array(fill_bound, np.bool_),
     )
-    R = sc.nic.ring_size
+    R = roundup_pow_of_two(sc.nic.ring_size)
     nic = NicState(
         ring_flow=np.zeros((nq, R), np.int32), ring_tarr=np.zeros((nq, R), I64),
         ring_seq=np.zeros((nq, R), I64), ring_len=np.zeros((nq, R), np.int32),

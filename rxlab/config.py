@@ -16,3 +16,8 @@ down.
 JIT = dict(cache=True, fastmath=False, nogil=True)
 JIT_LEAF = dict(JIT, _nrt=False)
 JIT_STATE = dict(JIT_LEAF, inline="always")
+# Mechanisms that take ``s`` but run once per batch or rarely (a cpumap kthread loop, a
+# bulk flush, a timer, a migration) stay out of line: numba inlines at its IR level, so
+# every call site of an inlined mechanism is a copy that type inference and LLVM work
+# through again; out of line, compile time stays bounded at ~100 ns per call.
+JIT_STATE_OUTLINE = JIT_LEAF

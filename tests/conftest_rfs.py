@@ -501,11 +501,12 @@ def run_with_snapshots(m, times_s):
 
 def harness_service(h: Harness, t: int) -> None:
     """The service task / work item runs: program queued filters (EV_ARFS_SVC)."""
+    from rxlab.engine.core import clear
     from rxlab.nic.arfs import arfs_program_pending
 
     arfs_program_pending(h.s, int(t))
     h.ar.svc[0] = 0
-    h.m.ev.n[0] = 0  # drop the calendar events these direct calls scheduled
+    clear(h.m.ev)  # drop the calendar events these direct calls scheduled
 
 
 def harness_scan(h: Harness, t: int) -> None:

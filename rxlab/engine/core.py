@@ -35,6 +35,10 @@ class Calendar(NamedTuple):
     kind: np.ndarray  # int64
     arg: np.ndarray  # int64
     n: np.ndarray  # int64[2]: [size, next seq]
+    # the earliest event, held outside the heap: [valid, time, key, kind, arg]. An event
+    # scheduled ahead of everything (a CPU kicked now, a segment ending before any other
+    # event) is popped without touching the heap; ordering is unchanged (same keys).
+    first: np.ndarray  # int64[5]
 
 
 def new_calendar(capacity: int) -> Calendar:
@@ -44,7 +48,15 @@ def new_calendar(capacity: int) -> Calendar:
         np.zeros(capacity, np.int64),
         np.zeros(capacity, np.int64),
         np.zeros(2, np.int64),
+        np.zeros(5, np.int64),
     )
+
+
+@njit(**JIT_LEAF)
+def clear(ev):
+    """Drop every pending event (the sequence counter keeps counting)."""
+    ev.n[0] = 0
+    ev.first[0] = 0
 
 
 @njit(**JIT_LEAF)
@@ -63,16 +75,14 @@ def _swap(ev, i, j):
 
 
 @njit(**JIT_LEAF)
-def schedule(ev, t, prio, kind, arg):
-    """Push an event; raises if the preallocated calendar is full (a sizing bug)."""
+def _heap_push(ev, t, key, kind, arg):
     n = ev.n[0]
     if n >= ev.time.size:
         raise RuntimeError("event calendar full: capacity too small for this scenario")
     ev.time[n] = t
-    ev.key[n] = (np.int64(prio) << _SEQ_BITS) | ev.n[1]
+    ev.key[n] = key
     ev.kind[n] = kind
     ev.arg[n] = arg
-    ev.n[1] += 1
     ev.n[0] = n + 1
     i = n
     while i > 0:
@@ -85,13 +95,47 @@ def schedule(ev, t, prio, kind, arg):
 
 
 @njit(**JIT_LEAF)
+def schedule(ev, t, prio, kind, arg):
+    """Add an event; raises if the preallocated calendar is full (a sizing bug)."""
+    key = (np.int64(prio) << _SEQ_BITS) | ev.n[1]
+    ev.n[1] += 1
+    f = ev.first
+    if f[0] == 0:
+        if ev.n[0] > 0 and (ev.time[0] < t or (ev.time[0] == t and ev.key[0] < key)):
+            _heap_push(ev, t, key, kind, arg)
+            return
+    elif f[1] < t or (f[1] == t and f[2] < key):
+        _heap_push(ev, t, key, kind, arg)
+        return
+    else:
+        _heap_push(ev, f[1], f[2], f[3], f[4])  # the new event goes ahead of it
+    f[0] = 1
+    f[1] = t
+    f[2] = key
+    f[3] = kind
+    f[4] = arg
+
+
+@njit(**JIT_LEAF)
 def peek_time(ev):
+    if ev.first[0]:
+        return ev.first[1]
     return ev.time[0] if ev.n[0] > 0 else INF_TIME
+
+
+@njit(**JIT_LEAF)
+def pending(ev):
+    """Events waiting in the calendar."""
+    return ev.n[0] + ev.first[0]
 
 
 @njit(**JIT_LEAF)
 def pop(ev):
     """Remove the earliest event; returns (time, kind, arg)."""
+    f = ev.first
+    if f[0]:
+        f[0] = 0
+        return f[1], f[3], f[4]
     t = ev.time[0]
     kind = ev.kind[0]
     arg = ev.arg[0]

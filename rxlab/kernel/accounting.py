@@ -19,10 +19,10 @@ from rxlab.kernel.state import (
 @njit(**JIT_STATE)
 def cost(s, stage):
     """ns of CPU time for one unit of a stage (jittered for per-packet stages)."""
-    p, st = s.p, s.st
-    m = p.cost_ns[stage]
-    if p.jitter_kind != 0 and p.jitter_mask[stage]:
-        m = jittered(st.rng, m, p.jitter_kind, p.jitter_sigma)
+    p = s.p
+    if p.jitter_kind == 0 or not p.jitter_mask[stage]:
+        return p.cost_i[stage]  # np.int64(cost_ns + 0.5), rounded once at build
+    m = jittered(s.st.rng, p.cost_ns[stage], p.jitter_kind, p.jitter_sigma)
     return np.int64(m + 0.5)
 
 
@@ -36,24 +36,30 @@ def work_ns(s, mean):
 
 
 @njit(**JIT_LEAF)
-def _interval(interval_ns, n_intervals, t):
-    i = t // interval_ns
+def _interval(interval_ns, inv, n_intervals, t):
+    """t // interval_ns, by the reciprocal and one correction (no integer division)."""
+    i = np.int64(t * inv)
+    if i * interval_ns > t:
+        i -= 1
+    elif (i + 1) * interval_ns <= t:
+        i += 1
     return min(max(i, 0), n_intervals - 1)
 
 
 @njit(**JIT_STATE)
 def interval_of(s, t):
-    return _interval(s.p.interval_ns, s.p.n_intervals, t)
+    p = s.p
+    return _interval(p.interval_ns, p.interval_inv, p.n_intervals, t)
 
 
 @njit(**JIT_LEAF)
-def _account(cpu_ns, ts_cpu, interval_ns, n_intervals, c, cat, t0, t1):
+def _account(cpu_ns, ts_cpu, interval_ns, inv, n_intervals, c, cat, t0, t1):
     if t1 <= t0:
         return
     cpu_ns[c, cat] += t1 - t0
     t = t0
     while t < t1:
-        i = _interval(interval_ns, n_intervals, t)
+        i = _interval(interval_ns, inv, n_intervals, t)
         end = (i + 1) * interval_ns
         if i == n_intervals - 1 or end > t1:
             end = t1
@@ -64,12 +70,14 @@ def _account(cpu_ns, ts_cpu, interval_ns, n_intervals, c, cat, t0, t1):
 @njit(**JIT_STATE)
 def account(s, c, cat, t0, t1):
     """Charge CPU c's time [t0, t1) to a category, split over the series intervals."""
-    _account(s.st.cpu_ns, s.st.ts_cpu, s.p.interval_ns, s.p.n_intervals, c, cat, t0, t1)
+    p = s.p
+    _account(s.st.cpu_ns, s.st.ts_cpu, p.interval_ns, p.interval_inv, p.n_intervals, c, cat,
+             t0, t1)
 
 
 @njit(**JIT_LEAF)
-def _drop(cnt, ts_drop, ts_pkt, interval_ns, n_intervals, reason, t):
-    i = _interval(interval_ns, n_intervals, t)
+def _drop(cnt, ts_drop, ts_pkt, interval_ns, inv, n_intervals, reason, t):
+    i = _interval(interval_ns, inv, n_intervals, t)
     cnt[CNT_DROP0 + reason] += 1
     ts_drop[i, reason] += 1
     ts_pkt[i, TS_DROPPED] += 1
@@ -79,7 +87,8 @@ def _drop(cnt, ts_drop, ts_pkt, interval_ns, n_intervals, reason, t):
 def drop(s, reason, t):
     """The one exit for a dropped packet: counted by reason and in the series."""
     st = s.st
-    _drop(st.cnt, st.ts_drop, st.ts_pkt, s.p.interval_ns, s.p.n_intervals, reason, t)
+    p = s.p
+    _drop(st.cnt, st.ts_drop, st.ts_pkt, p.interval_ns, p.interval_inv, p.n_intervals, reason, t)
 
 
 @njit(**JIT_LEAF)
@@ -87,12 +96,28 @@ def hist_index(v):
     """Log-linear bucket: exact below 128 ns, then 64 sub-buckets per power of two."""
     if v < 128:
         return max(v, 0)
+    # e = bit length - 7, by halving steps: each shift keeps x >= 64, so x ends in
+    # [64, 128) (v in [2^(e+6), 2^(e+7)))
     e = 0
     x = v
-    while x >= 128:
+    if x >= np.int64(1) << 38:
+        x >>= 32
+        e += 32
+    if x >= 1 << 22:
+        x >>= 16
+        e += 16
+    if x >= 1 << 14:
+        x >>= 8
+        e += 8
+    if x >= 1 << 10:
+        x >>= 4
+        e += 4
+    if x >= 1 << 8:
+        x >>= 2
+        e += 2
+    if x >= 1 << 7:
         x >>= 1
         e += 1
-    # v in [2^(e+6), 2^(e+7)): x = v >> e in [64, 128)
     idx = 128 + (e - 1) * 64 + (x - 64)
     return min(idx, HIST_BINS - 1)
 

@@ -57,7 +57,7 @@ def enqueue_to_backlog(s, this_cpu, cpu, skb_hash, f, tarr, seq, length, t):
     if qlen == 0 and sd.bl_sched[cpu] == 0:
         sd.bl_sched[cpu] = 1  # __test_and_set_bit(NAPI_STATE_SCHED)
         napi_schedule_rps(s, this_cpu, cpu)
-    slot = sd.bl_tail[cpu] % p.bl_cap
+    slot = sd.bl_tail[cpu] & p.bl_mask
     sd.bl_flow[cpu, slot] = f
     sd.bl_tarr[cpu, slot] = tarr
     sd.bl_seq[cpu, slot] = seq
@@ -79,7 +79,7 @@ def process_backlog(s, c, t, quota):
     work = 0
     while True:
         while sd.bl_head[c] < sd.bl_proc[c]:
-            slot = sd.bl_head[c] % p.bl_cap
+            slot = sd.bl_head[c] & p.bl_mask
             sd.bl_head[c] += 1
             t = netif_receive_skb_core(s, c, sd.bl_src[c, slot], sd.bl_flow[c, slot],
                 sd.bl_tarr[c, slot], sd.bl_seq[c, slot], sd.bl_len[c, slot], t,
@@ -92,7 +92,7 @@ def process_backlog(s, c, t, quota):
                 return work, t
         # splice the visible part of input_pkt_queue behind process_queue
         k = sd.bl_proc[c]
-        while k < sd.bl_tail[c] and sd.bl_stamp[c, k % p.bl_cap] <= t:
+        while k < sd.bl_tail[c] and sd.bl_stamp[c, k & p.bl_mask] <= t:
             k += 1
         if k == sd.bl_proc[c]:
             sd.bl_sched[c] = 0  # queue empty: napi completes, SCHED cleared
@@ -100,7 +100,7 @@ def process_backlog(s, c, t, quota):
                 # packets enqueued later in simulated time found the queue empty and
                 # not scheduled: their enqueuer IPIs this CPU (approximated at stamp)
                 sd.bl_sched[c] = 1
-                stamp = sd.bl_stamp[c, k % p.bl_cap]
+                stamp = sd.bl_stamp[c, k & p.bl_mask]
                 schedule(ev, max(stamp + cost(s, C_IPI_LATENCY), t), PRIO_HARDIRQ,
                          EV_IPI, c)
             break

@@ -46,7 +46,7 @@ def driver_poll(s, c, q, t):
     n = min(nic.ring_tail[q] - nic.ring_head[q], p.napi_weight)
     for _ in range(n):
         idx = nic.ring_head[q]
-        slot = idx % p.ring_size
+        slot = idx & p.ring_mask
         nic.ring_deq[q, slot] = t  # the descriptor goes back to the NIC from now on
         nic.ring_head[q] = idx + 1
         f = nic.ring_flow[q, slot]

@@ -7,7 +7,7 @@ slot: ``hash_32`` since v6.15, ``hash & mask`` before) and ``rps_flow_is_active`
 
 from numba import njit
 
-from rxlab.config import JIT_STATE
+from rxlab.config import JIT_STATE, JIT_STATE_OUTLINE
 from rxlab.kernel.accounting import cost
 from rxlab.kernel.constants import RPS_NO_FILTER
 from rxlab.kernel.hashfn import hash_32, s32_diff
@@ -45,7 +45,7 @@ def rps_may_expire_flow(s, q, flow_id, filter_id):
     return not rps_flow_is_active(s, q, flow_id, s.rf.dev_cpu[q, flow_id])
 
 
-@njit(**JIT_STATE)
+@njit(**JIT_STATE_OUTLINE)
 def set_rps_cpu(s, q, slot, next_cpu, skb_hash, f, t):
     """Move a flow to ``next_cpu``; with aRFS ask the driver to steer it in hardware.
 

@@ -11,7 +11,7 @@ New mechanisms add an event kind and a branch in ``handle_event`` (never an edit
 import numpy as np
 from numba import njit
 
-from rxlab.config import JIT_LEAF, JIT_STATE
+from rxlab.config import JIT_LEAF, JIT_STATE, JIT_STATE_OUTLINE
 from rxlab.engine.core import PRIO_CPU, PRIO_WAKE, peek_time, pop, schedule
 from rxlab.engine.rng import uniform
 from rxlab.kernel.accounting import account, cost, drop, interval_of
@@ -124,14 +124,14 @@ def ingest(s, f, length, t, overrun):
         netif_rx(s, q, f, length, t, seq)
         return
     rel = nic.ring_rel[q]
-    while rel < nic.ring_head[q] and nic.ring_deq[q, rel % p.ring_size] <= t:
+    while rel < nic.ring_head[q] and nic.ring_deq[q, rel & p.ring_mask] <= t:
         rel += 1  # descriptors the driver has taken by now are free again
     nic.ring_rel[q] = rel
     if nic.ring_tail[q] - rel >= p.ring_size:
         nic.q_drops[q] += 1
         drop(s, DROP_RING_FULL, t)
         return
-    slot = nic.ring_tail[q] % p.ring_size
+    slot = nic.ring_tail[q] & p.ring_mask
     nic.ring_flow[q, slot] = f
     nic.ring_tarr[q, slot] = t
     nic.ring_seq[q, slot] = seq
@@ -268,7 +268,7 @@ def charge_system(s, t, ns):
         kick_cpu(s, 0, t)
 
 
-@njit(**JIT_STATE)
+@njit(**JIT_STATE_OUTLINE)
 def migrate_thread(s, th, t):
     """Move a thread to another CPU (an explicit move, or a random one every period)."""
     p, so = s.p, s.so

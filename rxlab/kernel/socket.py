@@ -54,8 +54,8 @@ def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t):
     if sk < 0:
         drop(s, DROP_NO_SOCKET, t)
         return t
-    cap = p.sock_off[sk + 1] - p.sock_off[sk]
-    if so.so_rmem[sk] > p.sock_rcvbuf[sk] or so.so_tail[sk] - so.so_head[sk] >= cap:
+    if (so.so_rmem[sk] > p.sock_rcvbuf[sk]
+            or so.so_tail[sk] - so.so_head[sk] >= p.sock_cap[sk]):
         so.so_drops[sk] += 1
         drop(s, DROP_SOCKET_RCVBUF, t)
         return t
@@ -68,8 +68,7 @@ def sock_queue_tail(s, sk, f, tarr, seq, length, t):
     """Append to socket sk's queue (room already checked) and wake its reader."""
     p, so, st, ev = s.p, s.so, s.st, s.ev
     ts = truesize(length)
-    cap = p.sock_off[sk + 1] - p.sock_off[sk]
-    slot = p.sock_off[sk] + so.so_tail[sk] % cap
+    slot = p.sock_off[sk] + (so.so_tail[sk] & p.sock_mask[sk])
     so.so_flow[slot] = f
     so.so_tarr[slot] = tarr
     so.so_seq[slot] = seq
@@ -101,12 +100,11 @@ def app_read(s, th, t):
     """
     p, so, st = s.p, s.so, s.st
     sk = p.thread_sock[th]
-    cap = p.sock_off[sk + 1] - p.sock_off[sk]
     n = 0
     sys_ns = np.int64(0)
     user_ns = np.int64(0)
     while n < p.thread_batch[th] and so.so_head[sk] < so.so_tail[sk]:
-        slot = p.sock_off[sk] + so.so_head[sk] % cap
+        slot = p.sock_off[sk] + (so.so_head[sk] & p.sock_mask[sk])
         if so.so_stamp[slot] > t:
             break  # queued by a segment that, in simulated time, has not happened yet
         ds = work_ns(s, p.thread_sys_ns[th])
@@ -138,8 +136,7 @@ def app_after_read(s, th, t):
     p, so, ev = s.p, s.so, s.ev
     sk = p.thread_sock[th]
     if so.so_head[sk] < so.so_tail[sk]:
-        cap = p.sock_off[sk + 1] - p.sock_off[sk]
-        stamp = so.so_stamp[p.sock_off[sk] + so.so_head[sk] % cap]
+        stamp = so.so_stamp[p.sock_off[sk] + (so.so_head[sk] & p.sock_mask[sk])]
         if stamp <= t:
             so.th_state[th] = TH_RUNNABLE
         else:

@@ -3,7 +3,9 @@
 Python allocates (``rxlab.build``); jitted mechanisms mutate in place (stumpy's
 ``stumpi`` pattern). Leading axis = CPU, rx queue, socket or flow. Queue positions are
 free-running counters as in the kernel (``input_queue_head``/``tail`` are u32 and
-compared with ``s32_diff``); FIFOs are ring buffers indexed ``position % capacity``.
+compared with ``s32_diff``); FIFOs are ring buffers indexed ``position & mask`` over
+storage rounded up to a power of two (an integer division per access was ~1/3 of the
+per-packet time); the logical capacity (ring size, socket queue) is kept apart.
 
 Packets in flight carry their own columns (flow, NIC arrival time, per-flow sequence,
 length, and the time they became visible in the queue), because a packet can stay
@@ -160,7 +162,9 @@ class Params(NamedTuple):
     max_softirq_jiffies: int
     jiffy_ns: int
     max_backlog: int
-    bl_cap: int
+    bl_cap: int  # backlog storage per CPU, a power of two (> any queue it holds)
+    bl_mask: int  # bl_cap - 1
+    ring_mask: int  # rx ring storage (power of two >= ring_size) - 1
     rps_needed: bool
     netif_rx: bool  # device delivers with netif_rx() (no NAPI poll): veth, tun, legacy
     fl_history: int
@@ -170,9 +174,11 @@ class Params(NamedTuple):
     jitter_kind: int
     jitter_sigma: float
     interval_ns: int
+    interval_inv: float  # 1 / interval_ns
     warmup_ns: int
     n_intervals: int
     cost_ns: np.ndarray  # float64[len(STAGES)]
+    cost_i: np.ndarray  # int64[len(STAGES)]: cost_ns rounded to whole ns
     jitter_mask: np.ndarray  # bool[len(STAGES)]: stage is per-packet work
     irq_delay_ns: int  # irq_latency + rx_usecs
     irq_cpu: np.ndarray  # int64[nq]
@@ -183,7 +189,9 @@ class Params(NamedTuple):
     flow_sock: np.ndarray  # int64[nflows]: socket index or -1
     sock_thread: np.ndarray  # int64[nsock]
     sock_rcvbuf: np.ndarray  # int64[nsock] bytes
-    sock_off: np.ndarray  # int64[nsock + 1]: slots of each socket queue
+    sock_off: np.ndarray  # int64[nsock + 1]: storage of each socket queue
+    sock_cap: np.ndarray  # int64[nsock]: packets a socket queue may hold
+    sock_mask: np.ndarray  # int64[nsock]: its storage (a power of two >= cap) - 1
     thread_sock: np.ndarray  # int64[nthreads]
     thread_user_ns: np.ndarray  # float64[nthreads]
     thread_sys_ns: np.ndarray  # float64[nthreads]

@@ -13,7 +13,7 @@ work-item run.
 
 from numba import njit
 
-from rxlab.config import JIT_STATE
+from rxlab.config import JIT_STATE, JIT_STATE_OUTLINE
 from rxlab.engine.core import PRIO_TIMER, schedule
 from rxlab.kernel.accounting import cost
 from rxlab.kernel.rfs import rps_may_expire_flow
@@ -74,7 +74,7 @@ def _expired(s, e, t):
         t - ar.e_time[e] >= ICE_ARFS_TIME_DELTA_EXPIRATION_NS)
 
 
-@njit(**JIT_STATE)
+@njit(**JIT_STATE_OUTLINE)
 def arfs_program_pending(s, t):
     """Write every entry still INACTIVE on the pending list; returns CPU ns spent."""
     ar = s.ar
@@ -91,7 +91,7 @@ def arfs_program_pending(s, t):
     return spent
 
 
-@njit(**JIT_STATE)
+@njit(**JIT_STATE_OUTLINE)
 def arfs_expire_scan(s, t):
     """Delete expired ACTIVE entries (mlx5: at most 62 per scan); returns CPU ns."""
     ar, p = s.ar, s.p

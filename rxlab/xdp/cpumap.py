@@ -25,7 +25,7 @@ kthread's time is system time, as /proc/stat counts a kernel thread outside soft
 
 from numba import njit
 
-from rxlab.config import JIT_LEAF, JIT_STATE
+from rxlab.config import JIT_LEAF, JIT_STATE, JIT_STATE_OUTLINE
 from rxlab.engine.core import PRIO_WAKE, schedule
 from rxlab.kernel.accounting import cost, drop
 from rxlab.kernel.backlog import enqueue_to_backlog
@@ -84,7 +84,7 @@ def ring_discard_one(cons, clear, qsize, batch):
     return cons, clear
 
 
-@njit(**JIT_STATE)
+@njit(**JIT_STATE_OUTLINE)
 def bq_flush_to_queue(s, c, e, t):
     """Produce CPU c's bulk queue for entry e into the entry's ptr_ring."""
     p, cm = s.p, s.cm
@@ -129,7 +129,7 @@ def bq_enqueue(s, c, e, f, tarr, seq, length, t):
     return t
 
 
-@njit(**JIT_STATE)
+@njit(**JIT_STATE_OUTLINE)
 def xdp_do_flush(s, c, t):
     """__cpu_map_flush at the end of the driver poll: flush, then wake each kthread."""
     cm = s.cm
@@ -175,7 +175,7 @@ def cpumap_deliver(s, c, f, tarr, seq, length, t):
     return netif_receive_skb_core(s, c, c, f, tarr, seq, length, t)
 
 
-@njit(**JIT_STATE)
+@njit(**JIT_STATE_OUTLINE)
 def cpumap_kthread_step(s, c, e, t):
     """One loop of cpu_map_kthread_run on CPU c: up to CPUMAP_BATCH visible frames."""
     p, cm, sd = s.p, s.cm, s.sd
@@ -203,7 +203,7 @@ def cpumap_kthread_step(s, c, e, t):
     return t
 
 
-@njit(**JIT_STATE)
+@njit(**JIT_STATE_OUTLINE)
 def cpumap_after_batch(s, e, t):
     """The kthread after a batch: go on, sleep, or sleep until the pending flush wakes it."""
     p, cm = s.p, s.cm

@@ -21,8 +21,7 @@ from rxlab.kernel.state import C_XSK_COPY, C_XSK_ZC, DROP_XSK_FILL_EMPTY, DROP_X
 @njit(**JIT_STATE)
 def xsk_rcv(s, sk, f, tarr, seq, length, t):
     p, so = s.p, s.so
-    cap = p.sock_off[sk + 1] - p.sock_off[sk]
-    if so.so_tail[sk] - so.so_head[sk] >= cap:
+    if so.so_tail[sk] - so.so_head[sk] >= p.sock_cap[sk]:
         so.so_drops[sk] += 1
         drop(s, DROP_XSK_FILL_EMPTY if p.sock_fill_bound[sk] else DROP_XSK_RX_FULL, t)
         return t

@@ -1,0 +1,63 @@
+"""The event calendar and the latency histogram index against plain references:
+``heapq`` over (time, priority, sequence) tuples, and the bucket rule written as the
+obvious loop."""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rxlab.engine.core import new_calendar, peek_time, pending, pop, schedule
+from rxlab.kernel.accounting import hist_index
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(
+    st.tuples(st.just("push"), st.integers(0, 50), st.integers(0, 3)),
+    st.tuples(st.just("pop"), st.just(0), st.just(0))), max_size=120))
+def test_calendar_pops_in_time_priority_sequence_order(ops):
+    ev = new_calendar(256)
+    ref: list = []
+    seq = 0
+    for op, t, prio in ops:
+        if op == "push":
+            schedule(ev, t, prio, 1, seq)
+            heapq.heappush(ref, (t, prio, seq))
+            seq += 1
+        elif ref:
+            t_ref, _prio, s_ref = heapq.heappop(ref)
+            assert peek_time(ev) == t_ref
+            t_got, kind, arg = pop(ev)
+            assert (t_got, kind, arg) == (t_ref, 1, s_ref)
+        assert pending(ev) == len(ref)
+    while ref:
+        t_ref, _p, s_ref = heapq.heappop(ref)
+        assert pop(ev)[0::2] == (t_ref, s_ref)
+
+
+def _hist_index_loop(v: int) -> int:
+    if v < 128:
+        return max(v, 0)
+    e, x = 0, v
+    while x >= 128:
+        x >>= 1
+        e += 1
+    return min(128 + (e - 1) * 64 + (x - 64), 128 + 64 * 40 - 1)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.integers(-5, 1 << 12), st.integers(0, (1 << 62) - 1)))
+def test_hist_index_equals_the_shift_loop(v):
+    assert hist_index(np.int64(v)) == _hist_index_loop(v)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.integers(1, 10**10), st.integers(0, 1 << 50))
+def test_interval_by_reciprocal_equals_floor_division(interval, t):
+    from rxlab.kernel.accounting import _interval
+
+    n = 1 << 60
+    assert _interval(np.int64(interval), 1.0 / interval, n, np.int64(t)) == t // interval
