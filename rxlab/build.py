@@ -245,8 +245,9 @@ def _migration(sc: Scenario, nth: int, ncpu: int, app_of_thread: list[int]):
     return every, mset, mset_n, mt, mc, mn
 
 
-def build(sc: Scenario, capture=None) -> Model:
-    """Compile a scenario; ``capture`` is an already opened pcap for ``traffic.pcap``."""
+def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
+    """Compile a scenario; ``capture`` is an already opened pcap for ``traffic.pcap``;
+    ``xdp_program`` a vectorised per-flow XDP program (``rxlab.xdp.rules``)."""
     kb = behaviour(sc.host.kernel)
     ncpu, nq = sc.host.cpus, sc.nic.queues
     if sc.traffic.pcap is not None:
@@ -359,7 +360,7 @@ def build(sc: Scenario, capture=None) -> Model:
     for q in reversed(range(nq)):
         cpu_rmap[irq[q]] = q  # cpu_rmap_lookup_index: the queue whose IRQ is on the CPU
     mig = _migration(sc, nth, ncpu, th_app)
-    xd = compile_xdp(sc, fl, steer, costs, kb)
+    xd = compile_xdp(sc, fl, steer, costs, kb, xdp_program)
     interval_ns = int(round(sc.metrics.interval * 1e9))
     total_ns = int(round((sc.duration + sc.drain) * 1e9))
     n_int = max(1, math.ceil(total_ns / interval_ns))

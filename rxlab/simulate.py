@@ -83,8 +83,12 @@ def simulate(
     overrides: dict | None = None,
     chunk_packets: int = DEFAULT_CHUNK,
     progress: Callable[[int, float], None] | None = None,
+    xdp_program: Callable | None = None,
 ) -> Result:
     """Simulate a scenario (object, YAML path or built-in name) and return its Result.
+
+    ``xdp_program(fields) -> (verdicts, keys)`` replaces the scenario's XDP rules with a
+    vectorised function over the flows (see ``rxlab.xdp.rules.apply_user_program``).
 
     Raises ``UsageError`` for bad input and ``ConservationError`` if any packet is
     unaccounted for.
@@ -97,7 +101,7 @@ def simulate(
         ov["duration"] = duration
     if ov:
         sc = with_overrides(sc, ov)
-    m = build(sc)
+    m = build(sc, xdp_program=xdp_program)
     run_model(m, chunk_packets, progress)
     res = assemble(m, in_flight(m))
     if m.capture is not None:

@@ -284,3 +284,21 @@ def test_bad_input_is_one_line(scenario_dict, udp_group, tmp_path, capsys, extra
     assert main(["run", str(f)]) == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_user_program_replaces_the_rules(scenario_dict, udp_group):
+    """A vectorised program: even source ports to cpumap cpu1, odd ones to cpu2."""
+    sc = flood(scenario_dict, udp_group, n=2, pps=100_000, flows=32, duration=0.005)
+
+    def by_port_parity(f):
+        n = len(f["sport"])
+        return np.full(n, "redirect-cpu"), 1 + (f["sport"] % 2)
+
+    d = simulate(sc, xdp_program=by_port_parity).data
+    m = build(sc)
+    want = _per_cpu(sc, 1 + (m.flows.sport.astype(np.int64) % 2), 4)
+    assert [c["softnet_stat"]["processed"] for c in d["cpus"]] == want
+    assert want[1] > 0 and want[2] > 0
+    with pytest.raises(UsageError, match="xdp program: unknown verdict 'bounce'"):
+        simulate(sc, xdp_program=lambda f: (np.full(len(f["sport"]), "bounce"),
+                                            np.zeros(len(f["sport"]))))

@@ -28,7 +28,45 @@ VERDICT = {"pass": XDP_PASS, "drop": XDP_DROP, "tx": XDP_TX, "aborted": XDP_ABOR
            "redirect-cpu": XDP_REDIRECT, "redirect-xsk": XDP_REDIRECT_XSK}
 
 
-def compile_xdp(sc, fl: FlowTable, steer: dict, costs: dict, kb: KernelBehaviour) -> dict:
+def flow_fields(fl: FlowTable, steer: dict) -> dict:
+    """What an XDP program can see of each flow (one row per flow), for user programs."""
+    return {"src_v4": fl.src_v4, "dst_v4": fl.dst_v4, "sport": fl.sport, "dport": fl.dport,
+            "proto": fl.proto, "is_v6": fl.is_v6, "group": fl.group,
+            "group_names": list(fl.group_names), "rx_queue": steer["rxq"],
+            "rss_hash": steer["rss_hash"], "sw_hash": steer["sw_hash"]}
+
+
+def apply_user_program(program, fl: FlowTable, steer: dict, act: np.ndarray,
+                       key: np.ndarray, rule_of: np.ndarray) -> None:
+    """``program(fields) -> (verdicts, keys)``: a vectorised function over all flows
+    (numpy or numba); verdicts are names ('pass', 'redirect-cpu', ...) or XDP_* codes,
+    keys the cpumap key per flow (-1 where none). It replaces the rules' decisions."""
+    try:
+        verdicts, keys = program(flow_fields(fl, steer))
+    except Exception as err:  # the user's code: report it in one line
+        raise UsageError(f"xdp program: {type(err).__name__}: {err}") from None
+    verdicts, keys = np.asarray(verdicts), np.asarray(keys, dtype=I64)
+    if verdicts.shape != (len(fl),) or keys.shape != (len(fl),):
+        raise UsageError(f"xdp program: return two arrays of {len(fl)} entries (one per "
+                         f"flow), got shapes {verdicts.shape} and {keys.shape}")
+    if verdicts.dtype.kind in "US":
+        bad = sorted(set(verdicts.tolist()) - set(VERDICT))
+        if bad:
+            raise UsageError(f"xdp program: unknown verdict {bad[0]!r}; use one of "
+                             f"{', '.join(VERDICT)}")
+        verdicts = np.array([VERDICT[v] for v in verdicts.tolist()], I64)
+    verdicts = verdicts.astype(I64)
+    if verdicts.min(initial=0) < 0 or verdicts.max(initial=0) > max(VERDICT.values()):
+        raise UsageError("xdp program: verdict codes are 0-5 (XDP_ABORTED .. redirect-xsk)")
+    if np.any((verdicts == XDP_REDIRECT) & (keys < 0)):
+        raise UsageError("xdp program: a redirect-cpu verdict needs a cpumap key >= 0")
+    act[:] = verdicts
+    key[:] = np.where(verdicts == XDP_REDIRECT, keys, -1)
+    rule_of[:] = -1
+
+
+def compile_xdp(sc, fl: FlowTable, steer: dict, costs: dict, kb: KernelBehaviour,
+                program=None) -> dict:
     """Params fields for the XDP program and cpumap (all present, empty when unused)."""
     n, ncpu = len(fl), sc.host.cpus
     xdp, cmap = sc.xdp, sc.cpumap
@@ -67,6 +105,14 @@ def compile_xdp(sc, fl: FlowTable, steer: dict, costs: dict, kb: KernelBehaviour
             extra[r] += costs["xdp_flow_hash"]
         elif (rule.select == "rss-hash" and len(cpus) > 1) or xdp.hash_metadata:
             extra[r] += costs["xdp_rx_hash"]
+    if program is not None:
+        if xdp is None:
+            raise UsageError("xdp program: the scenario needs an xdp section (the program "
+                             "replaces its rules)")
+        apply_user_program(program, fl, steer, act, key, rule_of)
+        if np.any(key >= ncpu):
+            raise UsageError(f"xdp program: key {int(key.max())} is not a CPU "
+                             f"(host.cpus = {ncpu})")
     keys = cmap.cpu_list() if cmap else []
     entry = np.full(ncpu, -1, I64)
     for e, c in enumerate(keys):
