@@ -123,9 +123,9 @@ def experiment_table(exp: dict) -> Table:
     keys = exp.get("table_metrics") or [k for k in cases[0]["metrics"]
                                         if isinstance(cases[0]["metrics"][k], (int, float))]
     if len(cases) > 5:
-        t.add_column("case", style="bold")
+        t.add_column("case", style="bold", no_wrap=True)  # names stay whole
         for k in keys:
-            t.add_column(k, justify="right")
+            t.add_column(k, justify="right", overflow="fold")
         for c in cases:
             t.add_row(c["name"], *(_fmt(c["metrics"].get(k)) for k in keys))
         return t
