@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import math
 import os
 import re
 from dataclasses import asdict, dataclass
@@ -101,25 +100,12 @@ def _rxfh_args(v: dict) -> list[str]:
 
 
 def _rxfh_form(table: list[int] | np.ndarray, nq: int) -> dict | None:
-    """The ``ethtool -X`` arguments that produce ``table`` exactly: ``{'equal': N}``
-    (round robin over N rings) or ``{'weights': [...]}`` (contiguous runs); None if none."""
-    t = np.asarray(table, np.int64)
-    if t.size == 0 or t.min() < 0:
-        return None
-    n = int(t.max()) + 1
-    if np.array_equal(indirection.equal_table(t.size, n), t):
-        return {"equal": n}
-    counts = np.bincount(t, minlength=nq).tolist()
-    while len(counts) > 1 and counts[-1] == 0:
-        counts.pop()
-    g = math.gcd(*counts)
-    for w in ([c // g for c in counts], counts):  # smallest weights first
-        try:
-            if np.array_equal(indirection.weight_table(t.size, w), t):
-                return {"weights": w}
-        except ValueError:
-            continue
-    return None
+    """``indirection.rxfh_form`` in the plan's words: ``{'equal': N}`` or
+    ``{'weights': [...]}``; None if ``ethtool -X`` cannot write the table."""
+    form = indirection.rxfh_form(table, nq)
+    if form is not None and "weight" in form:
+        return {"weights": form["weight"]}
+    return form
 
 
 def _table(spec, size: int, nq: int) -> np.ndarray:

@@ -6,6 +6,8 @@ ethtool userspace ``fill_indir_table()`` (ethtool.c, ``ethtool -X equal N|weight
 (net/ethtool/rss.c, reference 1.2).
 """
 
+import math
+
 import numpy as np
 
 
@@ -94,3 +96,26 @@ def queue_of(hash_, table) -> np.ndarray | int:
     idx = h & np.uint32(size - 1) if size & (size - 1) == 0 else h % np.uint32(size)
     q = table[idx]
     return int(q) if np.ndim(q) == 0 else q
+
+
+def rxfh_form(table, nq: int) -> dict | None:
+    """``{'equal': N}`` or ``{'weight': [...]}`` when ``ethtool -X`` can write ``table``
+    exactly (ethtool ``fill_indir_table``: round robin over N rings, or contiguous runs),
+    else None. Weights are given in lowest terms when those build the same table."""
+    t = np.asarray(table, np.int64)
+    if t.size == 0 or t.min() < 0:
+        return None
+    n = int(t.max()) + 1
+    if np.array_equal(equal_table(t.size, n), t):
+        return {"equal": n}
+    counts = np.bincount(t, minlength=nq).tolist()
+    while len(counts) > 1 and counts[-1] == 0:
+        counts.pop()
+    g = math.gcd(*counts)
+    for w in ([c // g for c in counts], counts):  # smallest weights first
+        try:
+            if np.array_equal(weight_table(t.size, w), t):
+                return {"weight": w}
+        except ValueError:
+            continue
+    return None

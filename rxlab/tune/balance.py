@@ -678,20 +678,5 @@ def _weights_table(weights: list[int], size: int) -> dict:
 
 
 def rxfh_form(table, nq: int) -> dict | None:
-    """``{'equal': N}`` or ``{'weight': [...]}`` when ``ethtool -X`` can write ``table``
-    exactly (ethtool ``fill_indir_table``), else None."""
-    t = np.asarray(table, np.int64)
-    n = int(t.max()) + 1
-    if np.array_equal(indirection.equal_table(t.size, n), t):
-        return {"equal": n}
-    counts = np.bincount(t, minlength=nq).tolist()
-    while len(counts) > 1 and counts[-1] == 0:
-        counts.pop()
-    g = math.gcd(*counts)
-    for w in ([c // g for c in counts], counts):
-        try:
-            if np.array_equal(indirection.weight_table(t.size, w), t):
-                return {"weight": w}
-        except ValueError:
-            continue
-    return None
+    """``{'equal': N}`` or ``{'weight': [...]}`` (``rxlab.nic.indirection.rxfh_form``)."""
+    return indirection.rxfh_form(table, nq)
