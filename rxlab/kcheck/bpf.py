@@ -477,43 +477,15 @@ def xdp_link_msg(ifindex: int, prog_fd: int, flags: int = XDP_FLAGS_DRV_MODE) ->
                        1, 0) + body
 
 
-def _in_child(enter, what: str, fn) -> None:
-    """Run ``fn()`` in a forked child that first calls ``enter()``; raise its error."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        msg = b""
-        try:
-            os.close(r)
-            enter()
-            fn()
-        except BaseException as err:  # noqa: BLE001 - reported to the parent
-            msg = f"{type(err).__name__}: {err}".encode() or b"error"
-        finally:
-            try:
-                os.write(w, msg)
-            finally:
-                os._exit(0)
-    os.close(w)
-    with os.fdopen(r, "rb") as fh:
-        msg = fh.read()
-    os.waitpid(pid, 0)
-    if msg:
-        raise OSError(f"{what}: {msg.decode()}")
+def xdp_attach(dev: str, prog_fd: int) -> None:
+    """Attach ``prog_fd`` as native (driver mode) XDP on ``dev`` in the current
+    namespace, or detach with -1 (run it with ``host.in_netns``)."""
+    netlink_request(xdp_link_msg(socket.if_nametoindex(dev), prog_fd))
 
 
-def xdp_in_netns(enter, dev: str, prog_fd: int) -> None:
-    """Attach ``prog_fd`` as native (driver mode) XDP on ``dev``, or detach with -1."""
-    _in_child(enter, f"{'attaching' if prog_fd >= 0 else 'detaching'} XDP on {dev}",
-              lambda: netlink_request(xdp_link_msg(socket.if_nametoindex(dev), prog_fd)))
-
-
-def attach_in_netns(enter, dev: str, direction: str, prog_fd: int, name: str,
-                    prio: int = 1) -> None:
-    """Attach ``prog_fd`` as a direct-action cls_bpf filter on ``dev``'s clsact hook, in
-    the namespace a forked child enters with ``enter()`` (the fd is inherited). Filters
+def tc_attach(dev: str, direction: str, prog_fd: int, name: str, prio: int = 1) -> None:
+    """Attach ``prog_fd`` as a direct-action cls_bpf filter on ``dev``'s clsact hook in
+    the current namespace (run it with ``host.in_netns``; the fd is inherited). Filters
     run in ``prio`` order (lowest first; the newest first within one ``prio``); ours
     return TC_ACT_UNSPEC, so every later filter still sees the packet."""
-    _in_child(enter, f"attaching {name} on {dev} {direction}",
-              lambda: netlink_request(tc_filter_msg(socket.if_nametoindex(dev), direction,
-                                                    prog_fd, name, prio)))
+    netlink_request(tc_filter_msg(socket.if_nametoindex(dev), direction, prog_fd, name, prio))

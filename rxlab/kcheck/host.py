@@ -246,15 +246,16 @@ def enter_netns(ns: str, sysfs: bool = True) -> None:
         _check(c.mount(b"sysfs", b"/sys", b"sysfs", 0, None), "mount sysfs")
 
 
-def in_netns(ns: str, fn: Callable, *args):
-    """``fn(*args)`` in a forked child inside ``ns`` with its own sysfs; result or error."""
+def in_netns(ns: str, fn: Callable, *args, sysfs: bool = True):
+    """``fn(*args)`` in a forked child inside ``ns`` (with its own sysfs unless
+    ``sysfs=False``); result or error. The child inherits open file descriptors."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
             os.close(r)
             try:
-                enter_netns(ns)
+                enter_netns(ns, sysfs=sysfs)
                 out = ("ok", fn(*args))
             except BaseException as err:  # noqa: BLE001 - sent to the parent
                 out = ("err", f"{type(err).__name__}: {err}")

@@ -27,7 +27,7 @@ from rxlab.kcheck.host import (
     NS_RX,
     NS_TX,
     Lab,
-    enter_netns,
+    in_netns,
     netns_exec,
     softnet,
     softnet_delta,
@@ -196,8 +196,8 @@ class Bpf:
         pfd = bpf.prog_load(bpf.hash_setter_insns(mfd), b"rxkc_set_hash")
         try:
             self._clsact(NS_TX, DEV_TX)
-            bpf.attach_in_netns(lambda: enter_netns(NS_TX, sysfs=False), DEV_TX, "egress",
-                                pfd, "rxkc_set_hash")
+            in_netns(NS_TX, bpf.tc_attach, DEV_TX, "egress", pfd, "rxkc_set_hash",
+                     sysfs=False)
         finally:
             os.close(pfd)
 
@@ -219,8 +219,8 @@ class Bpf:
         pfd = bpf.prog_load(bpf.flow_recorder_insns(mfd), b"rxkc_record_" + side.encode())
         try:
             self._clsact(ns, dev)
-            bpf.attach_in_netns(lambda: enter_netns(ns, sysfs=False), dev, hook, pfd,
-                                "rxkc_record_" + side, prio)
+            in_netns(ns, bpf.tc_attach, dev, hook, pfd, "rxkc_record_" + side, prio,
+                     sysfs=False)
         finally:
             os.close(pfd)
 
@@ -265,7 +265,7 @@ class Bpf:
         pfd = bpf.prog_load(bpf.xdp_cpumap_insns(ports, cmap), b"rxkc_xdp_cpumap",
                             bpf.BPF_PROG_TYPE_XDP)
         try:
-            bpf.xdp_in_netns(lambda: enter_netns(NS_RX, sysfs=False), DEV_RX, pfd)
+            in_netns(NS_RX, bpf.xdp_attach, DEV_RX, pfd, sysfs=False)
             self.xdp = True
         finally:
             os.close(pfd)
@@ -278,8 +278,8 @@ class Bpf:
     def close(self) -> None:
         if self.xdp:  # the namespace's deletion would remove it too
             self.xdp = False
-            with contextlib.suppress(OSError):
-                bpf.xdp_in_netns(lambda: enter_netns(NS_RX, sysfs=False), DEV_RX, -1)
+            with contextlib.suppress(OSError, RuntimeError):
+                in_netns(NS_RX, bpf.xdp_attach, DEV_RX, -1, sysfs=False)
         for fd in self.fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
