@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rxlab.engine.arena import relocate
 from rxlab.engine.core import PRIO_TIMER, PRIO_WAKE, Calendar, new_calendar, schedule
 from rxlab.engine.rng import JITTER_EXP, JITTER_LOGNORMAL, JITTER_NONE, new_state
 from rxlab.errors import UsageError
@@ -529,5 +530,7 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
         "threads": [{"app": a, "cpu": c} for a, c in threads],
         **xdp_config(sc, p),
     }
+    # one huge-page arena for all the loop's arrays: a TLB miss per touch otherwise
+    p, nic, sd, so, st, ev, rf, ar, cm = relocate([p, nic, sd, so, st, ev, rf, ar, cm])
     return Model(sc, p, nic, sd, so, st, ev, rf, ar, cm, fl, kb, config, threads=threads,
                  capture=capture)
