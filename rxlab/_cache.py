@@ -27,3 +27,15 @@ def configure() -> None:
         h.update(path.read_bytes())
     base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rxlab" / "numba"
     os.environ["NUMBA_CACHE_DIR"] = str(base / h.hexdigest()[:16])
+
+
+def loop_compiled() -> bool:
+    """True if numba's cache folder holds a compiled event loop (``rx_loop.run``).
+
+    A fresh install or an edit of jitted code starts without one: the first simulation
+    then compiles for minutes, which the CLI announces rather than sit silent.
+    """
+    folder = os.environ.get("NUMBA_CACHE_DIR")
+    if not folder or not Path(folder).is_dir():
+        return False
+    return any(Path(folder).rglob("rx_loop.run-*.nbi"))

@@ -101,3 +101,22 @@ def test_softnet_flag_prints_kernel_format(capsys):
     assert code == 0
     lines = [x for x in out.splitlines() if len(x.split()) == 15]
     assert len(lines) == 4 and all(len(f) == 8 for f in lines[0].split())
+
+
+def test_cold_cache_is_announced_once_per_run(tmp_path, monkeypatch, capsys):
+    """An empty numba cache folder means the next simulation compiles for minutes: the
+    CLI says so on stderr; a folder holding the loop's index says nothing."""
+    from rxlab import _cache
+    from rxlab.cli.main import SIMULATING, _compile_notice
+
+    assert {"run", "reproduce", "sweep", "bench", "tune"} <= SIMULATING
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    assert not _cache.loop_compiled()
+    _compile_notice()
+    assert "compiling the event loop" in capsys.readouterr().err
+    index = tmp_path / "kernel_0123" / "rx_loop.run-335.py311.nbi"
+    index.parent.mkdir()
+    index.write_bytes(b"")
+    assert _cache.loop_compiled()
+    _compile_notice()
+    assert capsys.readouterr().err == ""

@@ -371,3 +371,23 @@ def test_onoff_constant_matches_brute_force(pps, on, off):
     burst = [int(j * p) for j in range(int(on_ns / p) + 2) if int(j * p) < on_ns]
     ref = [start + m * per + o for m in range(200) for o in burst]
     np.testing.assert_array_equal(t, [x for x in ref if x < dur * 1e9])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 40), max_size=30), min_size=2, max_size=5))
+def test_group_merge_is_the_stable_argsort_order(runs):
+    """The jitted k-way merge gives exactly the order of a stable argsort of the
+    concatenation (time, then group, then generation order), ties included."""
+    from rxlab.traffic.stream import _merge
+
+    pieces = []
+    for g, r in enumerate(runs):
+        t = np.sort(np.array(r, np.int64))
+        pieces.append((t, np.arange(t.size, dtype=np.int32) + 1000 * g,
+                       np.full(t.size, g, np.int32)))
+    t, flow, size = (np.concatenate(c) for c in zip(*pieces, strict=True))
+    order = np.argsort(t, kind="stable")
+    got = _merge(pieces)
+    for want, have in zip((t[order], flow[order], size[order]), got, strict=True):
+        assert have.dtype == want.dtype
+        np.testing.assert_array_equal(have, want)

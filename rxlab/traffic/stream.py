@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+from numba import njit
 
+from rxlab.config import JIT_LEAF
 from rxlab.traffic.flows import FlowTable
 from rxlab.traffic.sampling import alias_draw, alias_table
 from rxlab.traffic.spec import GroupSpec, TrafficSpec
@@ -186,9 +188,41 @@ def _emit(bufs: list[tuple[np.ndarray, ...]], safe: int) -> Iterator[tuple[np.nd
         if len(out) == 1:
             yield out[0]
         elif out:
-            t, flow, size = _cat(out)
-            order = np.argsort(t, kind="stable")  # ties: group order, then generation
-            yield t[order], flow[order], size[order]
+            yield _merge(out)
+
+
+@njit(**JIT_LEAF)
+def _merge_runs(t, flow, size, pos, end, ot, of, osz):
+    """Merge the sorted runs t[pos[g]:end[g]] (g in group order) into ``ot, of, osz``.
+
+    Ties go to the lower run, then keep generation order: exactly the order of a stable
+    argsort of the concatenation, in O(n x runs) instead of a sort plus three gathers.
+    """
+    k = pos.size
+    for i in range(ot.size):
+        best = -1
+        bt = 0
+        for g in range(k):
+            j = pos[g]
+            if j < end[g] and (best < 0 or t[j] < bt):
+                best = g
+                bt = t[j]
+        j = pos[best]
+        pos[best] = j + 1
+        ot[i] = bt
+        of[i] = flow[j]
+        osz[i] = size[j]
+
+
+def _merge(out: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+    """Groups' time-sorted pieces, merged by (time, group, generation order)."""
+    t, flow, size = _cat(out)
+    lens = np.array([o[0].size for o in out], np.int64)
+    end = np.cumsum(lens)
+    pos = end - lens
+    res = (np.empty_like(t), np.empty_like(flow), np.empty_like(size))
+    _merge_runs(t, flow, size, pos, end, *res)
+    return res
 
 
 class PacketStream:
