@@ -30,6 +30,7 @@ from rxlab.kernel.state import (
     N_CPUMAP_CNT,
     N_DROP_SLOTS,
     N_RFS_CNT,
+    SD_FIELDS,
     STAGES,
     ArfsState,
     CpumapState,
@@ -416,24 +417,15 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
     )
     z = lambda dt=I64: np.zeros(ncpu, dt)  # noqa: E731
     sd = SoftnetData(
+        cpu=np.zeros((len(SD_FIELDS), ncpu), I64),
         bl_flow=np.zeros((ncpu, bl_cap), np.int32), bl_tarr=np.zeros((ncpu, bl_cap), I64),
         bl_seq=np.zeros((ncpu, bl_cap), I64), bl_len=np.zeros((ncpu, bl_cap), np.int32),
         bl_stamp=np.zeros((ncpu, bl_cap), I64), bl_src=np.zeros((ncpu, bl_cap), np.int16),
-        bl_head=z(), bl_proc=z(), bl_tail=z(), bl_sched=z(np.int8),
-        input_queue_head=z(), input_queue_tail=z(),
-        poll_list=np.zeros((ncpu, lists), I64), pl_n=z(),
-        local_list=np.zeros((ncpu, lists), I64), ll_pos=z(), ll_n=z(),
-        repoll=np.zeros((ncpu, lists), I64), rp_n=z(),
-        rps_ipi_list=np.zeros((ncpu, ncpu), I64), ipi_n=z(),
-        softirq_pending=z(np.int8), in_rx_action=z(np.int8), budget=z(), time_limit_j=z(),
-        hs_active=z(np.int8), hs_end_j=z(), hs_restart=z(), ksoftirqd=z(np.int8),
-        ks_vrt=z(), app_vrt=z(), ev_pending=z(np.int8), seg_kind=z(np.int8), seg_arg=z(),
-        seg_work=z(), seg_ctx=z(np.int8), irq_debt=z(), sys_debt=z(), rr=z(),
-        fl_on=np.array([c in fl_cpus for c in range(ncpu)], np.int8),
-        fl_history=np.zeros((ncpu, hist), I64), fl_head=z(),
-        fl_buckets=np.zeros((ncpu, tl), I64),
-        processed=z(), dropped=z(), time_squeeze=z(), received_rps=z(), flow_limit_count=z(),
+        poll_list=np.zeros((ncpu, lists), I64), local_list=np.zeros((ncpu, lists), I64),
+        repoll=np.zeros((ncpu, lists), I64), rps_ipi_list=np.zeros((ncpu, ncpu), I64),
+        fl_history=np.zeros((ncpu, hist), I64), fl_buckets=np.zeros((ncpu, tl), I64),
     )
+    sd.fl_on[:] = [c in fl_cpus for c in range(ncpu)]
     total = int(sock_off[-1]) or 1
     nflows = len(fl)
     so = SockState(

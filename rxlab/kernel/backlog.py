@@ -16,7 +16,22 @@ from rxlab.engine.core import PRIO_HARDIRQ, schedule
 from rxlab.kernel.accounting import cost, drop
 from rxlab.kernel.flow_limit import skb_flow_limit
 from rxlab.kernel.socket import netif_receive_skb_core
-from rxlab.kernel.state import C_IPI_LATENCY, DROP_BACKLOG, DROP_FLOW_LIMIT, U32
+from rxlab.kernel.state import (
+    C_IPI_LATENCY,
+    DROP_BACKLOG,
+    DROP_FLOW_LIMIT,
+    SD_BL_HEAD,
+    SD_BL_PROC,
+    SD_BL_SCHED,
+    SD_BL_TAIL,
+    SD_DROPPED,
+    SD_INPUT_QUEUE_HEAD,
+    SD_INPUT_QUEUE_TAIL,
+    SD_IPI_N,
+    SD_PL_N,
+    SD_SOFTIRQ_PENDING,
+    U32,
+)
 
 EV_IPI = 3  # event kind: an RPS IPI reaches its target CPU (handled in rx_loop)
 
@@ -25,9 +40,9 @@ EV_IPI = 3  # event kind: an RPS IPI reaches its target CPU (handled in rx_loop)
 def napi_list_add(s, c, napi):
     """____napi_schedule: append a NAPI to sd->poll_list and raise NET_RX_SOFTIRQ."""
     sd = s.sd
-    sd.poll_list[c, sd.pl_n[c]] = napi
-    sd.pl_n[c] += 1
-    sd.softirq_pending[c] = 1
+    sd.poll_list[c, sd.cpu[SD_PL_N, c]] = napi
+    sd.cpu[SD_PL_N, c] += 1
+    sd.cpu[SD_SOFTIRQ_PENDING, c] = 1
 
 
 @njit(**JIT_STATE)
@@ -37,38 +52,39 @@ def napi_schedule_rps(s, this_cpu, target):
     if target == this_cpu:
         napi_list_add(s, this_cpu, p.nq + target)
     else:
-        sd.rps_ipi_list[this_cpu, sd.ipi_n[this_cpu]] = target
-        sd.ipi_n[this_cpu] += 1
+        sd.rps_ipi_list[this_cpu, sd.cpu[SD_IPI_N, this_cpu]] = target
+        sd.cpu[SD_IPI_N, this_cpu] += 1
 
 
 @njit(**JIT_STATE)
 def enqueue_to_backlog(s, this_cpu, cpu, skb_hash, f, tarr, seq, length, t):
     """Queue a packet on CPU ``cpu``'s backlog; returns True if queued, False if dropped."""
     p, sd = s.p, s.sd
-    qlen = sd.bl_tail[cpu] - sd.bl_proc[cpu]  # input_pkt_queue length (lockless read)
+    # input_pkt_queue length (lockless read)
+    qlen = sd.cpu[SD_BL_TAIL, cpu] - sd.cpu[SD_BL_PROC, cpu]
     if qlen > p.max_backlog:
-        sd.dropped[cpu] += 1
+        sd.cpu[SD_DROPPED, cpu] += 1
         drop(s, DROP_BACKLOG, t)
         return False
     if skb_flow_limit(s, this_cpu, skb_hash, qlen):
-        sd.dropped[cpu] += 1
+        sd.cpu[SD_DROPPED, cpu] += 1
         drop(s, DROP_FLOW_LIMIT, t)
         return False
-    if qlen == 0 and sd.bl_sched[cpu] == 0:
-        sd.bl_sched[cpu] = 1  # __test_and_set_bit(NAPI_STATE_SCHED)
+    if qlen == 0 and sd.cpu[SD_BL_SCHED, cpu] == 0:
+        sd.cpu[SD_BL_SCHED, cpu] = 1  # __test_and_set_bit(NAPI_STATE_SCHED)
         napi_schedule_rps(s, this_cpu, cpu)
-    slot = sd.bl_tail[cpu] & p.bl_mask
+    slot = sd.cpu[SD_BL_TAIL, cpu] & p.bl_mask
     sd.bl_flow[cpu, slot] = f
     sd.bl_tarr[cpu, slot] = tarr
     sd.bl_seq[cpu, slot] = seq
     sd.bl_len[cpu, slot] = length
     sd.bl_stamp[cpu, slot] = t
     sd.bl_src[cpu, slot] = this_cpu
-    sd.bl_tail[cpu] += 1
-    sd.input_queue_tail[cpu] = (sd.input_queue_tail[cpu] + 1) & U32
+    sd.cpu[SD_BL_TAIL, cpu] += 1
+    sd.cpu[SD_INPUT_QUEUE_TAIL, cpu] = (sd.cpu[SD_INPUT_QUEUE_TAIL, cpu] + 1) & U32
     rf = s.rf
     if rf.out[0] >= 0:  # *qtail = ++sd->input_queue_tail into the chosen rflow
-        rf.dev_last_qtail[rf.out[0], rf.out[1]] = sd.input_queue_tail[cpu]
+        rf.dev_last_qtail[rf.out[0], rf.out[1]] = sd.cpu[SD_INPUT_QUEUE_TAIL, cpu]
     return True
 
 
@@ -78,9 +94,9 @@ def process_backlog(s, c, t, quota):
     p, sd, ev = s.p, s.sd, s.ev
     work = 0
     while True:
-        while sd.bl_head[c] < sd.bl_proc[c]:
-            slot = sd.bl_head[c] & p.bl_mask
-            sd.bl_head[c] += 1
+        while sd.cpu[SD_BL_HEAD, c] < sd.cpu[SD_BL_PROC, c]:
+            slot = sd.cpu[SD_BL_HEAD, c] & p.bl_mask
+            sd.cpu[SD_BL_HEAD, c] += 1
             t = netif_receive_skb_core(s, c, sd.bl_src[c, slot], sd.bl_flow[c, slot],
                 sd.bl_tarr[c, slot], sd.bl_seq[c, slot], sd.bl_len[c, slot], t,
             )
@@ -88,23 +104,23 @@ def process_backlog(s, c, t, quota):
             if work >= quota:
                 # input_queue_head advances once per call (v6.10+); with atomic
                 # segments this equals the older per-packet update at segment end
-                sd.input_queue_head[c] = (sd.input_queue_head[c] + work) & U32
+                sd.cpu[SD_INPUT_QUEUE_HEAD, c] = (sd.cpu[SD_INPUT_QUEUE_HEAD, c] + work) & U32
                 return work, t
         # splice the visible part of input_pkt_queue behind process_queue
-        k = sd.bl_proc[c]
-        while k < sd.bl_tail[c] and sd.bl_stamp[c, k & p.bl_mask] <= t:
+        k = sd.cpu[SD_BL_PROC, c]
+        while k < sd.cpu[SD_BL_TAIL, c] and sd.bl_stamp[c, k & p.bl_mask] <= t:
             k += 1
-        if k == sd.bl_proc[c]:
-            sd.bl_sched[c] = 0  # queue empty: napi completes, SCHED cleared
-            if sd.bl_tail[c] > k:
+        if k == sd.cpu[SD_BL_PROC, c]:
+            sd.cpu[SD_BL_SCHED, c] = 0  # queue empty: napi completes, SCHED cleared
+            if sd.cpu[SD_BL_TAIL, c] > k:
                 # packets enqueued later in simulated time found the queue empty and
                 # not scheduled: their enqueuer IPIs this CPU (approximated at stamp)
-                sd.bl_sched[c] = 1
+                sd.cpu[SD_BL_SCHED, c] = 1
                 stamp = sd.bl_stamp[c, k & p.bl_mask]
                 schedule(ev, max(stamp + cost(s, C_IPI_LATENCY), t), PRIO_HARDIRQ,
                          EV_IPI, c)
             break
-        sd.bl_proc[c] = k
+        sd.cpu[SD_BL_PROC, c] = k
     if work:
-        sd.input_queue_head[c] = (sd.input_queue_head[c] + work) & U32
+        sd.cpu[SD_INPUT_QUEUE_HEAD, c] = (sd.cpu[SD_INPUT_QUEUE_HEAD, c] + work) & U32
     return work, t

@@ -21,6 +21,21 @@ from rxlab.kernel.state import (
     C_IPI_SEND,
     C_NAPI_POLL,
     C_RPS_ENQUEUE,
+    SD_BUDGET,
+    SD_HS_ACTIVE,
+    SD_HS_END_J,
+    SD_HS_RESTART,
+    SD_IN_RX_ACTION,
+    SD_IPI_N,
+    SD_KSOFTIRQD,
+    SD_LL_N,
+    SD_LL_POS,
+    SD_PL_N,
+    SD_RP_N,
+    SD_SEG_WORK,
+    SD_SOFTIRQ_PENDING,
+    SD_TIME_LIMIT_J,
+    SD_TIME_SQUEEZE,
     T_KSOFTIRQD,
     T_SOFTIRQ,
     TH_RUNNABLE,
@@ -92,11 +107,11 @@ def thread_runnable(s, c):
 def net_rps_send_ipi(s, c, t):
     """Send the IPIs queued on CPU c's rps_ipi_list; returns the time after sending."""
     sd, ev = s.sd, s.ev
-    for k in range(sd.ipi_n[c]):
+    for k in range(sd.cpu[SD_IPI_N, c]):
         t += cost(s, C_IPI_SEND)
         schedule(ev, t + cost(s, C_IPI_LATENCY), PRIO_HARDIRQ, EV_IPI,
                  sd.rps_ipi_list[c, k])
-    sd.ipi_n[c] = 0
+    sd.cpu[SD_IPI_N, c] = 0
     return t
 
 
@@ -104,12 +119,12 @@ def net_rps_send_ipi(s, c, t):
 def _take_poll_list(s, c):
     """list_splice_init(&sd->poll_list, &list): net_rx_action's private list."""
     sd = s.sd
-    n = sd.pl_n[c]
+    n = sd.cpu[SD_PL_N, c]
     for k in range(n):
         sd.local_list[c, k] = sd.poll_list[c, k]
-    sd.ll_pos[c] = 0
-    sd.ll_n[c] = n
-    sd.pl_n[c] = 0
+    sd.cpu[SD_LL_POS, c] = 0
+    sd.cpu[SD_LL_N, c] = n
+    sd.cpu[SD_PL_N, c] = 0
 
 
 @njit(**JIT_STATE)
@@ -119,30 +134,30 @@ def net_rx_action_step(s, c, t):
     Returns (segment end time, napi id); napi id -1 means net_rx_action returned.
     """
     p, sd = s.p, s.sd
-    if not sd.in_rx_action[c]:
-        if not sd.hs_active[c] and not sd.ksoftirqd[c]:
+    if not sd.cpu[SD_IN_RX_ACTION, c]:
+        if not sd.cpu[SD_HS_ACTIVE, c] and not sd.cpu[SD_KSOFTIRQD, c]:
             # handle_softirqs(): restart window of MAX_SOFTIRQ_TIME and 10 restarts
-            sd.hs_active[c] = 1
-            sd.hs_end_j[c] = jiffies(s, t) + p.max_softirq_jiffies
-            sd.hs_restart[c] = 10
-        sd.in_rx_action[c] = 1
-        sd.softirq_pending[c] = 0
-        sd.budget[c] = p.netdev_budget
-        sd.time_limit_j[c] = jiffies(s, t) + p.budget_jiffies
+            sd.cpu[SD_HS_ACTIVE, c] = 1
+            sd.cpu[SD_HS_END_J, c] = jiffies(s, t) + p.max_softirq_jiffies
+            sd.cpu[SD_HS_RESTART, c] = 10
+        sd.cpu[SD_IN_RX_ACTION, c] = 1
+        sd.cpu[SD_SOFTIRQ_PENDING, c] = 0
+        sd.cpu[SD_BUDGET, c] = p.netdev_budget
+        sd.cpu[SD_TIME_LIMIT_J, c] = jiffies(s, t) + p.budget_jiffies
         _take_poll_list(s, c)
-    while sd.ll_pos[c] >= sd.ll_n[c]:
-        if sd.rp_n[c] == 0 and sd.pl_n[c] > 0:
+    while sd.cpu[SD_LL_POS, c] >= sd.cpu[SD_LL_N, c]:
+        if sd.cpu[SD_RP_N, c] == 0 and sd.cpu[SD_PL_N, c] > 0:
             _take_poll_list(s, c)  # the poll list was refilled meanwhile: goto start
             continue
         return finish_rx_action(s, c, t), -1
-    napi = sd.local_list[c, sd.ll_pos[c]]
-    sd.ll_pos[c] += 1
+    napi = sd.local_list[c, sd.cpu[SD_LL_POS, c]]
+    sd.cpu[SD_LL_POS, c] += 1
     t += cost(s, C_NAPI_POLL)
     if napi < p.nq:
         work, t = driver_poll(s, c, napi, t)
     else:
         work, t = process_backlog(s, c, t, p.dev_rx_weight)
-    sd.seg_work[c] = work
+    sd.cpu[SD_SEG_WORK, c] = work
     return t, napi
 
 
@@ -150,11 +165,11 @@ def net_rx_action_step(s, c, t):
 def napi_segment_end(s, c, napi, t):
     """What net_rx_action does after __napi_poll returned ``seg_work`` packets."""
     p, nic, sd, ev = s.p, s.nic, s.sd, s.ev
-    work = sd.seg_work[c]
+    work = sd.cpu[SD_SEG_WORK, c]
     weight = p.napi_weight if napi < p.nq else p.dev_rx_weight
     if work >= weight:
-        sd.repoll[c, sd.rp_n[c]] = napi  # still owned: polled again next round
-        sd.rp_n[c] += 1
+        sd.repoll[c, sd.cpu[SD_RP_N, c]] = napi  # still owned: polled again next round
+        sd.cpu[SD_RP_N, c] += 1
     elif napi < p.nq:
         # napi_complete_done: interrupts re-enabled; descriptors that arrived during the
         # poll raise the interrupt again at once
@@ -162,9 +177,9 @@ def napi_segment_end(s, c, napi, t):
         if nic.ring_tail[napi] > nic.ring_head[napi]:
             nic.napi_sched[napi] = 1
             schedule(ev, t + p.irq_delay_ns, PRIO_HARDIRQ, EV_IRQ, napi)
-    sd.budget[c] -= work
-    if sd.budget[c] <= 0 or jiffies(s, t) >= sd.time_limit_j[c]:
-        sd.time_squeeze[c] += 1
+    sd.cpu[SD_BUDGET, c] -= work
+    if sd.cpu[SD_BUDGET, c] <= 0 or jiffies(s, t) >= sd.cpu[SD_TIME_LIMIT_J, c]:
+        sd.cpu[SD_TIME_SQUEEZE, c] += 1
         return finish_rx_action(s, c, t)
     return t
 
@@ -176,42 +191,42 @@ def finish_rx_action(s, c, t):
     # remaining = rest of our list + newly scheduled + repoll, in that order; built in
     # place: the rest of our list moves to the front of local_list first
     n = 0
-    for k in range(sd.ll_pos[c], sd.ll_n[c]):
+    for k in range(sd.cpu[SD_LL_POS, c], sd.cpu[SD_LL_N, c]):
         sd.local_list[c, n] = sd.local_list[c, k]
         n += 1
-    for k in range(sd.pl_n[c]):
+    for k in range(sd.cpu[SD_PL_N, c]):
         sd.local_list[c, n] = sd.poll_list[c, k]
         n += 1
-    for k in range(sd.rp_n[c]):
+    for k in range(sd.cpu[SD_RP_N, c]):
         sd.local_list[c, n] = sd.repoll[c, k]
         n += 1
     for k in range(n):
         sd.poll_list[c, k] = sd.local_list[c, k]
-    sd.pl_n[c] = n
-    sd.ll_n[c] = 0
-    sd.ll_pos[c] = 0
-    sd.rp_n[c] = 0
-    sd.in_rx_action[c] = 0
+    sd.cpu[SD_PL_N, c] = n
+    sd.cpu[SD_LL_N, c] = 0
+    sd.cpu[SD_LL_POS, c] = 0
+    sd.cpu[SD_RP_N, c] = 0
+    sd.cpu[SD_IN_RX_ACTION, c] = 0
     t = net_rps_send_ipi(s, c, t)
     if n > 0:
-        sd.softirq_pending[c] = 1
-        if sd.hs_active[c]:
-            sd.hs_restart[c] -= 1
+        sd.cpu[SD_SOFTIRQ_PENDING, c] = 1
+        if sd.cpu[SD_HS_ACTIVE, c]:
+            sd.cpu[SD_HS_RESTART, c] -= 1
             if (
-                jiffies(s, t) >= sd.hs_end_j[c]
-                or sd.hs_restart[c] <= 0
+                jiffies(s, t) >= sd.cpu[SD_HS_END_J, c]
+                or sd.cpu[SD_HS_RESTART, c] <= 0
                 or thread_runnable(s, c)  # need_resched()
             ):
-                sd.hs_active[c] = 0
-                sd.ksoftirqd[c] = 1  # wakeup_softirqd()
+                sd.cpu[SD_HS_ACTIVE, c] = 0
+                sd.cpu[SD_KSOFTIRQD, c] = 1  # wakeup_softirqd()
     else:
-        sd.softirq_pending[c] = 0
-        sd.hs_active[c] = 0
-        sd.ksoftirqd[c] = 0  # nothing left: ksoftirqd goes back to sleep
+        sd.cpu[SD_SOFTIRQ_PENDING, c] = 0
+        sd.cpu[SD_HS_ACTIVE, c] = 0
+        sd.cpu[SD_KSOFTIRQD, c] = 0  # nothing left: ksoftirqd goes back to sleep
     return t
 
 
 @njit(**JIT_STATE)
 def softirq_context(s, c):
     sd = s.sd
-    return T_KSOFTIRQD if sd.ksoftirqd[c] else T_SOFTIRQ
+    return T_KSOFTIRQD if sd.cpu[SD_KSOFTIRQD, c] else T_SOFTIRQ

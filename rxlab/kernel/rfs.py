@@ -11,7 +11,12 @@ from rxlab.config import JIT_STATE, JIT_STATE_OUTLINE
 from rxlab.kernel.accounting import cost
 from rxlab.kernel.constants import RPS_NO_FILTER
 from rxlab.kernel.hashfn import hash_32, s32_diff
-from rxlab.kernel.state import C_ARFS_STEER, RFS_ARFS_CALLS, U32
+from rxlab.kernel.state import (
+    C_ARFS_STEER,
+    RFS_ARFS_CALLS,
+    SD_INPUT_QUEUE_HEAD,
+    U32,
+)
 from rxlab.nic.arfs_steer import ndo_rx_flow_steer
 
 
@@ -31,7 +36,7 @@ def rps_flow_is_active(s, q, slot, cpu):
         return False
     log = s.rf.dev_log[q]
     limit = (10 << log) if s.p.rfs_hash32 else 10 * ((1 << log) - 1)
-    return s32_diff(s.sd.input_queue_head[cpu], s.rf.dev_last_qtail[q, slot]) < limit
+    return s32_diff(s.sd.cpu[SD_INPUT_QUEUE_HEAD, cpu], s.rf.dev_last_qtail[q, slot]) < limit
 
 
 @njit(**JIT_STATE)
@@ -80,7 +85,7 @@ def set_rps_cpu(s, q, slot, next_cpu, skb_hash, f, t):
                         rf.dev_hash[rq, rs] = skb_hash
                         if old_filter == rc:
                             rf.dev_filter[q, slot] = RPS_NO_FILTER
-        rf.dev_last_qtail[rq, rs] = sd.input_queue_head[next_cpu]
+        rf.dev_last_qtail[rq, rs] = sd.cpu[SD_INPUT_QUEUE_HEAD, next_cpu]
     rf.dev_cpu[rq, rs] = next_cpu
     return rq, rs
 

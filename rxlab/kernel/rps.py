@@ -10,7 +10,13 @@ from numba import njit
 from rxlab.config import JIT_STATE
 from rxlab.kernel.hashfn import reciprocal_scale, s32_diff
 from rxlab.kernel.rfs import rfs_slot, set_rps_cpu
-from rxlab.kernel.state import RFS_HELD, RFS_MOVES, RFS_STEERED, U32
+from rxlab.kernel.state import (
+    RFS_HELD,
+    RFS_MOVES,
+    RFS_STEERED,
+    SD_INPUT_QUEUE_HEAD,
+    U32,
+)
 
 
 @njit(**JIT_STATE)
@@ -40,7 +46,7 @@ def get_rps_cpu(s, rxq, skb_hash, f, t):
             rs = slot
             if tcpu != next_cpu:
                 # move only once the old CPU has dequeued this flow's last packet
-                if tcpu >= p.ncpu or s32_diff(sd.input_queue_head[tcpu],
+                if tcpu >= p.ncpu or s32_diff(sd.cpu[SD_INPUT_QUEUE_HEAD, tcpu],
                                               rf.dev_last_qtail[rxq, slot]) >= 0:
                     if tcpu < p.ncpu:
                         rf.cnt[RFS_MOVES] += 1

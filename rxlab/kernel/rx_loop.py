@@ -36,6 +36,20 @@ from rxlab.kernel.state import (
     CNT_OFFERED,
     DROP_NIC_OVERRUN,
     DROP_RING_FULL,
+    SD_APP_VRT,
+    SD_EV_PENDING,
+    SD_IN_RX_ACTION,
+    SD_IPI_N,
+    SD_IRQ_DEBT,
+    SD_KS_VRT,
+    SD_KSOFTIRQD,
+    SD_RECEIVED_RPS,
+    SD_RR,
+    SD_SEG_ARG,
+    SD_SEG_CTX,
+    SD_SEG_KIND,
+    SD_SOFTIRQ_PENDING,
+    SD_SYS_DEBT,
     SEG_APP,
     SEG_CPUMAP,
     SEG_NAPI,
@@ -94,8 +108,8 @@ def shape(t_gen, length, link_ps_per_byte, svc_ns, fifo, port_state, t_nic, over
 def kick_cpu(s, c, t):
     """Make sure CPU c will dispatch at t (it is idle: no segment, no pending event)."""
     sd, ev = s.sd, s.ev
-    if sd.ev_pending[c] == 0:
-        sd.ev_pending[c] = 1
+    if sd.cpu[SD_EV_PENDING, c] == 0:
+        sd.cpu[SD_EV_PENDING, c] = 1
         schedule(ev, t, PRIO_CPU, EV_CPU, c)
 
 
@@ -154,18 +168,18 @@ def netif_rx(s, q, f, length, t, seq):
     p, nic, sd = s.p, s.nic, s.sd
     c = p.irq_cpu[q]
     nic.q_packets[q] += 1
-    sd.irq_debt[c] += cost(s, C_DRIVER_RX)
+    sd.cpu[SD_IRQ_DEBT, c] += cost(s, C_DRIVER_RX)
     cpu = c
     s.rf.out[0] = -1
     if p.rps_needed:
         cpu = get_rps_cpu(s, q, p.flow_hash[f], f, t)
-        sd.irq_debt[c] += s.rf.out[2]
+        sd.cpu[SD_IRQ_DEBT, c] += s.rf.out[2]
         if cpu < 0:
             cpu = c
         else:
-            sd.irq_debt[c] += cost(s, C_RPS_ENQUEUE)
+            sd.cpu[SD_IRQ_DEBT, c] += cost(s, C_RPS_ENQUEUE)
     enqueue_to_backlog(s, c, cpu, p.flow_hash[f], f, t, seq, length, t)
-    if sd.ipi_n[c] > 0:
+    if sd.cpu[SD_IPI_N, c] > 0:
         net_rps_send_ipi(s, c, t)  # simplification: sent at once, not at softirq end
     kick_cpu(s, c, t)  # charges the receive work now, runs the softirq if one is pending
 
@@ -174,11 +188,11 @@ def netif_rx(s, q, f, length, t, seq):
 def interrupt(s, c, napi, irq_cost, t):
     """Hard interrupt on CPU c that schedules a NAPI and raises NET_RX_SOFTIRQ."""
     p, sd = s.p, s.sd
-    sd.irq_debt[c] += irq_cost
+    sd.cpu[SD_IRQ_DEBT, c] += irq_cost
     napi_list_add(s, c, napi)
-    if sd.ksoftirqd[c] and not p.ksoftirqd_defers:
+    if sd.cpu[SD_KSOFTIRQD, c] and not p.ksoftirqd_defers:
         # since v6.5 irq_exit runs pending softirqs inline even while ksoftirqd is awake
-        sd.ksoftirqd[c] = 0
+        sd.cpu[SD_KSOFTIRQD, c] = 0
     kick_cpu(s, c, t)
 
 
@@ -186,73 +200,73 @@ def interrupt(s, c, napi, irq_cost, t):
 def dispatch(s, c, t):
     """CPU c finished its segment at t: bookkeeping, then start the next segment."""
     sd, so, ev = s.sd, s.so, s.ev
-    sd.ev_pending[c] = 0
-    kind = sd.seg_kind[c]
-    sd.seg_kind[c] = SEG_NONE
+    sd.cpu[SD_EV_PENDING, c] = 0
+    kind = sd.cpu[SD_SEG_KIND, c]
+    sd.cpu[SD_SEG_KIND, c] = SEG_NONE
     if kind == SEG_NAPI:
         t0 = t
-        ctx = sd.seg_ctx[c]
-        t = napi_segment_end(s, c, sd.seg_arg[c], t)
+        ctx = sd.cpu[SD_SEG_CTX, c]
+        t = napi_segment_end(s, c, sd.cpu[SD_SEG_ARG, c], t)
         account(s, c, ctx, t0, t)
     elif kind == SEG_APP:
-        app_after_read(s, sd.seg_arg[c], t)
+        app_after_read(s, sd.cpu[SD_SEG_ARG, c], t)
     elif kind == SEG_CPUMAP:
-        cpumap_after_batch(s, sd.seg_arg[c], t)
-    if sd.irq_debt[c] > 0:
-        account(s, c, T_HARDIRQ, t, t + sd.irq_debt[c])
-        t += sd.irq_debt[c]
-        sd.irq_debt[c] = 0
-    if sd.sys_debt[c] > 0:
-        account(s, c, T_SYSTEM, t, t + sd.sys_debt[c])
-        t += sd.sys_debt[c]
-        sd.sys_debt[c] = 0
-    soft = sd.softirq_pending[c] or sd.in_rx_action[c]
+        cpumap_after_batch(s, sd.cpu[SD_SEG_ARG, c], t)
+    if sd.cpu[SD_IRQ_DEBT, c] > 0:
+        account(s, c, T_HARDIRQ, t, t + sd.cpu[SD_IRQ_DEBT, c])
+        t += sd.cpu[SD_IRQ_DEBT, c]
+        sd.cpu[SD_IRQ_DEBT, c] = 0
+    if sd.cpu[SD_SYS_DEBT, c] > 0:
+        account(s, c, T_SYSTEM, t, t + sd.cpu[SD_SYS_DEBT, c])
+        t += sd.cpu[SD_SYS_DEBT, c]
+        sd.cpu[SD_SYS_DEBT, c] = 0
+    soft = sd.cpu[SD_SOFTIRQ_PENDING, c] or sd.cpu[SD_IN_RX_ACTION, c]
     app = has_runnable_thread(s, c)
     kt = kthread_runnable(s, c)
     e = s.p.cm_entry[c]
     # CFS between ksoftirqd, the cpumap kthread and application threads: least runtime
-    vmin = sd.app_vrt[c]
+    vmin = sd.cpu[SD_APP_VRT, c]
     if kt and (not app or s.cm.kt_vrt[e] < vmin):
         vmin = s.cm.kt_vrt[e]
-    if soft and (not sd.ksoftirqd[c] or not (app or kt) or sd.ks_vrt[c] <= vmin):
-        was_ks = sd.ksoftirqd[c]
+    if soft and (not sd.cpu[SD_KSOFTIRQD, c] or not (app or kt) or sd.cpu[SD_KS_VRT, c] <= vmin):
+        was_ks = sd.cpu[SD_KSOFTIRQD, c]
         ctx = softirq_context(s, c)
         t_end, napi = net_rx_action_step(s, c, t)
         account(s, c, ctx, t, t_end)
         if was_ks:
-            sd.ks_vrt[c] += t_end - t
-        if sd.ksoftirqd[c] and not was_ks:
-            sd.ks_vrt[c] = vmin  # a woken thread starts level in CFS
+            sd.cpu[SD_KS_VRT, c] += t_end - t
+        if sd.cpu[SD_KSOFTIRQD, c] and not was_ks:
+            sd.cpu[SD_KS_VRT, c] = vmin  # a woken thread starts level in CFS
         if napi >= 0:
-            sd.seg_kind[c] = SEG_NAPI
-            sd.seg_arg[c] = napi
-            sd.seg_ctx[c] = ctx
-        sd.ev_pending[c] = 1
+            sd.cpu[SD_SEG_KIND, c] = SEG_NAPI
+            sd.cpu[SD_SEG_ARG, c] = napi
+            sd.cpu[SD_SEG_CTX, c] = ctx
+        sd.cpu[SD_EV_PENDING, c] = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
-    elif kt and (not app or s.cm.kt_vrt[e] <= sd.app_vrt[c]):
+    elif kt and (not app or s.cm.kt_vrt[e] <= sd.cpu[SD_APP_VRT, c]):
         t_end = cpumap_kthread_step(s, c, e, t)
         account(s, c, T_SYSTEM, t, t_end)
         s.cm.kt_vrt[e] += t_end - t
-        sd.seg_kind[c] = SEG_CPUMAP
-        sd.seg_arg[c] = e
-        sd.ev_pending[c] = 1
+        sd.cpu[SD_SEG_KIND, c] = SEG_CPUMAP
+        sd.cpu[SD_SEG_ARG, c] = e
+        sd.cpu[SD_EV_PENDING, c] = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
     elif app:
         nth = so.cpu_nthreads[c]
         th = -1
         for k in range(nth):
-            cand = so.cpu_threads[c, (sd.rr[c] + k) % nth]
+            cand = so.cpu_threads[c, (sd.cpu[SD_RR, c] + k) % nth]
             if so.th_state[cand] == TH_RUNNABLE:
                 th = cand
-                sd.rr[c] = (sd.rr[c] + k + 1) % nth
+                sd.cpu[SD_RR, c] = (sd.cpu[SD_RR, c] + k + 1) % nth
                 break
         t_end, n, sys_ns, user_ns = app_read(s, th, t)
         account(s, c, T_SYSTEM, t, t + sys_ns)
         account(s, c, T_USER, t + sys_ns, t_end)
-        sd.app_vrt[c] += t_end - t
-        sd.seg_kind[c] = SEG_APP
-        sd.seg_arg[c] = th
-        sd.ev_pending[c] = 1
+        sd.cpu[SD_APP_VRT, c] += t_end - t
+        sd.cpu[SD_SEG_KIND, c] = SEG_APP
+        sd.cpu[SD_SEG_ARG, c] = th
+        sd.cpu[SD_EV_PENDING, c] = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
     # else: idle until an interrupt, IPI or wake-up kicks it
 
@@ -264,7 +278,7 @@ def charge_system(s, t, ns):
     Simplification: the unbound kworker is charged to CPU 0, after its current segment.
     """
     if ns > 0:
-        s.sd.sys_debt[0] += ns
+        s.sd.cpu[SD_SYS_DEBT, 0] += ns
         kick_cpu(s, 0, t)
 
 
@@ -310,7 +324,7 @@ def handle_event(s, t, kind, arg):
         c = p.irq_cpu[arg]
         interrupt(s, c, arg, cost(s, C_HARDIRQ), t)
     elif kind == EV_IPI:
-        sd.received_rps[arg] += 1  # rps_trigger_softirq on the target
+        sd.cpu[SD_RECEIVED_RPS, arg] += 1  # rps_trigger_softirq on the target
         interrupt(s, arg, p.nq + arg, cost(s, C_IPI_RECV), t)
     elif kind == EV_WAKE:
         if so.th_state[arg] == TH_WAKING:
@@ -325,7 +339,7 @@ def handle_event(s, t, kind, arg):
         if s.cm.kt_state[arg] == TH_WAKING:
             c = p.cm_cpu[arg]
             s.cm.kt_state[arg] = TH_RUNNABLE
-            s.cm.kt_vrt[arg] = max(s.cm.kt_vrt[arg], sd.app_vrt[c])  # CFS placement
+            s.cm.kt_vrt[arg] = max(s.cm.kt_vrt[arg], sd.cpu[SD_APP_VRT, c])  # CFS placement
             kick_cpu(s, c, t)
     elif kind == EV_ARFS_TIMER:
         charge_system(s, t, arfs_expire_scan(s, t) + arfs_program_pending(s, t))

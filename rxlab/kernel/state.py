@@ -256,63 +256,74 @@ class NicState(NamedTuple):
     q_polls: np.ndarray  # int64[nq]
 
 
-class SoftnetData(NamedTuple):
-    """Per-CPU ``struct softnet_data`` plus the CPU's scheduling state."""
-
+# Per-CPU scalars of ``struct softnet_data`` and the CPU's scheduling state: one row each
+# of SoftnetData.cpu (int64[len(SD_FIELDS), ncpu]), so that the compiled loop takes one
+# array where it took 36 (numba passes every array of the state as ~8 flattened values).
+SD_FIELDS = (
     # backlog: one FIFO, [head, proc) = process_queue, [proc, tail) = input_pkt_queue
+    "bl_head", "bl_proc", "bl_tail",
+    "bl_sched",  # backlog NAPI_STATE_SCHED
+    "input_queue_head", "input_queue_tail",  # u32 values
+    # NAPI lists (napi id: rx queue q, or nq + cpu for the backlog): lengths, positions
+    "pl_n", "ll_pos", "ll_n", "rp_n", "ipi_n",
+    # net_rx_action / handle_softirqs state
+    "softirq_pending", "in_rx_action", "budget",
+    "time_limit_j",  # jiffies
+    "hs_active",  # inside handle_softirqs (inline)
+    "hs_end_j", "hs_restart",
+    "ksoftirqd",  # softirq work deferred to ksoftirqd/<cpu>
+    "ks_vrt",  # ksoftirqd runtime (CFS share against threads)
+    "app_vrt",
+    # the segment the CPU is running
+    "ev_pending",  # a PRIO_CPU event is in the calendar
+    "seg_kind",
+    "seg_arg",  # napi id or thread
+    "seg_work",
+    "seg_ctx",  # T_SOFTIRQ or T_KSOFTIRQD for NAPI segments
+    "irq_debt",  # hardirq time taken while a segment ran
+    "sys_debt",  # kworker time (aRFS filter programming)
+    "rr",  # round-robin position over the CPU's threads
+    # flow limit (struct sd_flow_limit)
+    "fl_on", "fl_head",
+    # softnet_stat counters
+    "processed", "dropped", "time_squeeze", "received_rps", "flow_limit_count",
+)
+(
+    SD_BL_HEAD, SD_BL_PROC, SD_BL_TAIL, SD_BL_SCHED, SD_INPUT_QUEUE_HEAD,
+    SD_INPUT_QUEUE_TAIL, SD_PL_N, SD_LL_POS, SD_LL_N, SD_RP_N, SD_IPI_N,
+    SD_SOFTIRQ_PENDING, SD_IN_RX_ACTION, SD_BUDGET, SD_TIME_LIMIT_J, SD_HS_ACTIVE,
+    SD_HS_END_J, SD_HS_RESTART, SD_KSOFTIRQD, SD_KS_VRT, SD_APP_VRT, SD_EV_PENDING,
+    SD_SEG_KIND, SD_SEG_ARG, SD_SEG_WORK, SD_SEG_CTX, SD_IRQ_DEBT, SD_SYS_DEBT, SD_RR,
+    SD_FL_ON, SD_FL_HEAD, SD_PROCESSED, SD_DROPPED, SD_TIME_SQUEEZE, SD_RECEIVED_RPS,
+    SD_FLOW_LIMIT_COUNT,
+) = range(len(SD_FIELDS))
+
+
+class SoftnetData(NamedTuple):
+    """Per-CPU ``struct softnet_data`` plus the CPU's scheduling state.
+
+    Compiled code reads a per-CPU scalar as ``sd.cpu[SD_<NAME>, c]``; Python reads it by
+    name, ``sd.<name>`` being that row (a view: writes go through).
+    """
+
+    cpu: np.ndarray  # int64[len(SD_FIELDS), ncpu]
     bl_flow: np.ndarray  # int32[ncpu, bl_cap]
     bl_tarr: np.ndarray  # int64
     bl_seq: np.ndarray  # int64
     bl_len: np.ndarray  # int32
     bl_stamp: np.ndarray  # int64: time the enqueue happened
     bl_src: np.ndarray  # int16: CPU that enqueued (for the cross-CPU cost)
-    bl_head: np.ndarray  # int64[ncpu]
-    bl_proc: np.ndarray  # int64[ncpu]
-    bl_tail: np.ndarray  # int64[ncpu]
-    bl_sched: np.ndarray  # int8[ncpu]: backlog NAPI_STATE_SCHED
-    input_queue_head: np.ndarray  # int64[ncpu] (u32 value)
-    input_queue_tail: np.ndarray  # int64[ncpu] (u32 value)
-    # NAPI lists (napi id: rx queue q, or nq + cpu for the backlog)
     poll_list: np.ndarray  # int64[ncpu, L]: sd->poll_list
-    pl_n: np.ndarray  # int64[ncpu]
     local_list: np.ndarray  # int64[ncpu, L]: the list net_rx_action took
-    ll_pos: np.ndarray  # int64[ncpu]
-    ll_n: np.ndarray  # int64[ncpu]
     repoll: np.ndarray  # int64[ncpu, L]
-    rp_n: np.ndarray  # int64[ncpu]
     rps_ipi_list: np.ndarray  # int64[ncpu, ncpu]: targets to IPI at net_rx_action end
-    ipi_n: np.ndarray  # int64[ncpu]
-    # net_rx_action / handle_softirqs state
-    softirq_pending: np.ndarray  # int8[ncpu]
-    in_rx_action: np.ndarray  # int8[ncpu]
-    budget: np.ndarray  # int64[ncpu]
-    time_limit_j: np.ndarray  # int64[ncpu] (jiffies)
-    hs_active: np.ndarray  # int8[ncpu]: inside handle_softirqs (inline)
-    hs_end_j: np.ndarray  # int64[ncpu]
-    hs_restart: np.ndarray  # int64[ncpu]
-    ksoftirqd: np.ndarray  # int8[ncpu]: softirq work deferred to ksoftirqd/<cpu>
-    ks_vrt: np.ndarray  # int64[ncpu]: ksoftirqd runtime (CFS share against threads)
-    app_vrt: np.ndarray  # int64[ncpu]
-    # the segment the CPU is running
-    ev_pending: np.ndarray  # int8[ncpu]: a PRIO_CPU event is in the calendar
-    seg_kind: np.ndarray  # int8[ncpu]
-    seg_arg: np.ndarray  # int64[ncpu]: napi id or thread
-    seg_work: np.ndarray  # int64[ncpu]
-    seg_ctx: np.ndarray  # int8[ncpu]: T_SOFTIRQ or T_KSOFTIRQD for NAPI segments
-    irq_debt: np.ndarray  # int64[ncpu]: hardirq time taken while a segment ran
-    sys_debt: np.ndarray  # int64[ncpu]: kworker time (aRFS filter programming)
-    rr: np.ndarray  # int64[ncpu]: round-robin position over the CPU's threads
-    # flow limit (struct sd_flow_limit)
-    fl_on: np.ndarray  # int8[ncpu]
     fl_history: np.ndarray  # int64[ncpu, history]
-    fl_head: np.ndarray  # int64[ncpu]
     fl_buckets: np.ndarray  # int64[ncpu, table_len]
-    # softnet_stat counters
-    processed: np.ndarray  # int64[ncpu]
-    dropped: np.ndarray
-    time_squeeze: np.ndarray
-    received_rps: np.ndarray
-    flow_limit_count: np.ndarray
+
+
+for _i, _name in enumerate(SD_FIELDS):  # Python-side names for the rows of .cpu
+    setattr(SoftnetData, _name, property(lambda self, i=_i: self.cpu[i]))
+del _i, _name
 
 
 class SockState(NamedTuple):

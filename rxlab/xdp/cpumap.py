@@ -48,6 +48,8 @@ from rxlab.kernel.state import (
     CPU_MAP_BULK_SIZE,
     CPUMAP_BATCH,
     DROP_CPUMAP_FULL,
+    SD_IPI_N,
+    SD_SOFTIRQ_PENDING,
     TH_RUNNABLE,
     TH_SLEEP,
     TH_WAKING,
@@ -198,8 +200,8 @@ def cpumap_kthread_step(s, c, e, t):
         n += 1
     cm.cnt[e, CM_PROCESSED] += n
     cm.cnt[e, CM_BATCHES] += 1
-    if sd.ipi_n[c] > 0:
-        sd.softirq_pending[c] = 1  # RPS raised NET_RX_SOFTIRQ: runs at local_bh_enable
+    if sd.cpu[SD_IPI_N, c] > 0:
+        sd.cpu[SD_SOFTIRQ_PENDING, c] = 1  # RPS raised NET_RX_SOFTIRQ: runs at local_bh_enable
     return t
 
 
