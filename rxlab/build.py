@@ -40,6 +40,7 @@ from rxlab.kernel.state import (
     SockState,
     SoftnetData,
     Stats,
+    make,
 )
 from rxlab.kernel.versions import KernelBehaviour, behaviour
 from rxlab.nic import indirection
@@ -369,7 +370,7 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
     bl_cap = roundup_pow_of_two(2 * (sc.kernel.netdev_max_backlog + 1) + 8)
     lists = nq + 2
 
-    p = Params(
+    p = make(Params,
         ncpu=ncpu, nq=nq, nthreads=nth, ring_size=sc.nic.ring_size,
         napi_weight=sc.nic.napi_weight, dev_rx_weight=sc.kernel.dev_weight,
         netdev_budget=sc.kernel.netdev_budget, budget_jiffies=budget_j,
@@ -407,7 +408,7 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
         sock_xsk_copy=np.array(xsk_copy, np.bool_), sock_fill_bound=np.array(fill_bound, np.bool_),
     )
     R = roundup_pow_of_two(sc.nic.ring_size)
-    nic = NicState(
+    nic = make(NicState,
         ring_flow=np.zeros((nq, R), np.int32), ring_tarr=np.zeros((nq, R), I64),
         ring_seq=np.zeros((nq, R), I64), ring_len=np.zeros((nq, R), np.int32),
         ring_deq=np.zeros((nq, R), I64), ring_tail=np.zeros(nq, I64),
@@ -428,7 +429,7 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
     sd.fl_on[:] = [c in fl_cpus for c in range(ncpu)]
     total = int(sock_off[-1]) or 1
     nflows = len(fl)
-    so = SockState(
+    so = make(SockState,
         so_flow=np.zeros(total, np.int32), so_tarr=np.zeros(total, I64),
         so_seq=np.zeros(total, I64), so_len=np.zeros(total, np.int32),
         so_stamp=np.zeros(total, I64), so_head=np.zeros(nth, I64),
@@ -450,7 +451,7 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
     )
     cap = max(2 * nflows, arfs.capacity) if arfs else 1
     nb = 4 * 256 if arfs_model == 3 else 1024
-    ar = ArfsState(
+    ar = make(ArfsState,
         e_flow=np.zeros(cap, I64), e_flow_id=np.zeros(cap, I64),
         e_fltr_id=np.zeros(cap, I64), e_q=np.zeros(cap, I64),
         e_state=np.full(cap, ARFS_FREE, I64), e_next=np.full(cap, -1, I64),
@@ -463,7 +464,7 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
     ne, nr = len(p.cm_cpu), len(p.xdp_rr_n)
     Q = int(p.cm_qsize.max())
     B = CPU_MAP_BULK_SIZE
-    cm = CpumapState(
+    cm = make(CpumapState,
         bq_n=np.zeros((ncpu, ne), I64), bq_flow=np.zeros((ncpu, ne, B), np.int32),
         bq_tarr=np.zeros((ncpu, ne, B), I64), bq_seq=np.zeros((ncpu, ne, B), I64),
         bq_len=np.zeros((ncpu, ne, B), np.int32), flush_n=z(),

@@ -21,6 +21,11 @@ from rxlab.kernel.state import (
     C_IPI_SEND,
     C_NAPI_POLL,
     C_RPS_ENQUEUE,
+    NQ_NAPI_SCHED,
+    NQ_Q_POLLS,
+    NQ_RING_HEAD,
+    NQ_RING_TAIL,
+    PF_FLOW_HASH,
     SD_BUDGET,
     SD_HS_ACTIVE,
     SD_HS_END_J,
@@ -36,6 +41,7 @@ from rxlab.kernel.state import (
     SD_SOFTIRQ_PENDING,
     SD_TIME_LIMIT_J,
     SD_TIME_SQUEEZE,
+    ST_TH_STATE,
     T_KSOFTIRQD,
     T_SOFTIRQ,
     TH_RUNNABLE,
@@ -57,13 +63,13 @@ def jiffies(s, t):
 def driver_poll(s, c, q, t):
     """The driver's NAPI poll of rx queue q: up to napi_weight descriptors."""
     p, nic = s.p, s.nic
-    nic.q_polls[q] += 1
-    n = min(nic.ring_tail[q] - nic.ring_head[q], p.napi_weight)
+    nic.queue[NQ_Q_POLLS, q] += 1
+    n = min(nic.queue[NQ_RING_TAIL, q] - nic.queue[NQ_RING_HEAD, q], p.napi_weight)
     for _ in range(n):
-        idx = nic.ring_head[q]
+        idx = nic.queue[NQ_RING_HEAD, q]
         slot = idx & p.ring_mask
         nic.ring_deq[q, slot] = t  # the descriptor goes back to the NIC from now on
-        nic.ring_head[q] = idx + 1
+        nic.queue[NQ_RING_HEAD, q] = idx + 1
         f = nic.ring_flow[q, slot]
         tarr = nic.ring_tarr[q, slot]
         seq = nic.ring_seq[q, slot]
@@ -75,12 +81,12 @@ def driver_poll(s, c, q, t):
         t += cost(s, C_DRIVER_RX) + cost(s, C_GRO)
         cpu = -1
         if p.rps_needed:
-            cpu = get_rps_cpu(s, q, p.flow_hash[f], f, t)
+            cpu = get_rps_cpu(s, q, p.flow_i[PF_FLOW_HASH, f], f, t)
             t += s.rf.out[2]
         if cpu >= 0:
             # netif_receive_skb with RPS: always through a backlog, even the local one
             t += cost(s, C_RPS_ENQUEUE)
-            enqueue_to_backlog(s, c, cpu, p.flow_hash[f], f, tarr, seq, length, t)
+            enqueue_to_backlog(s, c, cpu, p.flow_i[PF_FLOW_HASH, f], f, tarr, seq, length, t)
         else:
             t = netif_receive_skb_core(s, c, c, f, tarr, seq, length, t)
     if p.xdp_on:
@@ -92,7 +98,7 @@ def driver_poll(s, c, q, t):
 def has_runnable_thread(s, c):
     so = s.so
     for k in range(so.cpu_nthreads[c]):
-        if so.th_state[so.cpu_threads[c, k]] == TH_RUNNABLE:
+        if so.thread[ST_TH_STATE, so.cpu_threads[c, k]] == TH_RUNNABLE:
             return True
     return False
 
@@ -173,9 +179,9 @@ def napi_segment_end(s, c, napi, t):
     elif napi < p.nq:
         # napi_complete_done: interrupts re-enabled; descriptors that arrived during the
         # poll raise the interrupt again at once
-        nic.napi_sched[napi] = 0
-        if nic.ring_tail[napi] > nic.ring_head[napi]:
-            nic.napi_sched[napi] = 1
+        nic.queue[NQ_NAPI_SCHED, napi] = 0
+        if nic.queue[NQ_RING_TAIL, napi] > nic.queue[NQ_RING_HEAD, napi]:
+            nic.queue[NQ_NAPI_SCHED, napi] = 1
             schedule(ev, t + p.irq_delay_ns, PRIO_HARDIRQ, EV_IRQ, napi)
     sd.cpu[SD_BUDGET, c] -= work
     if sd.cpu[SD_BUDGET, c] <= 0 or jiffies(s, t) >= sd.cpu[SD_TIME_LIMIT_J, c]:

@@ -13,6 +13,7 @@ from rxlab.kernel.constants import RPS_NO_FILTER
 from rxlab.kernel.hashfn import hash_32, s32_diff
 from rxlab.kernel.state import (
     C_ARFS_STEER,
+    PC_CPU_RMAP,
     RFS_ARFS_CALLS,
     SD_INPUT_QUEUE_HEAD,
     U32,
@@ -63,7 +64,7 @@ def set_rps_cpu(s, q, slot, next_cpu, skb_hash, f, t):
     rs = slot
     if next_cpu < p.ncpu:
         if p.arfs_model != 0:
-            rxq_index = p.cpu_rmap[next_cpu]
+            rxq_index = p.cpu_i[PC_CPU_RMAP, next_cpu]
             if rxq_index >= 0 and rxq_index != q and rf.dev_log[rxq_index] > 0:
                 flow_id = rfs_slot(s, skb_hash, rf.dev_log[rxq_index])
                 t_cpu = rf.dev_cpu[rxq_index, flow_id]

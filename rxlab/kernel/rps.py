@@ -11,6 +11,7 @@ from rxlab.config import JIT_STATE
 from rxlab.kernel.hashfn import reciprocal_scale, s32_diff
 from rxlab.kernel.rfs import rfs_slot, set_rps_cpu
 from rxlab.kernel.state import (
+    PQ_RPS_LEN,
     RFS_HELD,
     RFS_MOVES,
     RFS_STEERED,
@@ -30,7 +31,7 @@ def get_rps_cpu(s, rxq, skb_hash, f, t):
     rf.out[0] = -1
     rf.out[1] = -1
     rf.out[2] = 0
-    n = p.rps_len[rxq]
+    n = p.queue_i[PQ_RPS_LEN, rxq]
     log = rf.dev_log[rxq]
     if n == 0 and log == 0:
         return -1  # no map and no flow table: the hash is not even computed

@@ -31,11 +31,29 @@ from rxlab.kernel.state import (
     C_HARDIRQ,
     C_IPI_RECV,
     C_RPS_ENQUEUE,
+    CE_KT_STATE,
+    CE_KT_VRT,
     CNT_BAD_QUEUE,
     CNT_GOOD_QUEUE,
     CNT_OFFERED,
     DROP_NIC_OVERRUN,
     DROP_RING_FULL,
+    NQ_NAPI_SCHED,
+    NQ_Q_DROPS,
+    NQ_Q_PACKETS,
+    NQ_RING_HEAD,
+    NQ_RING_REL,
+    NQ_RING_TAIL,
+    PC_CM_ENTRY,
+    PE_CM_CPU,
+    PF_FLOW_HASH,
+    PF_FLOW_RXQ,
+    PF_FLOW_SOCK,
+    PQ_IRQ_CPU,
+    PS_SOCK_THREAD,
+    PT_MIG_EVERY_NS,
+    PT_MIG_N,
+    PT_MIG_SET_N,
     SD_APP_VRT,
     SD_EV_PENDING,
     SD_IN_RX_ACTION,
@@ -54,6 +72,11 @@ from rxlab.kernel.state import (
     SEG_CPUMAP,
     SEG_NAPI,
     SEG_NONE,
+    SF_FLOW_NEXT_SEQ,
+    ST_TH_MIG_K,
+    ST_TH_MIGRATIONS,
+    ST_TH_STATE,
+    ST_THREAD_CPU,
     T_HARDIRQ,
     T_KSOFTIRQD,
     T_SYSTEM,
@@ -119,41 +142,41 @@ def ingest(s, f, length, t, overrun):
     p, nic, so, st, ev = s.p, s.nic, s.so, s.st, s.ev
     st.cnt[CNT_OFFERED] += 1
     st.ts_pkt[interval_of(s, t), TS_OFFERED] += 1
-    seq = so.flow_next_seq[f]
-    so.flow_next_seq[f] = seq + 1
+    seq = so.flow[SF_FLOW_NEXT_SEQ, f]
+    so.flow[SF_FLOW_NEXT_SEQ, f] = seq + 1
     if overrun:
         drop(s, DROP_NIC_OVERRUN, t)
         return
-    q = p.flow_rxq[f]
+    q = p.flow_i[PF_FLOW_RXQ, f]
     if p.arfs_model != 0 and s.ar.fdir_queue[f] >= 0:
         q = s.ar.fdir_queue[f]  # an aRFS filter for this 5-tuple overrides RSS
-    sk = p.flow_sock[f]
+    sk = p.flow_i[PF_FLOW_SOCK, f]
     if sk >= 0 and t >= p.warmup_ns:
         # good: the queue's interrupt lands where the flow's consumer runs now
-        if p.irq_cpu[q] == so.thread_cpu[p.sock_thread[sk]]:
+        if p.queue_i[PQ_IRQ_CPU, q] == so.thread[ST_THREAD_CPU, p.sock_i[PS_SOCK_THREAD, sk]]:
             st.cnt[CNT_GOOD_QUEUE] += 1
         else:
             st.cnt[CNT_BAD_QUEUE] += 1
     if p.netif_rx:
         netif_rx(s, q, f, length, t, seq)
         return
-    rel = nic.ring_rel[q]
-    while rel < nic.ring_head[q] and nic.ring_deq[q, rel & p.ring_mask] <= t:
+    rel = nic.queue[NQ_RING_REL, q]
+    while rel < nic.queue[NQ_RING_HEAD, q] and nic.ring_deq[q, rel & p.ring_mask] <= t:
         rel += 1  # descriptors the driver has taken by now are free again
-    nic.ring_rel[q] = rel
-    if nic.ring_tail[q] - rel >= p.ring_size:
-        nic.q_drops[q] += 1
+    nic.queue[NQ_RING_REL, q] = rel
+    if nic.queue[NQ_RING_TAIL, q] - rel >= p.ring_size:
+        nic.queue[NQ_Q_DROPS, q] += 1
         drop(s, DROP_RING_FULL, t)
         return
-    slot = nic.ring_tail[q] & p.ring_mask
+    slot = nic.queue[NQ_RING_TAIL, q] & p.ring_mask
     nic.ring_flow[q, slot] = f
     nic.ring_tarr[q, slot] = t
     nic.ring_seq[q, slot] = seq
     nic.ring_len[q, slot] = length
-    nic.ring_tail[q] += 1
-    nic.q_packets[q] += 1
-    if nic.napi_sched[q] == 0:
-        nic.napi_sched[q] = 1  # interrupt raised; masked until napi_complete_done
+    nic.queue[NQ_RING_TAIL, q] += 1
+    nic.queue[NQ_Q_PACKETS, q] += 1
+    if nic.queue[NQ_NAPI_SCHED, q] == 0:
+        nic.queue[NQ_NAPI_SCHED, q] = 1  # interrupt raised; masked until napi_complete_done
         schedule(ev, t + p.irq_delay_ns, 0, EV_IRQ, q)
 
 
@@ -166,19 +189,19 @@ def netif_rx(s, q, f, length, t, seq):
     The per-packet driver work is charged as interrupt time on that CPU.
     """
     p, nic, sd = s.p, s.nic, s.sd
-    c = p.irq_cpu[q]
-    nic.q_packets[q] += 1
+    c = p.queue_i[PQ_IRQ_CPU, q]
+    nic.queue[NQ_Q_PACKETS, q] += 1
     sd.cpu[SD_IRQ_DEBT, c] += cost(s, C_DRIVER_RX)
     cpu = c
     s.rf.out[0] = -1
     if p.rps_needed:
-        cpu = get_rps_cpu(s, q, p.flow_hash[f], f, t)
+        cpu = get_rps_cpu(s, q, p.flow_i[PF_FLOW_HASH, f], f, t)
         sd.cpu[SD_IRQ_DEBT, c] += s.rf.out[2]
         if cpu < 0:
             cpu = c
         else:
             sd.cpu[SD_IRQ_DEBT, c] += cost(s, C_RPS_ENQUEUE)
-    enqueue_to_backlog(s, c, cpu, p.flow_hash[f], f, t, seq, length, t)
+    enqueue_to_backlog(s, c, cpu, p.flow_i[PF_FLOW_HASH, f], f, t, seq, length, t)
     if sd.cpu[SD_IPI_N, c] > 0:
         net_rps_send_ipi(s, c, t)  # simplification: sent at once, not at softirq end
     kick_cpu(s, c, t)  # charges the receive work now, runs the softirq if one is pending
@@ -223,11 +246,11 @@ def dispatch(s, c, t):
     soft = sd.cpu[SD_SOFTIRQ_PENDING, c] or sd.cpu[SD_IN_RX_ACTION, c]
     app = has_runnable_thread(s, c)
     kt = kthread_runnable(s, c)
-    e = s.p.cm_entry[c]
+    e = s.p.cpu_i[PC_CM_ENTRY, c]
     # CFS between ksoftirqd, the cpumap kthread and application threads: least runtime
     vmin = sd.cpu[SD_APP_VRT, c]
-    if kt and (not app or s.cm.kt_vrt[e] < vmin):
-        vmin = s.cm.kt_vrt[e]
+    if kt and (not app or s.cm.entry[CE_KT_VRT, e] < vmin):
+        vmin = s.cm.entry[CE_KT_VRT, e]
     if soft and (not sd.cpu[SD_KSOFTIRQD, c] or not (app or kt) or sd.cpu[SD_KS_VRT, c] <= vmin):
         was_ks = sd.cpu[SD_KSOFTIRQD, c]
         ctx = softirq_context(s, c)
@@ -243,10 +266,10 @@ def dispatch(s, c, t):
             sd.cpu[SD_SEG_CTX, c] = ctx
         sd.cpu[SD_EV_PENDING, c] = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
-    elif kt and (not app or s.cm.kt_vrt[e] <= sd.cpu[SD_APP_VRT, c]):
+    elif kt and (not app or s.cm.entry[CE_KT_VRT, e] <= sd.cpu[SD_APP_VRT, c]):
         t_end = cpumap_kthread_step(s, c, e, t)
         account(s, c, T_SYSTEM, t, t_end)
-        s.cm.kt_vrt[e] += t_end - t
+        s.cm.entry[CE_KT_VRT, e] += t_end - t
         sd.cpu[SD_SEG_KIND, c] = SEG_CPUMAP
         sd.cpu[SD_SEG_ARG, c] = e
         sd.cpu[SD_EV_PENDING, c] = 1
@@ -256,7 +279,7 @@ def dispatch(s, c, t):
         th = -1
         for k in range(nth):
             cand = so.cpu_threads[c, (sd.cpu[SD_RR, c] + k) % nth]
-            if so.th_state[cand] == TH_RUNNABLE:
+            if so.thread[ST_TH_STATE, cand] == TH_RUNNABLE:
                 th = cand
                 sd.cpu[SD_RR, c] = (sd.cpu[SD_RR, c] + k + 1) % nth
                 break
@@ -286,18 +309,18 @@ def charge_system(s, t, ns):
 def migrate_thread(s, th, t):
     """Move a thread to another CPU (an explicit move, or a random one every period)."""
     p, so = s.p, s.so
-    k = so.th_mig_k[th]
+    k = so.thread[ST_TH_MIG_K, th]
     new = -1
-    if k < p.mig_n[th]:
+    if k < p.thread_i[PT_MIG_N, th]:
         new = p.mig_cpu[th, k]
-        so.th_mig_k[th] = k + 1
-        if k + 1 < p.mig_n[th]:
+        so.thread[ST_TH_MIG_K, th] = k + 1
+        if k + 1 < p.thread_i[PT_MIG_N, th]:
             schedule(s.ev, p.mig_t[th, k + 1], PRIO_WAKE, EV_MIGRATE, th)
-    elif p.mig_every_ns[th] > 0:
-        n = p.mig_set_n[th]
+    elif p.thread_i[PT_MIG_EVERY_NS, th] > 0:
+        n = p.thread_i[PT_MIG_SET_N, th]
         new = p.mig_set[th, np.int64(uniform(s.st.rng) * n) % n]
-        schedule(s.ev, t + p.mig_every_ns[th], PRIO_WAKE, EV_MIGRATE, th)
-    old = so.thread_cpu[th]
+        schedule(s.ev, t + p.thread_i[PT_MIG_EVERY_NS, th], PRIO_WAKE, EV_MIGRATE, th)
+    old = so.thread[ST_THREAD_CPU, th]
     if new < 0 or new == old:
         return
     # unlink from the old CPU's list, append to the new one's
@@ -309,9 +332,9 @@ def migrate_thread(s, th, t):
             break
     so.cpu_threads[new, so.cpu_nthreads[new]] = th
     so.cpu_nthreads[new] += 1
-    so.thread_cpu[th] = new
-    so.th_migrations[th] += 1
-    if so.th_state[th] == TH_RUNNABLE:
+    so.thread[ST_THREAD_CPU, th] = new
+    so.thread[ST_TH_MIGRATIONS, th] += 1
+    if so.thread[ST_TH_STATE, th] == TH_RUNNABLE:
         kick_cpu(s, new, t)
 
 
@@ -321,25 +344,26 @@ def handle_event(s, t, kind, arg):
     if kind == EV_CPU:
         dispatch(s, arg, t)
     elif kind == EV_IRQ:
-        c = p.irq_cpu[arg]
+        c = p.queue_i[PQ_IRQ_CPU, arg]
         interrupt(s, c, arg, cost(s, C_HARDIRQ), t)
     elif kind == EV_IPI:
         sd.cpu[SD_RECEIVED_RPS, arg] += 1  # rps_trigger_softirq on the target
         interrupt(s, arg, p.nq + arg, cost(s, C_IPI_RECV), t)
     elif kind == EV_WAKE:
-        if so.th_state[arg] == TH_WAKING:
-            so.th_state[arg] = TH_RUNNABLE
-            kick_cpu(s, so.thread_cpu[arg], t)
+        if so.thread[ST_TH_STATE, arg] == TH_WAKING:
+            so.thread[ST_TH_STATE, arg] = TH_RUNNABLE
+            kick_cpu(s, so.thread[ST_THREAD_CPU, arg], t)
     elif kind == EV_MIGRATE:
         migrate_thread(s, arg, t)
     elif kind == EV_ARFS_SVC:
         s.ar.svc[0] = 0
         charge_system(s, t, arfs_program_pending(s, t))
     elif kind == EV_CPUMAP_WAKE:
-        if s.cm.kt_state[arg] == TH_WAKING:
-            c = p.cm_cpu[arg]
-            s.cm.kt_state[arg] = TH_RUNNABLE
-            s.cm.kt_vrt[arg] = max(s.cm.kt_vrt[arg], sd.cpu[SD_APP_VRT, c])  # CFS placement
+        if s.cm.entry[CE_KT_STATE, arg] == TH_WAKING:
+            c = p.cm_i[PE_CM_CPU, arg]
+            s.cm.entry[CE_KT_STATE, arg] = TH_RUNNABLE
+            # CFS placement
+            s.cm.entry[CE_KT_VRT, arg] = max(s.cm.entry[CE_KT_VRT, arg], sd.cpu[SD_APP_VRT, c])
             kick_cpu(s, c, t)
     elif kind == EV_ARFS_TIMER:
         charge_system(s, t, arfs_expire_scan(s, t) + arfs_program_pending(s, t))

@@ -26,7 +26,25 @@ from rxlab.kernel.state import (
     CNT_SOCKET_IN,
     DROP_NO_SOCKET,
     DROP_SOCKET_RCVBUF,
+    PF_FLOW_HASH,
+    PF_FLOW_SOCK,
+    PS_SOCK_CAP,
+    PS_SOCK_MASK,
+    PS_SOCK_RCVBUF,
+    PS_SOCK_RECORD,
+    PS_SOCK_THREAD,
+    PT_THREAD_BATCH,
+    PT_THREAD_SOCK,
     SD_PROCESSED,
+    SF_FLOW_DELIVERED,
+    SF_FLOW_MAX_SEQ,
+    ST_SO_DROPS,
+    ST_SO_HEAD,
+    ST_SO_RMEM,
+    ST_SO_TAIL,
+    ST_TH_SERVED,
+    ST_TH_STATE,
+    ST_THREAD_CPU,
     TH_RUNNABLE,
     TH_SLEEP,
     TH_WAKING,
@@ -51,13 +69,13 @@ def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t):
     if rx_cpu != c:
         t += cost(s, C_CROSS_CPU)  # skb head and data are cold on this CPU
     t += cost(s, C_STACK_RX)
-    sk = p.flow_sock[f]
+    sk = p.flow_i[PF_FLOW_SOCK, f]
     if sk < 0:
         drop(s, DROP_NO_SOCKET, t)
         return t
-    if (so.so_rmem[sk] > p.sock_rcvbuf[sk]
-            or so.so_tail[sk] - so.so_head[sk] >= p.sock_cap[sk]):
-        so.so_drops[sk] += 1
+    if (so.thread[ST_SO_RMEM, sk] > p.sock_i[PS_SOCK_RCVBUF, sk]
+            or so.thread[ST_SO_TAIL, sk] - so.thread[ST_SO_HEAD, sk] >= p.sock_i[PS_SOCK_CAP, sk]):
+        so.thread[ST_SO_DROPS, sk] += 1
         drop(s, DROP_SOCKET_RCVBUF, t)
         return t
     t += cost(s, C_SOCKET_ENQUEUE)
@@ -69,26 +87,26 @@ def sock_queue_tail(s, sk, f, tarr, seq, length, t):
     """Append to socket sk's queue (room already checked) and wake its reader."""
     p, so, st, ev = s.p, s.so, s.st, s.ev
     ts = truesize(length)
-    slot = p.sock_off[sk] + (so.so_tail[sk] & p.sock_mask[sk])
+    slot = p.sock_off[sk] + (so.thread[ST_SO_TAIL, sk] & p.sock_i[PS_SOCK_MASK, sk])
     so.so_flow[slot] = f
     so.so_tarr[slot] = tarr
     so.so_seq[slot] = seq
     so.so_len[slot] = length
     so.so_stamp[slot] = t
-    so.so_tail[sk] += 1
-    so.so_rmem[sk] += ts
+    so.thread[ST_SO_TAIL, sk] += 1
+    so.thread[ST_SO_RMEM, sk] += ts
     st.cnt[CNT_SOCKET_IN] += 1
     lat = t - tarr
     st.lat_sock[hist_index(lat)] += 1
     st.lat_sum[0] += lat
     st.cnt[CNT_LAT_SOCK_N] += 1
-    if seq < so.flow_max_seq[f]:
+    if seq < so.flow[SF_FLOW_MAX_SEQ, f]:
         st.cnt[CNT_REORDERED] += 1
     else:
-        so.flow_max_seq[f] = seq
-    th = p.sock_thread[sk]
-    if so.th_state[th] == TH_SLEEP:
-        so.th_state[th] = TH_WAKING
+        so.flow[SF_FLOW_MAX_SEQ, f] = seq
+    th = p.sock_i[PS_SOCK_THREAD, sk]
+    if so.thread[ST_TH_STATE, th] == TH_SLEEP:
+        so.thread[ST_TH_STATE, th] = TH_WAKING
         schedule(ev, t + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_WAKE, th)
     return t
 
@@ -100,12 +118,13 @@ def app_read(s, th, t):
     Returns (end time, packets, system ns, user ns).
     """
     p, so, st = s.p, s.so, s.st
-    sk = p.thread_sock[th]
+    sk = p.thread_i[PT_THREAD_SOCK, th]
     n = 0
     sys_ns = np.int64(0)
     user_ns = np.int64(0)
-    while n < p.thread_batch[th] and so.so_head[sk] < so.so_tail[sk]:
-        slot = p.sock_off[sk] + (so.so_head[sk] & p.sock_mask[sk])
+    while (n < p.thread_i[PT_THREAD_BATCH, th]
+           and so.thread[ST_SO_HEAD, sk] < so.thread[ST_SO_TAIL, sk]):
+        slot = p.sock_off[sk] + (so.thread[ST_SO_HEAD, sk] & p.sock_i[PS_SOCK_MASK, sk])
         if so.so_stamp[slot] > t:
             break  # queued by a segment that, in simulated time, has not happened yet
         ds = work_ns(s, p.thread_sys_ns[th])
@@ -113,13 +132,13 @@ def app_read(s, th, t):
         sys_ns += ds
         user_ns += du
         t += ds + du
-        so.so_rmem[sk] -= truesize(so.so_len[slot])
-        so.so_head[sk] += 1
+        so.thread[ST_SO_RMEM, sk] -= truesize(so.so_len[slot])
+        so.thread[ST_SO_HEAD, sk] += 1
         f = so.so_flow[slot]
-        so.flow_delivered[f] += 1
-        if p.sock_record[sk]:
+        so.flow[SF_FLOW_DELIVERED, f] += 1
+        if p.sock_i[PS_SOCK_RECORD, sk]:
             # recvmsg -> sock_rps_record_flow: RFS learns where the consumer runs
-            sock_rps_record_flow(s, p.flow_hash[f], so.thread_cpu[th])
+            sock_rps_record_flow(s, p.flow_i[PF_FLOW_HASH, f], so.thread[ST_THREAD_CPU, th])
         lat = t - so.so_tarr[slot]
         st.lat_app[hist_index(lat)] += 1
         st.lat_sum[1] += lat
@@ -127,7 +146,7 @@ def app_read(s, th, t):
         st.cnt[CNT_DELIVERED] += 1
         st.ts_pkt[interval_of(s, t), TS_DELIVERED] += 1
         n += 1
-    so.th_served[th] += n
+    so.thread[ST_TH_SERVED, th] += n
     return t, n, sys_ns, user_ns
 
 
@@ -135,14 +154,15 @@ def app_read(s, th, t):
 def app_after_read(s, th, t):
     """Thread state after a read: runnable, waking for a queued packet, or asleep."""
     p, so, ev = s.p, s.so, s.ev
-    sk = p.thread_sock[th]
-    if so.so_head[sk] < so.so_tail[sk]:
-        stamp = so.so_stamp[p.sock_off[sk] + (so.so_head[sk] & p.sock_mask[sk])]
+    sk = p.thread_i[PT_THREAD_SOCK, th]
+    if so.thread[ST_SO_HEAD, sk] < so.thread[ST_SO_TAIL, sk]:
+        head = so.thread[ST_SO_HEAD, sk]
+        stamp = so.so_stamp[p.sock_off[sk] + (head & p.sock_i[PS_SOCK_MASK, sk])]
         if stamp <= t:
-            so.th_state[th] = TH_RUNNABLE
+            so.thread[ST_TH_STATE, th] = TH_RUNNABLE
         else:
-            so.th_state[th] = TH_WAKING
+            so.thread[ST_TH_STATE, th] = TH_WAKING
             schedule(ev, stamp + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_WAKE, th)
     else:
-        so.th_state[th] = TH_SLEEP
+        so.thread[ST_TH_STATE, th] = TH_SLEEP
 

@@ -148,6 +148,147 @@ SEG_NONE, SEG_NAPI, SEG_APP, SEG_CPUMAP = 0, 1, 2, 3
 U32 = 0xFFFFFFFF
 
 
+# Row groups: per-flow, per-socket, per-thread, per-queue and per-entry scalars are rows
+# of one int64 array each (numba passes every array as ~8 flattened values; one array
+# per group instead of one per field keeps the compiled loop smaller and faster).
+# Compiled code reads ``p.flow_i[PF_FLOW_HASH, f]``; Python reads ``p.flow_hash`` (the
+# row, a writable view; boolean fields are read as a boolean copy).
+
+PF_FIELDS = (  # rows of Params.flow_i
+    "flow_rxq",  # int64[nflows]
+    "flow_hash",  # int64[nflows]: skb_get_hash() value (u32)
+    "flow_sock",  # int64[nflows]: socket index or -1
+    "flow_tt",  # int64[nflows]: mlx5 table (tcp4, udp4, tcp6, udp6)
+    "flow_sport",  # int64[nflows]
+    "flow_dport",  # int64[nflows]
+    "flow_udp",  # bool[nflows]
+    "xdp_act",  # int64[nflows]: XDP_* verdict of the rule the flow matches
+    "xdp_rule",  # int64[nflows]: that rule, or -1 (default verdict)
+    "xdp_cpu",  # int64[nflows]: static redirect key, or -1 = round robin
+    "flow_sw_hash",  # int64[nflows]: software skb_get_hash() (no hw hash)
+    "flow_rss_hash",  # int64[nflows]: the NIC's RSS hash (0 if rxhash is off)
+)
+(
+    PF_FLOW_RXQ, PF_FLOW_HASH, PF_FLOW_SOCK, PF_FLOW_TT, PF_FLOW_SPORT, PF_FLOW_DPORT,
+    PF_FLOW_UDP, PF_XDP_ACT, PF_XDP_RULE, PF_XDP_CPU, PF_FLOW_SW_HASH, PF_FLOW_RSS_HASH
+) = range(12)
+
+PS_FIELDS = (  # rows of Params.sock_i
+    "sock_thread",  # int64[nsock]
+    "sock_rcvbuf",  # int64[nsock] bytes
+    "sock_cap",  # int64[nsock]: packets a socket queue may hold
+    "sock_mask",  # int64[nsock]: its storage (a power of two >= cap) - 1
+    "sock_record",  # bool[nsock]: connected/TCP: recvmsg records the flow (RFS)
+    "sock_xsk_copy",  # bool[nsock]: AF_XDP socket bound in copy mode
+    "sock_fill_bound",  # bool[nsock]: its FILL ring / UMEM, not RX, is smaller
+)
+(
+    PS_SOCK_THREAD, PS_SOCK_RCVBUF, PS_SOCK_CAP, PS_SOCK_MASK, PS_SOCK_RECORD,
+    PS_SOCK_XSK_COPY, PS_SOCK_FILL_BOUND
+) = range(7)
+
+PT_FIELDS = (  # rows of Params.thread_i
+    "thread_sock",  # int64[nthreads]
+    "thread_batch",  # int64[nthreads]
+    "mig_every_ns",  # int64[nthreads], 0 = never
+    "mig_set_n",  # int64[nthreads]
+    "mig_n",  # int64[nthreads]
+)
+(PT_THREAD_SOCK, PT_THREAD_BATCH, PT_MIG_EVERY_NS, PT_MIG_SET_N, PT_MIG_N) = range(5)
+
+PQ_FIELDS = (  # rows of Params.queue_i
+    "irq_cpu",  # int64[nq]
+    "rps_len",  # int64[nq]
+    "xsk_of_queue",  # int64[nq]: XSKMAP[rx_queue_index]: socket, or -1
+)
+(PQ_IRQ_CPU, PQ_RPS_LEN, PQ_XSK_OF_QUEUE) = range(3)
+
+PC_FIELDS = (  # rows of Params.cpu_i
+    "cpu_rmap",  # int64[ncpu]: rx queue whose IRQ is on that CPU, or -1
+    "cm_entry",  # int64[ncpu]: cpumap entry whose key is that CPU, or -1
+)
+(PC_CPU_RMAP, PC_CM_ENTRY) = range(2)
+
+PE_FIELDS = (  # rows of Params.cm_i
+    "cm_cpu",  # int64[E]
+    "cm_qsize",  # int64[E]: ptr_ring size
+    "cm_batch",  # int64[E]: ptr_ring consumer zeroing batch (16, or 1)
+)
+(PE_CM_CPU, PE_CM_QSIZE, PE_CM_BATCH) = range(3)
+
+NQ_FIELDS = (  # rows of NicState.queue
+    "ring_tail",  # int64[nq]: descriptors filled
+    "ring_head",  # int64[nq]: descriptors taken by NAPI polls
+    "ring_rel",  # int64[nq]: descriptors returned to the NIC by time now
+    "napi_sched",  # int8[nq]: 1 = interrupt raised / NAPI scheduled
+    "q_packets",  # int64[nq]
+    "q_drops",  # int64[nq]
+    "q_polls",  # int64[nq]
+)
+(
+    NQ_RING_TAIL, NQ_RING_HEAD, NQ_RING_REL, NQ_NAPI_SCHED, NQ_Q_PACKETS, NQ_Q_DROPS,
+    NQ_Q_POLLS
+) = range(7)
+
+ST_FIELDS = (  # rows of SockState.thread: each thread reads one socket, same index
+    "so_head",  # int64[nsock]
+    "so_tail",  # int64[nsock]
+    "so_rmem",  # int64[nsock]: sk_rmem_alloc (truesize bytes)
+    "so_drops",  # int64[nsock]
+    "th_state",  # int8[nthreads]
+    "th_served",  # int64[nthreads]
+    "thread_cpu",  # int64[nthreads]: where each thread runs now
+    "th_mig_k",  # int64[nthreads]: next explicit move
+    "th_migrations",  # int64[nthreads]
+)
+(
+    ST_SO_HEAD, ST_SO_TAIL, ST_SO_RMEM, ST_SO_DROPS, ST_TH_STATE, ST_TH_SERVED,
+    ST_THREAD_CPU, ST_TH_MIG_K, ST_TH_MIGRATIONS
+) = range(9)
+
+SF_FIELDS = (  # rows of SockState.flow
+    "flow_next_seq",  # int64[nflows]
+    "flow_max_seq",  # int64[nflows]: highest sequence queued on a socket
+    "flow_delivered",  # int64[nflows]
+)
+(SF_FLOW_NEXT_SEQ, SF_FLOW_MAX_SEQ, SF_FLOW_DELIVERED) = range(3)
+
+AE_FIELDS = (  # rows of ArfsState.entry
+    "e_flow",  # int64[cap]: flow whose 5-tuple the entry holds
+    "e_flow_id",  # int64[cap]
+    "e_fltr_id",  # int64[cap]
+    "e_q",  # int64[cap]
+    "e_state",  # int64[cap]: ARFS_FREE / INACTIVE / ACTIVE
+    "e_next",  # int64[cap]: bucket chain
+    "e_time",  # int64[cap]: time activated (UDP expiry)
+    "free",  # int64[cap]: free entry stack
+    "pend",  # int64[cap]: entries waiting to be written to hardware
+    "e_pend",  # int8[cap]: entry is on the pending list
+)
+(
+    AE_E_FLOW, AE_E_FLOW_ID, AE_E_FLTR_ID, AE_E_Q, AE_E_STATE, AE_E_NEXT, AE_E_TIME,
+    AE_FREE, AE_PEND, AE_E_PEND
+) = range(10)
+
+AG_FIELDS = (  # rows of ArfsState.glob
+    "free_n",  # int64[1]
+    "last_fltr_id",  # int64[1]
+    "hw_count",  # int64[1]
+    "pend_n",  # int64[1]
+)
+(AG_FREE_N, AG_LAST_FLTR_ID, AG_HW_COUNT, AG_PEND_N) = range(4)
+
+CE_FIELDS = (  # rows of CpumapState.entry
+    "prod",  # int64[E]
+    "cons",  # int64[E]
+    "clear",  # int64[E]
+    "kt_state",  # int8[E]: TH_SLEEP / TH_WAKING / TH_RUNNABLE
+    "kt_vrt",  # int64[E]: kthread runtime (CFS share against other threads)
+    "last_flush",  # int64[E]: time of the latest flush (its wake-up)
+)
+(CE_PROD, CE_CONS, CE_CLEAR, CE_KT_STATE, CE_KT_VRT, CE_LAST_FLUSH) = range(6)
+
+
 class Params(NamedTuple):
     """Read-only configuration, already rounded the kernel's way."""
 
@@ -181,22 +322,14 @@ class Params(NamedTuple):
     cost_i: np.ndarray  # int64[len(STAGES)]: cost_ns rounded to whole ns
     jitter_mask: np.ndarray  # bool[len(STAGES)]: stage is per-packet work
     irq_delay_ns: int  # irq_latency + rx_usecs
-    irq_cpu: np.ndarray  # int64[nq]
+    queue_i: np.ndarray  # int64[len(PQ_FIELDS), nq]: rows PQ_*
     rps_map: np.ndarray  # int64[nq, ncpu]
-    rps_len: np.ndarray  # int64[nq]
-    flow_rxq: np.ndarray  # int64[nflows]
-    flow_hash: np.ndarray  # int64[nflows]: skb_get_hash() value (u32)
-    flow_sock: np.ndarray  # int64[nflows]: socket index or -1
-    sock_thread: np.ndarray  # int64[nsock]
-    sock_rcvbuf: np.ndarray  # int64[nsock] bytes
+    flow_i: np.ndarray  # int64[len(PF_FIELDS), nflows]: rows PF_*
+    sock_i: np.ndarray  # int64[len(PS_FIELDS), nsock]: rows PS_*
     sock_off: np.ndarray  # int64[nsock + 1]: storage of each socket queue
-    sock_cap: np.ndarray  # int64[nsock]: packets a socket queue may hold
-    sock_mask: np.ndarray  # int64[nsock]: its storage (a power of two >= cap) - 1
-    thread_sock: np.ndarray  # int64[nthreads]
+    thread_i: np.ndarray  # int64[len(PT_FIELDS), nthreads]: rows PT_*
     thread_user_ns: np.ndarray  # float64[nthreads]
     thread_sys_ns: np.ndarray  # float64[nthreads]
-    thread_batch: np.ndarray  # int64[nthreads]
-    sock_record: np.ndarray  # bool[nsock]: connected/TCP: recvmsg records the flow (RFS)
     # RFS / aRFS (reference sec. 4-5)
     rfs_on: bool  # rps_sock_flow_entries and some queue's rps_flow_cnt are set
     sock_flow_mask: int  # rps_sock_flow_entries (rounded) - 1
@@ -204,40 +337,22 @@ class Params(NamedTuple):
     rfs_hash32: bool  # per-queue slot hash_32(hash, log) since v6.15 (else hash & mask)
     arfs_model: int  # 0 off, 1 ice-hash-match, 2 ice-tuple-match, 3 mlx5
     arfs_protect: bool  # v6.18: do not overwrite an active filter of another flow
-    cpu_rmap: np.ndarray  # int64[ncpu]: rx queue whose IRQ is on that CPU, or -1
+    cpu_i: np.ndarray  # int64[len(PC_FIELDS), ncpu]: rows PC_*
     arfs_capacity: int  # hardware n-tuple filters
     arfs_delay_ns: int  # steer request -> service task / work item programs it
     arfs_period_ns: int  # ice service timer (expiry scan)
-    flow_tt: np.ndarray  # int64[nflows]: mlx5 table (tcp4, udp4, tcp6, udp6)
-    flow_sport: np.ndarray  # int64[nflows]
-    flow_dport: np.ndarray  # int64[nflows]
-    flow_udp: np.ndarray  # bool[nflows]
     # thread migration: explicit moves, or a random move every mig_every_ns
-    mig_every_ns: np.ndarray  # int64[nthreads], 0 = never
     mig_set: np.ndarray  # int64[nthreads, ncpu]: CPUs a random move may pick
-    mig_set_n: np.ndarray  # int64[nthreads]
     mig_t: np.ndarray  # int64[nthreads, K]: explicit move times
     mig_cpu: np.ndarray  # int64[nthreads, K]
-    mig_n: np.ndarray  # int64[nthreads]
     # XDP program (one per device, all rx queues) and cpumap entries (reference sec. 9)
     xdp_on: bool
-    xdp_act: np.ndarray  # int64[nflows]: XDP_* verdict of the rule the flow matches
-    xdp_rule: np.ndarray  # int64[nflows]: that rule, or -1 (default verdict)
-    xdp_cpu: np.ndarray  # int64[nflows]: static redirect key, or -1 = round robin
     xdp_rr_cpus: np.ndarray  # int64[R, ncpu]: a round-robin rule's keys
     xdp_rr_n: np.ndarray  # int64[R]
     xdp_cost_extra: np.ndarray  # float64[R]: program work beyond xdp_prog (hash, meta)
     xdp_hash_meta: bool  # the program stores the RX hash as frame metadata (seed 004)
-    flow_sw_hash: np.ndarray  # int64[nflows]: software skb_get_hash() (no hw hash)
-    flow_rss_hash: np.ndarray  # int64[nflows]: the NIC's RSS hash (0 if rxhash is off)
-    cm_entry: np.ndarray  # int64[ncpu]: cpumap entry whose key is that CPU, or -1
-    cm_cpu: np.ndarray  # int64[E]
-    cm_qsize: np.ndarray  # int64[E]: ptr_ring size
-    cm_batch: np.ndarray  # int64[E]: ptr_ring consumer zeroing batch (16, or 1)
+    cm_i: np.ndarray  # int64[len(PE_FIELDS), E]: rows PE_*
     cm_gro: bool  # v6.15+: the kthread hands skbs to GRO
-    xsk_of_queue: np.ndarray  # int64[nq]: XSKMAP[rx_queue_index]: socket, or -1
-    sock_xsk_copy: np.ndarray  # bool[nsock]: AF_XDP socket bound in copy mode
-    sock_fill_bound: np.ndarray  # bool[nsock]: its FILL ring / UMEM, not RX, is smaller
 
 class NicState(NamedTuple):
     """Per rx queue descriptor rings and NAPI state (the driver's view)."""
@@ -247,13 +362,7 @@ class NicState(NamedTuple):
     ring_seq: np.ndarray  # int64[nq, ring]
     ring_len: np.ndarray  # int32[nq, ring]
     ring_deq: np.ndarray  # int64[nq, ring]: time the driver took the descriptor
-    ring_tail: np.ndarray  # int64[nq]: descriptors filled
-    ring_head: np.ndarray  # int64[nq]: descriptors taken by NAPI polls
-    ring_rel: np.ndarray  # int64[nq]: descriptors returned to the NIC by time now
-    napi_sched: np.ndarray  # int8[nq]: 1 = interrupt raised / NAPI scheduled
-    q_packets: np.ndarray  # int64[nq]
-    q_drops: np.ndarray  # int64[nq]
-    q_polls: np.ndarray  # int64[nq]
+    queue: np.ndarray  # int64[len(NQ_FIELDS), nq]: rows NQ_*
 
 
 # Per-CPU scalars of ``struct softnet_data`` and the CPU's scheduling state: one row each
@@ -321,11 +430,6 @@ class SoftnetData(NamedTuple):
     fl_buckets: np.ndarray  # int64[ncpu, table_len]
 
 
-for _i, _name in enumerate(SD_FIELDS):  # Python-side names for the rows of .cpu
-    setattr(SoftnetData, _name, property(lambda self, i=_i: self.cpu[i]))
-del _i, _name
-
-
 class SockState(NamedTuple):
     """Socket receive queues (flattened, per-socket slots) and application threads."""
 
@@ -334,20 +438,10 @@ class SockState(NamedTuple):
     so_seq: np.ndarray  # int64
     so_len: np.ndarray  # int32
     so_stamp: np.ndarray  # int64
-    so_head: np.ndarray  # int64[nsock]
-    so_tail: np.ndarray  # int64[nsock]
-    so_rmem: np.ndarray  # int64[nsock]: sk_rmem_alloc (truesize bytes)
-    so_drops: np.ndarray  # int64[nsock]
-    th_state: np.ndarray  # int8[nthreads]
-    th_served: np.ndarray  # int64[nthreads]
-    flow_next_seq: np.ndarray  # int64[nflows]
-    flow_max_seq: np.ndarray  # int64[nflows]: highest sequence queued on a socket
-    flow_delivered: np.ndarray  # int64[nflows]
-    thread_cpu: np.ndarray  # int64[nthreads]: where each thread runs now
+    thread: np.ndarray  # int64[len(ST_FIELDS), nthreads]: rows ST_* (socket = thread index)
+    flow: np.ndarray  # int64[len(SF_FIELDS), nflows]: rows SF_*
     cpu_threads: np.ndarray  # int64[ncpu, nthreads]: threads on each CPU
     cpu_nthreads: np.ndarray  # int64[ncpu]
-    th_mig_k: np.ndarray  # int64[nthreads]: next explicit move
-    th_migrations: np.ndarray  # int64[nthreads]
 
 
 class Stats(NamedTuple):
@@ -383,23 +477,11 @@ RFS_STEERED, RFS_MOVES, RFS_HELD, RFS_ARFS_CALLS = range(4)
 class ArfsState(NamedTuple):
     """The driver's aRFS filter list (ice ``arfs_fltr_list`` / mlx5 rule tables)."""
 
-    e_flow: np.ndarray  # int64[cap]: flow whose 5-tuple the entry holds
-    e_flow_id: np.ndarray  # int64[cap]
-    e_fltr_id: np.ndarray  # int64[cap]
-    e_q: np.ndarray  # int64[cap]
-    e_state: np.ndarray  # int64[cap]: ARFS_FREE / INACTIVE / ACTIVE
-    e_next: np.ndarray  # int64[cap]: bucket chain
-    e_time: np.ndarray  # int64[cap]: time activated (UDP expiry)
+    entry: np.ndarray  # int64[len(AE_FIELDS), cap]: rows AE_*
     bucket: np.ndarray  # int64[NB]: first entry or -1
-    free: np.ndarray  # int64[cap]: free entry stack
-    free_n: np.ndarray  # int64[1]
-    last_fltr_id: np.ndarray  # int64[1]
+    glob: np.ndarray  # int64[len(AG_FIELDS), 1]: rows AG_*
     fdir_queue: np.ndarray  # int64[nflows]: queue of the flow's programmed filter, -1
-    hw_count: np.ndarray  # int64[1]
     svc: np.ndarray  # int64[2]: [service task pending, timer armed]
-    pend: np.ndarray  # int64[cap]: entries waiting to be written to hardware
-    pend_n: np.ndarray  # int64[1]
-    e_pend: np.ndarray  # int8[cap]: entry is on the pending list
     cnt: np.ndarray  # int64[N_ARFS_CNT]
 
 
@@ -422,12 +504,7 @@ class CpumapState(NamedTuple):
     r_seq: np.ndarray  # int64[E, Q]
     r_len: np.ndarray  # int32[E, Q]
     r_stamp: np.ndarray  # int64[E, Q]: time the frame was produced
-    prod: np.ndarray  # int64[E]
-    cons: np.ndarray  # int64[E]
-    clear: np.ndarray  # int64[E]
-    kt_state: np.ndarray  # int8[E]: TH_SLEEP / TH_WAKING / TH_RUNNABLE
-    kt_vrt: np.ndarray  # int64[E]: kthread runtime (CFS share against other threads)
-    last_flush: np.ndarray  # int64[E]: time of the latest flush (its wake-up)
+    entry: np.ndarray  # int64[len(CE_FIELDS), entries]: rows CE_*
     rr: np.ndarray  # int64[ncpu, R]: per-CPU round-robin position (PERCPU_ARRAY)
     cnt: np.ndarray  # int64[E, N_CPUMAP_CNT]
 
@@ -449,3 +526,39 @@ N_ARFS_CNT = 8
  ARFS_PROGRAMMED, ARFS_NO_MEMORY) = range(8)
 ARFS_FREE, ARFS_INACTIVE, ARFS_ACTIVE = -1, 0, 1
 ARFS_MODELS = ("off", "ice-hash-match", "ice-tuple-match", "mlx5")
+
+
+# --- row groups: Python names for the rows, and construction by field name -----------
+ROW_GROUPS = {
+    Params: {"flow_i": PF_FIELDS, "sock_i": PS_FIELDS, "thread_i": PT_FIELDS,
+             "queue_i": PQ_FIELDS, "cpu_i": PC_FIELDS, "cm_i": PE_FIELDS},
+    NicState: {"queue": NQ_FIELDS},
+    SoftnetData: {"cpu": SD_FIELDS},
+    SockState: {"thread": ST_FIELDS, "flow": SF_FIELDS},
+    ArfsState: {"entry": AE_FIELDS, "glob": AG_FIELDS},
+    CpumapState: {"entry": CE_FIELDS},
+}
+BOOL_ROWS = {"flow_udp", "sock_record", "sock_xsk_copy", "sock_fill_bound"}
+
+
+def _row(attr: str, i: int, as_bool: bool) -> property:
+    if as_bool:  # a boolean copy, so that Python masks keep working
+        return property(lambda self: getattr(self, attr)[i] != 0)
+    return property(lambda self: getattr(self, attr)[i])  # a view: writes go through
+
+
+for _cls, _groups in ROW_GROUPS.items():
+    for _attr, _names in _groups.items():
+        for _i, _name in enumerate(_names):
+            setattr(_cls, _name, _row(_attr, _i, _name in BOOL_ROWS))
+
+
+def make(cls, **fields):
+    """``cls(**fields)`` where each row group's fields are given one by one, by name:
+    they are stacked, as int64, into the group's 2-D array (equal lengths required)."""
+    for attr, names in ROW_GROUPS.get(cls, {}).items():
+        if attr in fields:
+            continue
+        rows = [np.asarray(fields.pop(name)) for name in names]
+        fields[attr] = np.stack([r.astype(np.int64) for r in rows])
+    return cls(**fields)

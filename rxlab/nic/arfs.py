@@ -18,6 +18,19 @@ from rxlab.engine.core import PRIO_TIMER, schedule
 from rxlab.kernel.accounting import cost
 from rxlab.kernel.rfs import rps_may_expire_flow
 from rxlab.kernel.state import (
+    AE_E_FLOW,
+    AE_E_FLOW_ID,
+    AE_E_FLTR_ID,
+    AE_E_NEXT,
+    AE_E_PEND,
+    AE_E_Q,
+    AE_E_STATE,
+    AE_E_TIME,
+    AE_FREE,
+    AE_PEND,
+    AG_FREE_N,
+    AG_HW_COUNT,
+    AG_PEND_N,
     ARFS_ACTIVE,
     ARFS_EXPIRE,
     ARFS_FREE,
@@ -25,6 +38,7 @@ from rxlab.kernel.state import (
     ARFS_INACTIVE,
     ARFS_PROGRAMMED,
     C_ARFS_PROGRAM,
+    PF_FLOW_UDP,
 )
 
 EV_ARFS_TIMER = 7  # event kind: ice service timer (expiry scan)
@@ -35,13 +49,13 @@ MLX5E_ARFS_EXPIRY_QUOTA = 60
 @njit(**JIT_STATE)
 def _program(s, e):
     ar, p = s.ar, s.p
-    f = ar.e_flow[e]
+    f = ar.entry[AE_E_FLOW, e]
     if ar.fdir_queue[f] < 0:
-        if ar.hw_count[0] >= p.arfs_capacity:
+        if ar.glob[AG_HW_COUNT, 0] >= p.arfs_capacity:
             ar.cnt[ARFS_HW_FULL] += 1
             return False
-        ar.hw_count[0] += 1
-    ar.fdir_queue[f] = ar.e_q[e]
+        ar.glob[AG_HW_COUNT, 0] += 1
+    ar.fdir_queue[f] = ar.entry[AE_E_Q, e]
     ar.cnt[ARFS_PROGRAMMED] += 1
     return True
 
@@ -49,18 +63,18 @@ def _program(s, e):
 @njit(**JIT_STATE)
 def _delete(s, b, prev, e):
     ar = s.ar
-    nxt = ar.e_next[e]
+    nxt = ar.entry[AE_E_NEXT, e]
     if prev < 0:
         ar.bucket[b] = nxt
     else:
-        ar.e_next[prev] = nxt
-    f = ar.e_flow[e]
+        ar.entry[AE_E_NEXT, prev] = nxt
+    f = ar.entry[AE_E_FLOW, e]
     if ar.fdir_queue[f] >= 0:
         ar.fdir_queue[f] = -1
-        ar.hw_count[0] -= 1
-    ar.e_state[e] = ARFS_FREE
-    ar.free[ar.free_n[0]] = e
-    ar.free_n[0] += 1
+        ar.glob[AG_HW_COUNT, 0] -= 1
+    ar.entry[AE_E_STATE, e] = ARFS_FREE
+    ar.entry[AE_FREE, ar.glob[AG_FREE_N, 0]] = e
+    ar.glob[AG_FREE_N, 0] += 1
     ar.cnt[ARFS_EXPIRE] += 1
     return nxt
 
@@ -68,10 +82,11 @@ def _delete(s, b, prev, e):
 @njit(**JIT_STATE)
 def _expired(s, e, t):
     ar, p = s.ar, s.p
-    if rps_may_expire_flow(s, ar.e_q[e], ar.e_flow_id[e], ar.e_fltr_id[e]):
+    if rps_may_expire_flow(s, ar.entry[AE_E_Q, e], ar.entry[AE_E_FLOW_ID, e],
+                           ar.entry[AE_E_FLTR_ID, e]):
         return True
-    return p.arfs_model != 3 and p.flow_udp[ar.e_flow[e]] and (
-        t - ar.e_time[e] >= ICE_ARFS_TIME_DELTA_EXPIRATION_NS)
+    return p.arfs_model != 3 and p.flow_i[PF_FLOW_UDP, ar.entry[AE_E_FLOW, e]] and (
+        t - ar.entry[AE_E_TIME, e] >= ICE_ARFS_TIME_DELTA_EXPIRATION_NS)
 
 
 @njit(**JIT_STATE_OUTLINE)
@@ -79,15 +94,15 @@ def arfs_program_pending(s, t):
     """Write every entry still INACTIVE on the pending list; returns CPU ns spent."""
     ar = s.ar
     spent = 0
-    for k in range(ar.pend_n[0]):
-        e = ar.pend[k]
-        ar.e_pend[e] = 0
-        if ar.e_state[e] == ARFS_INACTIVE:
+    for k in range(ar.glob[AG_PEND_N, 0]):
+        e = ar.entry[AE_PEND, k]
+        ar.entry[AE_E_PEND, e] = 0
+        if ar.entry[AE_E_STATE, e] == ARFS_INACTIVE:
             if _program(s, e):
-                ar.e_state[e] = ARFS_ACTIVE
-                ar.e_time[e] = t
+                ar.entry[AE_E_STATE, e] = ARFS_ACTIVE
+                ar.entry[AE_E_TIME, e] = t
             spent += cost(s, C_ARFS_PROGRAM)
-    ar.pend_n[0] = 0
+    ar.glob[AG_PEND_N, 0] = 0
     return spent
 
 
@@ -101,12 +116,12 @@ def arfs_expire_scan(s, t):
         prev = -1
         e = ar.bucket[b]
         while e >= 0:
-            if ar.e_state[e] == ARFS_INACTIVE and ar.e_pend[e] == 0:
+            if ar.entry[AE_E_STATE, e] == ARFS_INACTIVE and ar.entry[AE_E_PEND, e] == 0:
                 # the sync loop retries entries whose write failed (table full)
-                ar.e_pend[e] = 1
-                ar.pend[ar.pend_n[0]] = e
-                ar.pend_n[0] += 1
-            elif ar.e_state[e] == ARFS_ACTIVE and _expired(s, e, t):
+                ar.entry[AE_E_PEND, e] = 1
+                ar.entry[AE_PEND, ar.glob[AG_PEND_N, 0]] = e
+                ar.glob[AG_PEND_N, 0] += 1
+            elif ar.entry[AE_E_STATE, e] == ARFS_ACTIVE and _expired(s, e, t):
                 spent += cost(s, C_ARFS_PROGRAM)
                 e = _delete(s, b, prev, e)
                 # mlx5: `if (quota++ > MLX5E_ARFS_EXPIRY_QUOTA) break` after queueing the
@@ -117,7 +132,7 @@ def arfs_expire_scan(s, t):
                     quota += 1
                 continue
             prev = e
-            e = ar.e_next[e]
+            e = ar.entry[AE_E_NEXT, e]
     return spent
 
 

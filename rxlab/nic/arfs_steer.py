@@ -14,6 +14,19 @@ from numba import njit
 from rxlab.config import JIT_STATE
 from rxlab.engine.core import PRIO_TIMER, schedule
 from rxlab.kernel.state import (
+    AE_E_FLOW,
+    AE_E_FLOW_ID,
+    AE_E_FLTR_ID,
+    AE_E_NEXT,
+    AE_E_PEND,
+    AE_E_Q,
+    AE_E_STATE,
+    AE_E_TIME,
+    AE_FREE,
+    AE_PEND,
+    AG_FREE_N,
+    AG_LAST_FLTR_ID,
+    AG_PEND_N,
     ARFS_ACTIVE,
     ARFS_ADD,
     ARFS_AVOIDED,
@@ -21,6 +34,9 @@ from rxlab.kernel.state import (
     ARFS_NO_MEMORY,
     ARFS_SKIP,
     ARFS_UPDATE,
+    PF_FLOW_DPORT,
+    PF_FLOW_SPORT,
+    PF_FLOW_TT,
 )
 
 ICE_ARFS_LST_MASK = 1023  # ICE_MAX_ARFS_LIST - 1
@@ -34,11 +50,11 @@ def arfs_bucket(s, f, skb_hash):
     if p.arfs_model == 3:
         # mlx5: l = sport | (dport << 2) on the __be16 values (byte-swapped on LE),
         # hash_long(l, 8) on 64-bit: (l * GOLDEN_RATIO_64) >> 56
-        sp = ((p.flow_sport[f] & 0xFF) << 8) | (p.flow_sport[f] >> 8)
-        dp = ((p.flow_dport[f] & 0xFF) << 8) | (p.flow_dport[f] >> 8)
+        sp = ((p.flow_i[PF_FLOW_SPORT, f] & 0xFF) << 8) | (p.flow_i[PF_FLOW_SPORT, f] >> 8)
+        dp = ((p.flow_i[PF_FLOW_DPORT, f] & 0xFF) << 8) | (p.flow_i[PF_FLOW_DPORT, f] >> 8)
         l_ = np.uint64(sp | (dp << 2))
         h = (l_ * np.uint64(0x61C8864680B583EB)) >> np.uint64(56)
-        return p.flow_tt[f] * MLX5_ARFS_HASH + np.int64(h)
+        return p.flow_i[PF_FLOW_TT, f] * MLX5_ARFS_HASH + np.int64(h)
     return skb_hash & ICE_ARFS_LST_MASK  # skb_get_hash_raw(skb) & ICE_ARFS_LST_MASK
 
 
@@ -46,10 +62,10 @@ def arfs_bucket(s, f, skb_hash):
 def arfs_kick_service(s, e, t):
     """ice_service_task_schedule / queue_work: program entry e (and others) soon."""
     ar = s.ar
-    if ar.e_pend[e] == 0:
-        ar.e_pend[e] = 1
-        ar.pend[ar.pend_n[0]] = e
-        ar.pend_n[0] += 1
+    if ar.entry[AE_E_PEND, e] == 0:
+        ar.entry[AE_E_PEND, e] = 1
+        ar.entry[AE_PEND, ar.glob[AG_PEND_N, 0]] = e
+        ar.glob[AG_PEND_N, 0] += 1
     if ar.svc[0] == 0:
         ar.svc[0] = 1
         schedule(s.ev, t + s.p.arfs_delay_ns, PRIO_TIMER, EV_ARFS_SVC, 0)
@@ -64,10 +80,10 @@ def ndo_rx_flow_steer(s, f, skb_hash, rxq, flow_id, t):
     avoided = False
     while e >= 0:
         if p.arfs_model == 3:
-            hit = ar.e_flow[e] == f  # arfs_cmp: ports, EtherType, addresses
+            hit = ar.entry[AE_E_FLOW, e] == f  # arfs_cmp: ports, EtherType, addresses
         else:
-            hit = ar.e_flow_id[e] == flow_id
-            if hit and p.arfs_model == 2 and ar.e_flow[e] != f:
+            hit = ar.entry[AE_E_FLOW_ID, e] == flow_id
+            if hit and p.arfs_model == 2 and ar.entry[AE_E_FLOW, e] != f:
                 hit = False  # ice_arfs_cmp refuses another flow's entry
                 avoided = True
         if hit:
@@ -75,35 +91,35 @@ def ndo_rx_flow_steer(s, f, skb_hash, rxq, flow_id, t):
                 ar.cnt[ARFS_AVOIDED] += 1
             # ice: same queue or not yet ACTIVE; mlx5: same queue or its work item is
             # still pending (busy): return the filter id unchanged
-            if ar.e_q[e] == rxq or ar.e_state[e] != ARFS_ACTIVE:
+            if ar.entry[AE_E_Q, e] == rxq or ar.entry[AE_E_STATE, e] != ARFS_ACTIVE:
                 ar.cnt[ARFS_SKIP] += 1
-                return ar.e_fltr_id[e]
-            ar.e_q[e] = rxq
-            if ar.e_state[e] == ARFS_ACTIVE:
-                ar.e_state[e] = ARFS_INACTIVE  # reprogram with the new queue
+                return ar.entry[AE_E_FLTR_ID, e]
+            ar.entry[AE_E_Q, e] = rxq
+            if ar.entry[AE_E_STATE, e] == ARFS_ACTIVE:
+                ar.entry[AE_E_STATE, e] = ARFS_INACTIVE  # reprogram with the new queue
             ar.cnt[ARFS_UPDATE] += 1
             arfs_kick_service(s, e, t)
-            return ar.e_fltr_id[e]
-        e = ar.e_next[e]
+            return ar.entry[AE_E_FLTR_ID, e]
+        e = ar.entry[AE_E_NEXT, e]
     if avoided:
         ar.cnt[ARFS_AVOIDED] += 1
-    if ar.free_n[0] == 0:
+    if ar.glob[AG_FREE_N, 0] == 0:
         ar.cnt[ARFS_NO_MEMORY] += 1
         return -1
-    ar.free_n[0] -= 1
-    e = ar.free[ar.free_n[0]]
+    ar.glob[AG_FREE_N, 0] -= 1
+    e = ar.entry[AE_FREE, ar.glob[AG_FREE_N, 0]]
     if p.arfs_model == 3:
-        fid = ar.last_fltr_id[0] % 0xFFFF  # last_filter_id++ % 0xffff, from 0
+        fid = ar.glob[AG_LAST_FLTR_ID, 0] % 0xFFFF  # last_filter_id++ % 0xffff, from 0
     else:
-        fid = (ar.last_fltr_id[0] + 1) % 0xFFFF  # ++arfs_last_fltr_id % 0xffff, from 1
-    ar.last_fltr_id[0] += 1
-    ar.e_flow[e] = f
-    ar.e_flow_id[e] = flow_id
-    ar.e_fltr_id[e] = fid
-    ar.e_q[e] = rxq
-    ar.e_state[e] = ARFS_INACTIVE
-    ar.e_time[e] = t
-    ar.e_next[e] = ar.bucket[b]  # insert at the head of the bucket
+        fid = (ar.glob[AG_LAST_FLTR_ID, 0] + 1) % 0xFFFF  # ++arfs_last_fltr_id % 0xffff, from 1
+    ar.glob[AG_LAST_FLTR_ID, 0] += 1
+    ar.entry[AE_E_FLOW, e] = f
+    ar.entry[AE_E_FLOW_ID, e] = flow_id
+    ar.entry[AE_E_FLTR_ID, e] = fid
+    ar.entry[AE_E_Q, e] = rxq
+    ar.entry[AE_E_STATE, e] = ARFS_INACTIVE
+    ar.entry[AE_E_TIME, e] = t
+    ar.entry[AE_E_NEXT, e] = ar.bucket[b]  # insert at the head of the bucket
     ar.bucket[b] = e
     ar.cnt[ARFS_ADD] += 1
     arfs_kick_service(s, e, t)

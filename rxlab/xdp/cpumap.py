@@ -39,6 +39,11 @@ from rxlab.kernel.state import (
     C_SKB_BUILD,
     C_SW_HASH,
     C_WAKEUP_LATENCY,
+    CE_CLEAR,
+    CE_CONS,
+    CE_KT_STATE,
+    CE_LAST_FLUSH,
+    CE_PROD,
     CM_BATCHES,
     CM_DROPS,
     CM_ENQUEUED,
@@ -48,6 +53,12 @@ from rxlab.kernel.state import (
     CPU_MAP_BULK_SIZE,
     CPUMAP_BATCH,
     DROP_CPUMAP_FULL,
+    PC_CM_ENTRY,
+    PE_CM_BATCH,
+    PE_CM_QSIZE,
+    PF_FLOW_RSS_HASH,
+    PF_FLOW_SW_HASH,
+    PQ_RPS_LEN,
     SD_IPI_N,
     SD_SOFTIRQ_PENDING,
     TH_RUNNABLE,
@@ -90,18 +101,18 @@ def ring_discard_one(cons, clear, qsize, batch):
 def bq_flush_to_queue(s, c, e, t):
     """Produce CPU c's bulk queue for entry e into the entry's ptr_ring."""
     p, cm = s.p, s.cm
-    qsize = p.cm_qsize[e]
+    qsize = p.cm_i[PE_CM_QSIZE, e]
     if cm.bq_n[c, e] > 0:
         cm.cnt[e, CM_FLUSHES] += 1  # one xdp:xdp_cpumap_enqueue event
     for i in range(cm.bq_n[c, e]):
-        if ring_has_room(cm.prod[e], cm.clear[e], qsize):
-            slot = cm.prod[e] % qsize
+        if ring_has_room(cm.entry[CE_PROD, e], cm.entry[CE_CLEAR, e], qsize):
+            slot = cm.entry[CE_PROD, e] % qsize
             cm.r_flow[e, slot] = cm.bq_flow[c, e, i]
             cm.r_tarr[e, slot] = cm.bq_tarr[c, e, i]
             cm.r_seq[e, slot] = cm.bq_seq[c, e, i]
             cm.r_len[e, slot] = cm.bq_len[c, e, i]
             cm.r_stamp[e, slot] = t
-            cm.prod[e] += 1
+            cm.entry[CE_PROD, e] += 1
             cm.cnt[e, CM_ENQUEUED] += 1
         else:
             cm.cnt[e, CM_DROPS] += 1
@@ -138,10 +149,10 @@ def xdp_do_flush(s, c, t):
     for k in range(cm.flush_n[c]):
         e = cm.flush_list[c, k]
         t = bq_flush_to_queue(s, c, e, t)
-        if t > cm.last_flush[e]:
-            cm.last_flush[e] = t
-        if cm.kt_state[e] == TH_SLEEP:
-            cm.kt_state[e] = TH_WAKING
+        if t > cm.entry[CE_LAST_FLUSH, e]:
+            cm.entry[CE_LAST_FLUSH, e] = t
+        if cm.entry[CE_KT_STATE, e] == TH_SLEEP:
+            cm.entry[CE_KT_STATE, e] = TH_WAKING
             cm.cnt[e, CM_WAKEUPS] += 1
             schedule(s.ev, t + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_CPUMAP_WAKE, e)
     cm.flush_n[c] = 0
@@ -150,23 +161,23 @@ def xdp_do_flush(s, c, t):
 
 @njit(**JIT_STATE)
 def kthread_runnable(s, c):
-    e = s.p.cm_entry[c]
-    return e >= 0 and s.cm.kt_state[e] == TH_RUNNABLE
+    e = s.p.cpu_i[PC_CM_ENTRY, c]
+    return e >= 0 and s.cm.entry[CE_KT_STATE, e] == TH_RUNNABLE
 
 
 @njit(**JIT_STATE)
 def cpumap_deliver(s, c, f, tarr, seq, length, t):
     """netif_receive_skb_list_internal on the kthread's CPU: RPS again, or the stack."""
     p = s.p
-    h = p.flow_sw_hash[f]
+    h = p.flow_i[PF_FLOW_SW_HASH, f]
     sw = True
-    if p.xdp_hash_meta and p.flow_rss_hash[f] != 0:
-        h = p.flow_rss_hash[f]  # the seed's proposal: skb->hash from frame metadata
+    if p.xdp_hash_meta and p.flow_i[PF_FLOW_RSS_HASH, f] != 0:
+        h = p.flow_i[PF_FLOW_RSS_HASH, f]  # the seed's proposal: skb->hash from frame metadata
         sw = False
     s.rf.out[0] = -1
     cpu = -1
     if p.rps_needed:
-        if sw and (p.rps_len[0] > 0 or s.rf.dev_log[0] > 0):
+        if sw and (p.queue_i[PQ_RPS_LEN, 0] > 0 or s.rf.dev_log[0] > 0):
             t += cost(s, C_SW_HASH)  # skb_get_hash: flow dissector + siphash
         cpu = get_rps_cpu(s, 0, h, f, t)  # no rx queue recorded: dev->_rx[0]
         t += s.rf.out[2]
@@ -181,18 +192,20 @@ def cpumap_deliver(s, c, f, tarr, seq, length, t):
 def cpumap_kthread_step(s, c, e, t):
     """One loop of cpu_map_kthread_run on CPU c: up to CPUMAP_BATCH visible frames."""
     p, cm, sd = s.p, s.cm, s.sd
-    qsize = p.cm_qsize[e]
+    qsize = p.cm_i[PE_CM_QSIZE, e]
     n = 0
-    while n < CPUMAP_BATCH and cm.cons[e] < cm.prod[e]:
-        slot = cm.cons[e] % qsize
+    while n < CPUMAP_BATCH and cm.entry[CE_CONS, e] < cm.entry[CE_PROD, e]:
+        slot = cm.entry[CE_CONS, e] % qsize
         if cm.r_stamp[e, slot] > t:
             break  # produced by a poll that, in simulated time, has not got there yet
         f = cm.r_flow[e, slot]
         tarr = cm.r_tarr[e, slot]
         seq = cm.r_seq[e, slot]
         length = cm.r_len[e, slot]
-        cm.cons[e], cm.clear[e] = ring_discard_one(cm.cons[e], cm.clear[e], qsize,
-                                                   p.cm_batch[e])
+        cons, clear = ring_discard_one(cm.entry[CE_CONS, e], cm.entry[CE_CLEAR, e], qsize,
+                                       p.cm_i[PE_CM_BATCH, e])
+        cm.entry[CE_CONS, e] = cons
+        cm.entry[CE_CLEAR, e] = clear
         t += cost(s, C_CPUMAP_KTHREAD) + cost(s, C_SKB_BUILD)
         if p.cm_gro:
             t += cost(s, C_GRO)
@@ -209,14 +222,14 @@ def cpumap_kthread_step(s, c, e, t):
 def cpumap_after_batch(s, e, t):
     """The kthread after a batch: go on, sleep, or sleep until the pending flush wakes it."""
     p, cm = s.p, s.cm
-    if cm.cons[e] < cm.prod[e]:
-        if cm.r_stamp[e, cm.cons[e] % p.cm_qsize[e]] <= t:
-            cm.kt_state[e] = TH_RUNNABLE
+    if cm.entry[CE_CONS, e] < cm.entry[CE_PROD, e]:
+        if cm.r_stamp[e, cm.entry[CE_CONS, e] % p.cm_i[PE_CM_QSIZE, e]] <= t:
+            cm.entry[CE_KT_STATE, e] = TH_RUNNABLE
         else:
             # the ring looks empty now; the flush that produced these frames wakes us
-            cm.kt_state[e] = TH_WAKING
+            cm.entry[CE_KT_STATE, e] = TH_WAKING
             cm.cnt[e, CM_WAKEUPS] += 1
-            schedule(s.ev, max(cm.last_flush[e], t) + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE,
-                     EV_CPUMAP_WAKE, e)
+            schedule(s.ev, max(cm.entry[CE_LAST_FLUSH, e], t) + cost(s, C_WAKEUP_LATENCY),
+                     PRIO_WAKE, EV_CPUMAP_WAKE, e)
     else:
-        cm.kt_state[e] = TH_SLEEP
+        cm.entry[CE_KT_STATE, e] = TH_SLEEP

@@ -21,6 +21,11 @@ from rxlab.kernel.state import (
     CNT_XDP_RUNS,
     DROP_XDP_ABORTED,
     DROP_XDP_DROP,
+    PC_CM_ENTRY,
+    PF_XDP_ACT,
+    PF_XDP_CPU,
+    PF_XDP_RULE,
+    PQ_XSK_OF_QUEUE,
     XDP_ABORTED,
     XDP_DROP,
     XDP_PASS,
@@ -35,9 +40,9 @@ from rxlab.xdp.xsk_rx import xsk_rcv
 def redirect_key(s, c, f):
     """bpf_redirect_map's key: the flow's own, or the next of the rule's round robin."""
     p, cm = s.p, s.cm
-    cpu = p.xdp_cpu[f]
+    cpu = p.flow_i[PF_XDP_CPU, f]
     if cpu < 0:
-        r = p.xdp_rule[f]
+        r = p.flow_i[PF_XDP_RULE, f]
         k = cm.rr[c, r]
         cpu = p.xdp_rr_cpus[r, k]
         cm.rr[c, r] = (k + 1) % p.xdp_rr_n[r]
@@ -54,19 +59,19 @@ def xdp_rx(s, c, q, f, tarr, seq, length, t):
     p, st = s.p, s.st
     st.cnt[CNT_XDP_RUNS] += 1
     t += cost(s, C_XDP_PROG)
-    r = p.xdp_rule[f]
+    r = p.flow_i[PF_XDP_RULE, f]
     if r >= 0:
         t += int(p.xdp_cost_extra[r] + 0.5)  # hashing / metadata the rule's program does
-    act = p.xdp_act[f]
+    act = p.flow_i[PF_XDP_ACT, f]
     if act == XDP_REDIRECT:
-        e = p.cm_entry[redirect_key(s, c, f)]
+        e = p.cpu_i[PC_CM_ENTRY, redirect_key(s, c, f)]
         if e >= 0:
             st.cnt[CNT_XDP_REDIRECT] += 1
             t += cost(s, C_XDP_REDIRECT_CPUMAP)
             return act, bq_enqueue(s, c, e, f, tarr, seq, length, t)
         act = XDP_ABORTED  # map miss: bpf_redirect_map returns its flags (0 = ABORTED)
     elif act == XDP_REDIRECT_XSK:
-        sk = p.xsk_of_queue[q]
+        sk = p.queue_i[PQ_XSK_OF_QUEUE, q]
         if sk >= 0:
             st.cnt[CNT_XDP_REDIRECT] += 1
             return act, xsk_rcv(s, sk, f, tarr, seq, length, t)

@@ -15,15 +15,26 @@ from numba import njit
 from rxlab.config import JIT_STATE
 from rxlab.kernel.accounting import cost, drop
 from rxlab.kernel.socket import sock_queue_tail
-from rxlab.kernel.state import C_XSK_COPY, C_XSK_ZC, DROP_XSK_FILL_EMPTY, DROP_XSK_RX_FULL
+from rxlab.kernel.state import (
+    C_XSK_COPY,
+    C_XSK_ZC,
+    DROP_XSK_FILL_EMPTY,
+    DROP_XSK_RX_FULL,
+    PS_SOCK_CAP,
+    PS_SOCK_FILL_BOUND,
+    PS_SOCK_XSK_COPY,
+    ST_SO_DROPS,
+    ST_SO_HEAD,
+    ST_SO_TAIL,
+)
 
 
 @njit(**JIT_STATE)
 def xsk_rcv(s, sk, f, tarr, seq, length, t):
     p, so = s.p, s.so
-    if so.so_tail[sk] - so.so_head[sk] >= p.sock_cap[sk]:
-        so.so_drops[sk] += 1
-        drop(s, DROP_XSK_FILL_EMPTY if p.sock_fill_bound[sk] else DROP_XSK_RX_FULL, t)
+    if so.thread[ST_SO_TAIL, sk] - so.thread[ST_SO_HEAD, sk] >= p.sock_i[PS_SOCK_CAP, sk]:
+        so.thread[ST_SO_DROPS, sk] += 1
+        drop(s, DROP_XSK_FILL_EMPTY if p.sock_i[PS_SOCK_FILL_BOUND, sk] else DROP_XSK_RX_FULL, t)
         return t
-    t += cost(s, C_XSK_COPY if p.sock_xsk_copy[sk] else C_XSK_ZC)
+    t += cost(s, C_XSK_COPY if p.sock_i[PS_SOCK_XSK_COPY, sk] else C_XSK_ZC)
     return sock_queue_tail(s, sk, f, tarr, seq, length, t)
