@@ -417,7 +417,7 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
         q_drops=np.zeros(nq, I64), q_polls=np.zeros(nq, I64),
     )
     z = lambda dt=I64: np.zeros(ncpu, dt)  # noqa: E731
-    sd = SoftnetData(
+    sd = make(SoftnetData,
         cpu=np.zeros((len(SD_FIELDS), ncpu), I64),
         bl_flow=np.zeros((ncpu, bl_cap), np.int32), bl_tarr=np.zeros((ncpu, bl_cap), I64),
         bl_seq=np.zeros((ncpu, bl_cap), I64), bl_len=np.zeros((ncpu, bl_cap), np.int32),
@@ -442,7 +442,7 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
         th_mig_k=np.zeros(nth, I64), th_migrations=np.zeros(nth, I64),
     )
     S = 1 << int(dev_logs.max()) if dev_logs.any() else 1
-    rf = RfsState(
+    rf = make(RfsState,
         sock_flow=np.full(max(sock_entries, 1), K.RPS_NO_CPU, I64),
         dev_cpu=np.full((nq, S), K.RPS_NO_CPU, I64),
         dev_filter=np.full((nq, S), K.RPS_NO_FILTER, I64),

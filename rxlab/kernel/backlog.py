@@ -17,9 +17,17 @@ from rxlab.kernel.accounting import cost, drop
 from rxlab.kernel.flow_limit import skb_flow_limit
 from rxlab.kernel.socket import netif_receive_skb_core
 from rxlab.kernel.state import (
+    BL_BL_SEQ,
+    BL_BL_STAMP,
+    BL_BL_TARR,
+    BN_BL_FLOW,
+    BN_BL_LEN,
+    BN_BL_SRC,
     C_IPI_LATENCY,
     DROP_BACKLOG,
     DROP_FLOW_LIMIT,
+    NL_POLL_LIST,
+    RD_DEV_LAST_QTAIL,
     SD_BL_HEAD,
     SD_BL_PROC,
     SD_BL_SCHED,
@@ -40,7 +48,7 @@ EV_IPI = 3  # event kind: an RPS IPI reaches its target CPU (handled in rx_loop)
 def napi_list_add(s, c, napi):
     """____napi_schedule: append a NAPI to sd->poll_list and raise NET_RX_SOFTIRQ."""
     sd = s.sd
-    sd.poll_list[c, sd.cpu[SD_PL_N, c]] = napi
+    sd.lists[NL_POLL_LIST, c, sd.cpu[SD_PL_N, c]] = napi
     sd.cpu[SD_PL_N, c] += 1
     sd.cpu[SD_SOFTIRQ_PENDING, c] = 1
 
@@ -74,17 +82,17 @@ def enqueue_to_backlog(s, this_cpu, cpu, skb_hash, f, tarr, seq, length, t):
         sd.cpu[SD_BL_SCHED, cpu] = 1  # __test_and_set_bit(NAPI_STATE_SCHED)
         napi_schedule_rps(s, this_cpu, cpu)
     slot = sd.cpu[SD_BL_TAIL, cpu] & p.bl_mask
-    sd.bl_flow[cpu, slot] = f
-    sd.bl_tarr[cpu, slot] = tarr
-    sd.bl_seq[cpu, slot] = seq
-    sd.bl_len[cpu, slot] = length
-    sd.bl_stamp[cpu, slot] = t
-    sd.bl_src[cpu, slot] = this_cpu
+    sd.bl32[BN_BL_FLOW, cpu, slot] = f
+    sd.bl[BL_BL_TARR, cpu, slot] = tarr
+    sd.bl[BL_BL_SEQ, cpu, slot] = seq
+    sd.bl32[BN_BL_LEN, cpu, slot] = length
+    sd.bl[BL_BL_STAMP, cpu, slot] = t
+    sd.bl32[BN_BL_SRC, cpu, slot] = this_cpu
     sd.cpu[SD_BL_TAIL, cpu] += 1
     sd.cpu[SD_INPUT_QUEUE_TAIL, cpu] = (sd.cpu[SD_INPUT_QUEUE_TAIL, cpu] + 1) & U32
     rf = s.rf
     if rf.out[0] >= 0:  # *qtail = ++sd->input_queue_tail into the chosen rflow
-        rf.dev_last_qtail[rf.out[0], rf.out[1]] = sd.cpu[SD_INPUT_QUEUE_TAIL, cpu]
+        rf.dev[RD_DEV_LAST_QTAIL, rf.out[0], rf.out[1]] = sd.cpu[SD_INPUT_QUEUE_TAIL, cpu]
     return True
 
 
@@ -97,8 +105,10 @@ def process_backlog(s, c, t, quota):
         while sd.cpu[SD_BL_HEAD, c] < sd.cpu[SD_BL_PROC, c]:
             slot = sd.cpu[SD_BL_HEAD, c] & p.bl_mask
             sd.cpu[SD_BL_HEAD, c] += 1
-            t = netif_receive_skb_core(s, c, sd.bl_src[c, slot], sd.bl_flow[c, slot],
-                sd.bl_tarr[c, slot], sd.bl_seq[c, slot], sd.bl_len[c, slot], t,
+            t = netif_receive_skb_core(
+                s, c, sd.bl32[BN_BL_SRC, c, slot], sd.bl32[BN_BL_FLOW, c, slot],
+                sd.bl[BL_BL_TARR, c, slot], sd.bl[BL_BL_SEQ, c, slot],
+                sd.bl32[BN_BL_LEN, c, slot], t,
             )
             work += 1
             if work >= quota:
@@ -108,7 +118,7 @@ def process_backlog(s, c, t, quota):
                 return work, t
         # splice the visible part of input_pkt_queue behind process_queue
         k = sd.cpu[SD_BL_PROC, c]
-        while k < sd.cpu[SD_BL_TAIL, c] and sd.bl_stamp[c, k & p.bl_mask] <= t:
+        while k < sd.cpu[SD_BL_TAIL, c] and sd.bl[BL_BL_STAMP, c, k & p.bl_mask] <= t:
             k += 1
         if k == sd.cpu[SD_BL_PROC, c]:
             sd.cpu[SD_BL_SCHED, c] = 0  # queue empty: napi completes, SCHED cleared
@@ -116,7 +126,7 @@ def process_backlog(s, c, t, quota):
                 # packets enqueued later in simulated time found the queue empty and
                 # not scheduled: their enqueuer IPIs this CPU (approximated at stamp)
                 sd.cpu[SD_BL_SCHED, c] = 1
-                stamp = sd.bl_stamp[c, k & p.bl_mask]
+                stamp = sd.bl[BL_BL_STAMP, c, k & p.bl_mask]
                 schedule(ev, max(stamp + cost(s, C_IPI_LATENCY), t), PRIO_HARDIRQ,
                          EV_IPI, c)
             break

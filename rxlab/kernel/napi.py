@@ -21,11 +21,19 @@ from rxlab.kernel.state import (
     C_IPI_SEND,
     C_NAPI_POLL,
     C_RPS_ENQUEUE,
+    NL_LOCAL_LIST,
+    NL_POLL_LIST,
+    NL_REPOLL,
     NQ_NAPI_SCHED,
     NQ_Q_POLLS,
     NQ_RING_HEAD,
     NQ_RING_TAIL,
     PF_FLOW_HASH,
+    RG_RING_DEQ,
+    RG_RING_SEQ,
+    RG_RING_TARR,
+    RN_RING_FLOW,
+    RN_RING_LEN,
     SD_BUDGET,
     SD_HS_ACTIVE,
     SD_HS_END_J,
@@ -68,12 +76,12 @@ def driver_poll(s, c, q, t):
     for _ in range(n):
         idx = nic.queue[NQ_RING_HEAD, q]
         slot = idx & p.ring_mask
-        nic.ring_deq[q, slot] = t  # the descriptor goes back to the NIC from now on
+        nic.ring[RG_RING_DEQ, q, slot] = t  # the descriptor goes back to the NIC from now on
         nic.queue[NQ_RING_HEAD, q] = idx + 1
-        f = nic.ring_flow[q, slot]
-        tarr = nic.ring_tarr[q, slot]
-        seq = nic.ring_seq[q, slot]
-        length = nic.ring_len[q, slot]
+        f = nic.ring32[RN_RING_FLOW, q, slot]
+        tarr = nic.ring[RG_RING_TARR, q, slot]
+        seq = nic.ring[RG_RING_SEQ, q, slot]
+        length = nic.ring32[RN_RING_LEN, q, slot]
         if p.xdp_on:
             act, t = xdp_rx(s, c, q, f, tarr, seq, length, t)
             if act != XDP_PASS:
@@ -127,7 +135,7 @@ def _take_poll_list(s, c):
     sd = s.sd
     n = sd.cpu[SD_PL_N, c]
     for k in range(n):
-        sd.local_list[c, k] = sd.poll_list[c, k]
+        sd.lists[NL_LOCAL_LIST, c, k] = sd.lists[NL_POLL_LIST, c, k]
     sd.cpu[SD_LL_POS, c] = 0
     sd.cpu[SD_LL_N, c] = n
     sd.cpu[SD_PL_N, c] = 0
@@ -156,7 +164,7 @@ def net_rx_action_step(s, c, t):
             _take_poll_list(s, c)  # the poll list was refilled meanwhile: goto start
             continue
         return finish_rx_action(s, c, t), -1
-    napi = sd.local_list[c, sd.cpu[SD_LL_POS, c]]
+    napi = sd.lists[NL_LOCAL_LIST, c, sd.cpu[SD_LL_POS, c]]
     sd.cpu[SD_LL_POS, c] += 1
     t += cost(s, C_NAPI_POLL)
     if napi < p.nq:
@@ -174,7 +182,7 @@ def napi_segment_end(s, c, napi, t):
     work = sd.cpu[SD_SEG_WORK, c]
     weight = p.napi_weight if napi < p.nq else p.dev_rx_weight
     if work >= weight:
-        sd.repoll[c, sd.cpu[SD_RP_N, c]] = napi  # still owned: polled again next round
+        sd.lists[NL_REPOLL, c, sd.cpu[SD_RP_N, c]] = napi  # still owned: polled again next round
         sd.cpu[SD_RP_N, c] += 1
     elif napi < p.nq:
         # napi_complete_done: interrupts re-enabled; descriptors that arrived during the
@@ -198,16 +206,16 @@ def finish_rx_action(s, c, t):
     # place: the rest of our list moves to the front of local_list first
     n = 0
     for k in range(sd.cpu[SD_LL_POS, c], sd.cpu[SD_LL_N, c]):
-        sd.local_list[c, n] = sd.local_list[c, k]
+        sd.lists[NL_LOCAL_LIST, c, n] = sd.lists[NL_LOCAL_LIST, c, k]
         n += 1
     for k in range(sd.cpu[SD_PL_N, c]):
-        sd.local_list[c, n] = sd.poll_list[c, k]
+        sd.lists[NL_LOCAL_LIST, c, n] = sd.lists[NL_POLL_LIST, c, k]
         n += 1
     for k in range(sd.cpu[SD_RP_N, c]):
-        sd.local_list[c, n] = sd.repoll[c, k]
+        sd.lists[NL_LOCAL_LIST, c, n] = sd.lists[NL_REPOLL, c, k]
         n += 1
     for k in range(n):
-        sd.poll_list[c, k] = sd.local_list[c, k]
+        sd.lists[NL_POLL_LIST, c, k] = sd.lists[NL_LOCAL_LIST, c, k]
     sd.cpu[SD_PL_N, c] = n
     sd.cpu[SD_LL_N, c] = 0
     sd.cpu[SD_LL_POS, c] = 0

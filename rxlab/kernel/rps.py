@@ -12,6 +12,8 @@ from rxlab.kernel.hashfn import reciprocal_scale, s32_diff
 from rxlab.kernel.rfs import rfs_slot, set_rps_cpu
 from rxlab.kernel.state import (
     PQ_RPS_LEN,
+    RD_DEV_CPU,
+    RD_DEV_LAST_QTAIL,
     RFS_HELD,
     RFS_MOVES,
     RFS_STEERED,
@@ -42,13 +44,13 @@ def get_rps_cpu(s, rxq, skb_hash, f, t):
         if ((ident ^ skb_hash) & ~p.rps_cpu_mask & U32) == 0:
             next_cpu = ident & p.rps_cpu_mask
             slot = rfs_slot(s, skb_hash, log)
-            tcpu = rf.dev_cpu[rxq, slot]
+            tcpu = rf.dev[RD_DEV_CPU, rxq, slot]
             rq = rxq
             rs = slot
             if tcpu != next_cpu:
                 # move only once the old CPU has dequeued this flow's last packet
                 if tcpu >= p.ncpu or s32_diff(sd.cpu[SD_INPUT_QUEUE_HEAD, tcpu],
-                                              rf.dev_last_qtail[rxq, slot]) >= 0:
+                                              rf.dev[RD_DEV_LAST_QTAIL, rxq, slot]) >= 0:
                     if tcpu < p.ncpu:
                         rf.cnt[RFS_MOVES] += 1
                     tcpu = next_cpu

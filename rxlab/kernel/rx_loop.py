@@ -54,6 +54,11 @@ from rxlab.kernel.state import (
     PT_MIG_EVERY_NS,
     PT_MIG_N,
     PT_MIG_SET_N,
+    RG_RING_DEQ,
+    RG_RING_SEQ,
+    RG_RING_TARR,
+    RN_RING_FLOW,
+    RN_RING_LEN,
     SD_APP_VRT,
     SD_EV_PENDING,
     SD_IN_RX_ACTION,
@@ -161,7 +166,7 @@ def ingest(s, f, length, t, overrun):
         netif_rx(s, q, f, length, t, seq)
         return
     rel = nic.queue[NQ_RING_REL, q]
-    while rel < nic.queue[NQ_RING_HEAD, q] and nic.ring_deq[q, rel & p.ring_mask] <= t:
+    while rel < nic.queue[NQ_RING_HEAD, q] and nic.ring[RG_RING_DEQ, q, rel & p.ring_mask] <= t:
         rel += 1  # descriptors the driver has taken by now are free again
     nic.queue[NQ_RING_REL, q] = rel
     if nic.queue[NQ_RING_TAIL, q] - rel >= p.ring_size:
@@ -169,10 +174,10 @@ def ingest(s, f, length, t, overrun):
         drop(s, DROP_RING_FULL, t)
         return
     slot = nic.queue[NQ_RING_TAIL, q] & p.ring_mask
-    nic.ring_flow[q, slot] = f
-    nic.ring_tarr[q, slot] = t
-    nic.ring_seq[q, slot] = seq
-    nic.ring_len[q, slot] = length
+    nic.ring32[RN_RING_FLOW, q, slot] = f
+    nic.ring[RG_RING_TARR, q, slot] = t
+    nic.ring[RG_RING_SEQ, q, slot] = seq
+    nic.ring32[RN_RING_LEN, q, slot] = length
     nic.queue[NQ_RING_TAIL, q] += 1
     nic.queue[NQ_Q_PACKETS, q] += 1
     if nic.queue[NQ_NAPI_SCHED, q] == 0:

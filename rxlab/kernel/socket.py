@@ -38,6 +38,11 @@ from rxlab.kernel.state import (
     SD_PROCESSED,
     SF_FLOW_DELIVERED,
     SF_FLOW_MAX_SEQ,
+    SN_SO_FLOW,
+    SN_SO_LEN,
+    SQ_SO_SEQ,
+    SQ_SO_STAMP,
+    SQ_SO_TARR,
     ST_SO_DROPS,
     ST_SO_HEAD,
     ST_SO_RMEM,
@@ -88,11 +93,11 @@ def sock_queue_tail(s, sk, f, tarr, seq, length, t):
     p, so, st, ev = s.p, s.so, s.st, s.ev
     ts = truesize(length)
     slot = p.sock_off[sk] + (so.thread[ST_SO_TAIL, sk] & p.sock_i[PS_SOCK_MASK, sk])
-    so.so_flow[slot] = f
-    so.so_tarr[slot] = tarr
-    so.so_seq[slot] = seq
-    so.so_len[slot] = length
-    so.so_stamp[slot] = t
+    so.sq32[SN_SO_FLOW, slot] = f
+    so.sq[SQ_SO_TARR, slot] = tarr
+    so.sq[SQ_SO_SEQ, slot] = seq
+    so.sq32[SN_SO_LEN, slot] = length
+    so.sq[SQ_SO_STAMP, slot] = t
     so.thread[ST_SO_TAIL, sk] += 1
     so.thread[ST_SO_RMEM, sk] += ts
     st.cnt[CNT_SOCKET_IN] += 1
@@ -125,21 +130,21 @@ def app_read(s, th, t):
     while (n < p.thread_i[PT_THREAD_BATCH, th]
            and so.thread[ST_SO_HEAD, sk] < so.thread[ST_SO_TAIL, sk]):
         slot = p.sock_off[sk] + (so.thread[ST_SO_HEAD, sk] & p.sock_i[PS_SOCK_MASK, sk])
-        if so.so_stamp[slot] > t:
+        if so.sq[SQ_SO_STAMP, slot] > t:
             break  # queued by a segment that, in simulated time, has not happened yet
         ds = work_ns(s, p.thread_sys_ns[th])
         du = work_ns(s, p.thread_user_ns[th])
         sys_ns += ds
         user_ns += du
         t += ds + du
-        so.thread[ST_SO_RMEM, sk] -= truesize(so.so_len[slot])
+        so.thread[ST_SO_RMEM, sk] -= truesize(so.sq32[SN_SO_LEN, slot])
         so.thread[ST_SO_HEAD, sk] += 1
-        f = so.so_flow[slot]
+        f = so.sq32[SN_SO_FLOW, slot]
         so.flow[SF_FLOW_DELIVERED, f] += 1
         if p.sock_i[PS_SOCK_RECORD, sk]:
             # recvmsg -> sock_rps_record_flow: RFS learns where the consumer runs
             sock_rps_record_flow(s, p.flow_i[PF_FLOW_HASH, f], so.thread[ST_THREAD_CPU, th])
-        lat = t - so.so_tarr[slot]
+        lat = t - so.sq[SQ_SO_TARR, slot]
         st.lat_app[hist_index(lat)] += 1
         st.lat_sum[1] += lat
         st.cnt[CNT_LAT_APP_N] += 1
@@ -157,7 +162,7 @@ def app_after_read(s, th, t):
     sk = p.thread_i[PT_THREAD_SOCK, th]
     if so.thread[ST_SO_HEAD, sk] < so.thread[ST_SO_TAIL, sk]:
         head = so.thread[ST_SO_HEAD, sk]
-        stamp = so.so_stamp[p.sock_off[sk] + (head & p.sock_i[PS_SOCK_MASK, sk])]
+        stamp = so.sq[SQ_SO_STAMP, p.sock_off[sk] + (head & p.sock_i[PS_SOCK_MASK, sk])]
         if stamp <= t:
             so.thread[ST_TH_STATE, th] = TH_RUNNABLE
         else:

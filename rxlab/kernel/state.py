@@ -289,6 +289,64 @@ CE_FIELDS = (  # rows of CpumapState.entry
 (CE_PROD, CE_CONS, CE_CLEAR, CE_KT_STATE, CE_KT_VRT, CE_LAST_FLUSH) = range(6)
 
 
+# A queued packet's columns (FIFOs: consecutive packets of a queue share each column's
+# cache lines), as planes of one int64 array and one int32 array per queue kind.
+RG_FIELDS = (  # int64 planes of NicState.ring
+    "ring_tarr",  # [nq, ring]: NIC arrival time
+    "ring_seq",  # per-flow sequence number
+    "ring_deq",  # time the driver took the descriptor
+)
+(RG_RING_TARR, RG_RING_SEQ, RG_RING_DEQ) = range(3)
+RN_FIELDS = ("ring_flow", "ring_len")  # int32 planes of NicState.ring32
+(RN_RING_FLOW, RN_RING_LEN) = range(2)
+
+BL_FIELDS = (  # int64 planes of SoftnetData.bl, [ncpu, bl_cap]
+    "bl_tarr",
+    "bl_seq",
+    "bl_stamp",  # time the enqueue happened
+)
+(BL_BL_TARR, BL_BL_SEQ, BL_BL_STAMP) = range(3)
+BN_FIELDS = (  # int32 planes of SoftnetData.bl32
+    "bl_flow",
+    "bl_len",
+    "bl_src",  # CPU that enqueued (for the cross-CPU cost)
+)
+(BN_BL_FLOW, BN_BL_LEN, BN_BL_SRC) = range(3)
+
+NL_FIELDS = (  # planes of SoftnetData.lists
+    "poll_list",  # int64[ncpu, L]: sd->poll_list
+    "local_list",  # int64[ncpu, L]: the list net_rx_action took
+    "repoll",  # int64[ncpu, L]
+)
+(NL_POLL_LIST, NL_LOCAL_LIST, NL_REPOLL) = range(3)
+
+SQ_FIELDS = ("so_tarr", "so_seq", "so_stamp")  # int64 planes of SockState.sq, [total]
+(SQ_SO_TARR, SQ_SO_SEQ, SQ_SO_STAMP) = range(3)
+SN_FIELDS = ("so_flow", "so_len")  # int32 planes of SockState.sq32
+(SN_SO_FLOW, SN_SO_LEN) = range(2)
+
+BQ_FIELDS = ("bq_tarr", "bq_seq")  # int64 planes of CpumapState.bq, [ncpu, E, 8]
+(BQ_BQ_TARR, BQ_BQ_SEQ) = range(2)
+QN_FIELDS = ("bq_flow", "bq_len")  # int32 planes of CpumapState.bq32
+(QN_BQ_FLOW, QN_BQ_LEN) = range(2)
+
+CR_FIELDS = (  # int64 planes of CpumapState.ring, [E, Q]
+    "r_tarr",
+    "r_seq",
+    "r_stamp",  # time the frame was produced
+)
+(CR_R_TARR, CR_R_SEQ, CR_R_STAMP) = range(3)
+CN_FIELDS = ("r_flow", "r_len")  # int32 planes of CpumapState.ring32
+(CN_R_FLOW, CN_R_LEN) = range(2)
+
+RD_FIELDS = (  # planes of RfsState.dev
+    "dev_cpu",  # int64[nq, S] (RPS_NO_CPU)
+    "dev_filter",  # int64[nq, S] (RPS_NO_FILTER)
+    "dev_last_qtail",  # int64[nq, S] (u32)
+    "dev_hash",  # int64[nq, S] (v6.18+)
+)
+(RD_DEV_CPU, RD_DEV_FILTER, RD_DEV_LAST_QTAIL, RD_DEV_HASH) = range(4)
+
 class Params(NamedTuple):
     """Read-only configuration, already rounded the kernel's way."""
 
@@ -357,11 +415,8 @@ class Params(NamedTuple):
 class NicState(NamedTuple):
     """Per rx queue descriptor rings and NAPI state (the driver's view)."""
 
-    ring_flow: np.ndarray  # int32[nq, ring]
-    ring_tarr: np.ndarray  # int64[nq, ring]
-    ring_seq: np.ndarray  # int64[nq, ring]
-    ring_len: np.ndarray  # int32[nq, ring]
-    ring_deq: np.ndarray  # int64[nq, ring]: time the driver took the descriptor
+    ring: np.ndarray  # int64[len(RG_FIELDS), nq, ring]: planes RG_*
+    ring32: np.ndarray  # int32[len(RN_FIELDS), nq, ring]: planes RN_*
     queue: np.ndarray  # int64[len(NQ_FIELDS), nq]: rows NQ_*
 
 
@@ -416,15 +471,9 @@ class SoftnetData(NamedTuple):
     """
 
     cpu: np.ndarray  # int64[len(SD_FIELDS), ncpu]
-    bl_flow: np.ndarray  # int32[ncpu, bl_cap]
-    bl_tarr: np.ndarray  # int64
-    bl_seq: np.ndarray  # int64
-    bl_len: np.ndarray  # int32
-    bl_stamp: np.ndarray  # int64: time the enqueue happened
-    bl_src: np.ndarray  # int16: CPU that enqueued (for the cross-CPU cost)
-    poll_list: np.ndarray  # int64[ncpu, L]: sd->poll_list
-    local_list: np.ndarray  # int64[ncpu, L]: the list net_rx_action took
-    repoll: np.ndarray  # int64[ncpu, L]
+    bl: np.ndarray  # int64[len(BL_FIELDS), ncpu, bl_cap]: planes BL_*
+    bl32: np.ndarray  # int32[len(BN_FIELDS), ncpu, bl_cap]: planes BN_*
+    lists: np.ndarray  # int64[len(NL_FIELDS), ncpu, L]: planes NL_*
     rps_ipi_list: np.ndarray  # int64[ncpu, ncpu]: targets to IPI at net_rx_action end
     fl_history: np.ndarray  # int64[ncpu, history]
     fl_buckets: np.ndarray  # int64[ncpu, table_len]
@@ -433,11 +482,8 @@ class SoftnetData(NamedTuple):
 class SockState(NamedTuple):
     """Socket receive queues (flattened, per-socket slots) and application threads."""
 
-    so_flow: np.ndarray  # int32[total]
-    so_tarr: np.ndarray  # int64
-    so_seq: np.ndarray  # int64
-    so_len: np.ndarray  # int32
-    so_stamp: np.ndarray  # int64
+    sq: np.ndarray  # int64[len(SQ_FIELDS), total]: planes SQ_*
+    sq32: np.ndarray  # int32[len(SN_FIELDS), total]: planes SN_*
     thread: np.ndarray  # int64[len(ST_FIELDS), nthreads]: rows ST_* (socket = thread index)
     flow: np.ndarray  # int64[len(SF_FIELDS), nflows]: rows SF_*
     cpu_threads: np.ndarray  # int64[ncpu, nthreads]: threads on each CPU
@@ -460,10 +506,7 @@ class RfsState(NamedTuple):
     """rps_sock_flow_table and the per-queue rps_dev_flow tables (reference sec. 4)."""
 
     sock_flow: np.ndarray  # int64[entries] u32 values, RPS_NO_CPU when empty
-    dev_cpu: np.ndarray  # int64[nq, S] (RPS_NO_CPU)
-    dev_filter: np.ndarray  # int64[nq, S] (RPS_NO_FILTER)
-    dev_last_qtail: np.ndarray  # int64[nq, S] (u32)
-    dev_hash: np.ndarray  # int64[nq, S] (v6.18+)
+    dev: np.ndarray  # int64[len(RD_FIELDS), nq, S]: planes RD_*
     dev_log: np.ndarray  # int64[nq]: log2 of the table size; 0 = no table
     out: np.ndarray  # int64[2]: the rflow get_rps_cpu chose (queue, slot) or -1
     cnt: np.ndarray  # int64[N_RFS_CNT]
@@ -493,17 +536,12 @@ class CpumapState(NamedTuple):
     """
 
     bq_n: np.ndarray  # int64[ncpu, E]: frames in that CPU's bulk queue for the entry
-    bq_flow: np.ndarray  # int32[ncpu, E, 8]
-    bq_tarr: np.ndarray  # int64[ncpu, E, 8]
-    bq_seq: np.ndarray  # int64[ncpu, E, 8]
-    bq_len: np.ndarray  # int32[ncpu, E, 8]
+    bq: np.ndarray  # int64[len(BQ_FIELDS), ncpu, E, 8]: planes BQ_*
+    bq32: np.ndarray  # int32[len(QN_FIELDS), ncpu, E, 8]: planes QN_*
     flush_n: np.ndarray  # int64[ncpu]: entries on the CPU's flush list
     flush_list: np.ndarray  # int64[ncpu, E]
-    r_flow: np.ndarray  # int32[E, Q]
-    r_tarr: np.ndarray  # int64[E, Q]
-    r_seq: np.ndarray  # int64[E, Q]
-    r_len: np.ndarray  # int32[E, Q]
-    r_stamp: np.ndarray  # int64[E, Q]: time the frame was produced
+    ring: np.ndarray  # int64[len(CR_FIELDS), E, Q]: planes CR_*
+    ring32: np.ndarray  # int32[len(CN_FIELDS), E, Q]: planes CN_*
     entry: np.ndarray  # int64[len(CE_FIELDS), entries]: rows CE_*
     rr: np.ndarray  # int64[ncpu, R]: per-CPU round-robin position (PERCPU_ARRAY)
     cnt: np.ndarray  # int64[E, N_CPUMAP_CNT]
@@ -529,15 +567,18 @@ ARFS_MODELS = ("off", "ice-hash-match", "ice-tuple-match", "mlx5")
 
 
 # --- row groups: Python names for the rows, and construction by field name -----------
-ROW_GROUPS = {
+ROW_GROUPS = {  # a group's fields share a shape: rows of a 2-D array, planes of a 3-D one
     Params: {"flow_i": PF_FIELDS, "sock_i": PS_FIELDS, "thread_i": PT_FIELDS,
              "queue_i": PQ_FIELDS, "cpu_i": PC_FIELDS, "cm_i": PE_FIELDS},
-    NicState: {"queue": NQ_FIELDS},
-    SoftnetData: {"cpu": SD_FIELDS},
-    SockState: {"thread": ST_FIELDS, "flow": SF_FIELDS},
+    NicState: {"ring": RG_FIELDS, "ring32": RN_FIELDS, "queue": NQ_FIELDS},
+    SoftnetData: {"cpu": SD_FIELDS, "bl": BL_FIELDS, "bl32": BN_FIELDS, "lists": NL_FIELDS},
+    SockState: {"sq": SQ_FIELDS, "sq32": SN_FIELDS, "thread": ST_FIELDS, "flow": SF_FIELDS},
+    RfsState: {"dev": RD_FIELDS},
     ArfsState: {"entry": AE_FIELDS, "glob": AG_FIELDS},
-    CpumapState: {"entry": CE_FIELDS},
+    CpumapState: {"bq": BQ_FIELDS, "bq32": QN_FIELDS, "ring": CR_FIELDS, "ring32": CN_FIELDS,
+                  "entry": CE_FIELDS},
 }
+INT32_GROUPS = {"ring32", "bl32", "sq32", "bq32"}  # the rest are int64
 BOOL_ROWS = {"flow_udp", "sock_record", "sock_xsk_copy", "sock_fill_bound"}
 
 
@@ -555,10 +596,10 @@ for _cls, _groups in ROW_GROUPS.items():
 
 def make(cls, **fields):
     """``cls(**fields)`` where each row group's fields are given one by one, by name:
-    they are stacked, as int64, into the group's 2-D array (equal lengths required)."""
+    they are stacked into the group's array, int64 or int32 (equal shapes required)."""
     for attr, names in ROW_GROUPS.get(cls, {}).items():
         if attr in fields:
             continue
-        rows = [np.asarray(fields.pop(name)) for name in names]
-        fields[attr] = np.stack([r.astype(np.int64) for r in rows])
+        dtype = np.int32 if attr in INT32_GROUPS else np.int64
+        fields[attr] = np.stack([np.asarray(fields.pop(name)).astype(dtype) for name in names])
     return cls(**fields)

@@ -32,6 +32,8 @@ from rxlab.kernel.backlog import enqueue_to_backlog
 from rxlab.kernel.rps import get_rps_cpu
 from rxlab.kernel.socket import netif_receive_skb_core
 from rxlab.kernel.state import (
+    BQ_BQ_SEQ,
+    BQ_BQ_TARR,
     C_CPUMAP_ENQUEUE_FULL,
     C_CPUMAP_KTHREAD,
     C_GRO,
@@ -50,8 +52,13 @@ from rxlab.kernel.state import (
     CM_FLUSHES,
     CM_PROCESSED,
     CM_WAKEUPS,
+    CN_R_FLOW,
+    CN_R_LEN,
     CPU_MAP_BULK_SIZE,
     CPUMAP_BATCH,
+    CR_R_SEQ,
+    CR_R_STAMP,
+    CR_R_TARR,
     DROP_CPUMAP_FULL,
     PC_CM_ENTRY,
     PE_CM_BATCH,
@@ -59,6 +66,8 @@ from rxlab.kernel.state import (
     PF_FLOW_RSS_HASH,
     PF_FLOW_SW_HASH,
     PQ_RPS_LEN,
+    QN_BQ_FLOW,
+    QN_BQ_LEN,
     SD_IPI_N,
     SD_SOFTIRQ_PENDING,
     TH_RUNNABLE,
@@ -107,11 +116,11 @@ def bq_flush_to_queue(s, c, e, t):
     for i in range(cm.bq_n[c, e]):
         if ring_has_room(cm.entry[CE_PROD, e], cm.entry[CE_CLEAR, e], qsize):
             slot = cm.entry[CE_PROD, e] % qsize
-            cm.r_flow[e, slot] = cm.bq_flow[c, e, i]
-            cm.r_tarr[e, slot] = cm.bq_tarr[c, e, i]
-            cm.r_seq[e, slot] = cm.bq_seq[c, e, i]
-            cm.r_len[e, slot] = cm.bq_len[c, e, i]
-            cm.r_stamp[e, slot] = t
+            cm.ring32[CN_R_FLOW, e, slot] = cm.bq32[QN_BQ_FLOW, c, e, i]
+            cm.ring[CR_R_TARR, e, slot] = cm.bq[BQ_BQ_TARR, c, e, i]
+            cm.ring[CR_R_SEQ, e, slot] = cm.bq[BQ_BQ_SEQ, c, e, i]
+            cm.ring32[CN_R_LEN, e, slot] = cm.bq32[QN_BQ_LEN, c, e, i]
+            cm.ring[CR_R_STAMP, e, slot] = t
             cm.entry[CE_PROD, e] += 1
             cm.cnt[e, CM_ENQUEUED] += 1
         else:
@@ -129,10 +138,10 @@ def bq_enqueue(s, c, e, f, tarr, seq, length, t):
     if cm.bq_n[c, e] == CPU_MAP_BULK_SIZE:
         t = bq_flush_to_queue(s, c, e, t)
     i = cm.bq_n[c, e]
-    cm.bq_flow[c, e, i] = f
-    cm.bq_tarr[c, e, i] = tarr
-    cm.bq_seq[c, e, i] = seq
-    cm.bq_len[c, e, i] = length
+    cm.bq32[QN_BQ_FLOW, c, e, i] = f
+    cm.bq[BQ_BQ_TARR, c, e, i] = tarr
+    cm.bq[BQ_BQ_SEQ, c, e, i] = seq
+    cm.bq32[QN_BQ_LEN, c, e, i] = length
     cm.bq_n[c, e] = i + 1
     for k in range(cm.flush_n[c]):
         if cm.flush_list[c, k] == e:
@@ -196,12 +205,12 @@ def cpumap_kthread_step(s, c, e, t):
     n = 0
     while n < CPUMAP_BATCH and cm.entry[CE_CONS, e] < cm.entry[CE_PROD, e]:
         slot = cm.entry[CE_CONS, e] % qsize
-        if cm.r_stamp[e, slot] > t:
+        if cm.ring[CR_R_STAMP, e, slot] > t:
             break  # produced by a poll that, in simulated time, has not got there yet
-        f = cm.r_flow[e, slot]
-        tarr = cm.r_tarr[e, slot]
-        seq = cm.r_seq[e, slot]
-        length = cm.r_len[e, slot]
+        f = cm.ring32[CN_R_FLOW, e, slot]
+        tarr = cm.ring[CR_R_TARR, e, slot]
+        seq = cm.ring[CR_R_SEQ, e, slot]
+        length = cm.ring32[CN_R_LEN, e, slot]
         cons, clear = ring_discard_one(cm.entry[CE_CONS, e], cm.entry[CE_CLEAR, e], qsize,
                                        p.cm_i[PE_CM_BATCH, e])
         cm.entry[CE_CONS, e] = cons
@@ -223,7 +232,7 @@ def cpumap_after_batch(s, e, t):
     """The kthread after a batch: go on, sleep, or sleep until the pending flush wakes it."""
     p, cm = s.p, s.cm
     if cm.entry[CE_CONS, e] < cm.entry[CE_PROD, e]:
-        if cm.r_stamp[e, cm.entry[CE_CONS, e] % p.cm_i[PE_CM_QSIZE, e]] <= t:
+        if cm.ring[CR_R_STAMP, e, cm.entry[CE_CONS, e] % p.cm_i[PE_CM_QSIZE, e]] <= t:
             cm.entry[CE_KT_STATE, e] = TH_RUNNABLE
         else:
             # the ring looks empty now; the flush that produced these frames wakes us
