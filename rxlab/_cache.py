@@ -13,9 +13,8 @@ import os
 from pathlib import Path
 
 
-def configure() -> None:
-    if "NUMBA_CACHE_DIR" in os.environ:
-        return
+def source_key() -> str:
+    """A hash of the files that hold jitted code (and of their names)."""
     root = Path(__file__).parent
     h = hashlib.sha256()
     jitted = [root / "config.py"] + [
@@ -25,8 +24,25 @@ def configure() -> None:
     for path in sorted(jitted):
         h.update(str(path.relative_to(root)).encode())
         h.update(path.read_bytes())
-    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rxlab" / "numba"
-    os.environ["NUMBA_CACHE_DIR"] = str(base / h.hexdigest()[:16])
+    return h.hexdigest()[:16]
+
+
+def configure() -> None:
+    """Set NUMBA_CACHE_DIR to <base>/<source key>.
+
+    <base> is ~/.cache/rxlab/numba, or the user's own NUMBA_CACHE_DIR: a folder the user
+    chose gets the key appended too, else an upgrade of rxlab would load the old loop.
+    A folder that already ends with the key (a child process) is kept as it is.
+    """
+    key = source_key()
+    given = os.environ.get("NUMBA_CACHE_DIR")
+    if given and Path(given).name == key:
+        return
+    if given:
+        base = Path(given)
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rxlab" / "numba"
+    os.environ["NUMBA_CACHE_DIR"] = str(base / key)
 
 
 def loop_compiled() -> bool:

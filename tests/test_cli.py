@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -120,3 +121,16 @@ def test_cold_cache_is_announced_once_per_run(tmp_path, monkeypatch, capsys):
     assert _cache.loop_compiled()
     _compile_notice()
     assert capsys.readouterr().err == ""
+
+
+def test_a_user_cache_folder_is_keyed_by_the_source_too(tmp_path, monkeypatch):
+    """NUMBA_CACHE_DIR set by the user still gets the source key appended (numba alone
+    would reuse a stale inlined loop after an upgrade); a keyed folder is kept."""
+    from rxlab import _cache
+
+    key = _cache.source_key()
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    _cache.configure()
+    assert os.environ["NUMBA_CACHE_DIR"] == str(tmp_path / key)
+    _cache.configure()  # a child process inherits the keyed folder unchanged
+    assert os.environ["NUMBA_CACHE_DIR"] == str(tmp_path / key)
