@@ -61,3 +61,36 @@ def test_interval_by_reciprocal_equals_floor_division(interval, t):
 
     n = 1 << 60
     assert _interval(np.int64(interval), 1.0 / interval, n, np.int64(t)) == t // interval
+
+
+def test_the_arena_keeps_types_values_and_one_region():
+    """relocate() copies every state array into one region without changing what numba
+    sees (a changed layout would compile the loop a second time, silently) or any value;
+    the named rows of a group are views that write through."""
+    import numba
+
+    from rxlab.build import build
+    from rxlab.engine.arena import relocate
+    from rxlab.kernel.sim import sim_of
+    from rxlab.scenario import load_scenario
+
+    m = build(load_scenario("default"))
+    sim = sim_of(m)
+    plain = [type(part)(*(np.array(v) if isinstance(v, np.ndarray) else v for v in part))
+             for part in sim]
+    moved = relocate(plain)
+    assert numba.typeof(tuple(moved)) == numba.typeof(tuple(plain))
+    bases = set()
+    for a, b in zip(plain, moved, strict=True):
+        for x, y in zip(a, b, strict=True):
+            if isinstance(x, np.ndarray):
+                assert y.flags.c_contiguous and y.flags.writeable
+                assert y.dtype == x.dtype and y.shape == x.shape
+                np.testing.assert_array_equal(x, y)
+                base = y
+                while base.base is not None and isinstance(base.base, np.ndarray):
+                    base = base.base
+                bases.add(id(base))
+    assert len(bases) == 1
+    m.sd.processed[0] = 7  # a named row is a view of its group
+    assert m.sd.cpu[:, 0].tolist().count(7) >= 1
