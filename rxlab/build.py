@@ -481,7 +481,7 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
         lat_app=np.zeros(HIST_BINS, I64), lat_sum=np.zeros(2, np.float64),
         cpu_ns=np.zeros((ncpu, 5), I64), ts_cpu=np.zeros((n_int, ncpu, 5), I64),
         ts_pkt=np.zeros((n_int, 4), I64), ts_drop=np.zeros((n_int, N_DROP_SLOTS), I64),
-        rng=new_state(sc.seed),
+        rng=new_state(sc.seed), icache=np.zeros(3, I64),
     )
     # calendar: at most one pending CPU event per CPU, one IRQ per queue, one wake per
     # thread, and IPIs (at most one in flight per target and per backlog re-wake)

@@ -48,8 +48,16 @@ def _interval(interval_ns, inv, n_intervals, t):
 
 @njit(**JIT_STATE)
 def interval_of(s, t):
-    p = s.p
-    return _interval(p.interval_ns, p.interval_inv, p.n_intervals, t)
+    """The series interval of t; the last one found is cached with its bounds, since
+    most packets of a run fall in the same interval as the previous one."""
+    p, ic = s.p, s.st.icache
+    if ic[1] <= t < ic[2]:
+        return ic[0]
+    i = _interval(p.interval_ns, p.interval_inv, p.n_intervals, t)
+    ic[0] = i
+    ic[1] = i * p.interval_ns if i > 0 else -(np.int64(1) << 62)  # _interval clamps
+    ic[2] = (i + 1) * p.interval_ns if i < p.n_intervals - 1 else np.int64(1) << 62
+    return i
 
 
 @njit(**JIT_LEAF)

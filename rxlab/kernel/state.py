@@ -500,6 +500,7 @@ class Stats(NamedTuple):
     ts_pkt: np.ndarray  # int64[n_intervals, 4]
     ts_drop: np.ndarray  # int64[n_intervals, N_DROP_SLOTS]
     rng: np.ndarray  # uint64[1]
+    icache: np.ndarray  # int64[3]: the last interval_of() result and its [lo, hi) in ns
 
 
 class RfsState(NamedTuple):
