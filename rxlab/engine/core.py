@@ -1,4 +1,4 @@
-"""The event calendar: a preallocated binary heap over array columns (jitted).
+"""The event calendar: a preallocated binary heap of event records (jitted).
 
 SimPy's shape (``schedule``/``step``/``run`` over ``(time, priority, seq)``) kept over
 numpy columns so numba can run it without Python objects. The monotone ``seq`` makes
@@ -30,10 +30,9 @@ _SEQ_BITS = 56  # (prio << 56) | seq: one int64 secondary key, seq < 2**56
 
 
 class Calendar(NamedTuple):
-    time: np.ndarray  # int64 ns
-    key: np.ndarray  # int64 (prio << 56) | seq
-    kind: np.ndarray  # int64
-    arg: np.ndarray  # int64
+    # one record per pending event, [time ns, (prio << 56) | seq, kind, arg]: a heap move
+    # copies one 32-byte record instead of touching four columns
+    heap: np.ndarray  # int64[capacity, 4]
     n: np.ndarray  # int64[2]: [size, next seq]
     # the earliest event, held outside the heap: [valid, time, key, kind, arg]. An event
     # scheduled ahead of everything (a CPU kicked now, a segment ending before any other
@@ -41,15 +40,12 @@ class Calendar(NamedTuple):
     first: np.ndarray  # int64[5]
 
 
+H_TIME, H_KEY, H_KIND, H_ARG = range(4)
+
+
 def new_calendar(capacity: int) -> Calendar:
-    return Calendar(
-        np.zeros(capacity, np.int64),
-        np.zeros(capacity, np.int64),
-        np.zeros(capacity, np.int64),
-        np.zeros(capacity, np.int64),
-        np.zeros(2, np.int64),
-        np.zeros(5, np.int64),
-    )
+    return Calendar(np.zeros((capacity, 4), np.int64), np.zeros(2, np.int64),
+                    np.zeros(5, np.int64))
 
 
 @njit(**JIT_LEAF)
@@ -60,38 +56,29 @@ def clear(ev):
 
 
 @njit(**JIT_LEAF)
-def _less(ev, i, j):
-    ti = ev.time[i]
-    tj = ev.time[j]
-    return ti < tj or (ti == tj and ev.key[i] < ev.key[j])
-
-
-@njit(**JIT_LEAF)
-def _swap(ev, i, j):
-    ev.time[i], ev.time[j] = ev.time[j], ev.time[i]
-    ev.key[i], ev.key[j] = ev.key[j], ev.key[i]
-    ev.kind[i], ev.kind[j] = ev.kind[j], ev.kind[i]
-    ev.arg[i], ev.arg[j] = ev.arg[j], ev.arg[i]
-
-
-@njit(**JIT_LEAF)
 def _heap_push(ev, t, key, kind, arg):
+    """Sift up with a hole: parents move down until (t, key) fits, then it is written."""
+    h = ev.heap
     n = ev.n[0]
-    if n >= ev.time.size:
+    if n >= h.shape[0]:
         raise RuntimeError("event calendar full: capacity too small for this scenario")
-    ev.time[n] = t
-    ev.key[n] = key
-    ev.kind[n] = kind
-    ev.arg[n] = arg
     ev.n[0] = n + 1
     i = n
     while i > 0:
         parent = (i - 1) >> 1
-        if _less(ev, i, parent):
-            _swap(ev, i, parent)
+        tp = h[parent, H_TIME]
+        if t < tp or (t == tp and key < h[parent, H_KEY]):
+            h[i, H_TIME] = tp
+            h[i, H_KEY] = h[parent, H_KEY]
+            h[i, H_KIND] = h[parent, H_KIND]
+            h[i, H_ARG] = h[parent, H_ARG]
             i = parent
         else:
             break
+    h[i, H_TIME] = t
+    h[i, H_KEY] = key
+    h[i, H_KIND] = kind
+    h[i, H_ARG] = arg
 
 
 @njit(**JIT_LEAF)
@@ -101,7 +88,8 @@ def schedule(ev, t, prio, kind, arg):
     ev.n[1] += 1
     f = ev.first
     if f[0] == 0:
-        if ev.n[0] > 0 and (ev.time[0] < t or (ev.time[0] == t and ev.key[0] < key)):
+        h0t = ev.heap[0, H_TIME]
+        if ev.n[0] > 0 and (h0t < t or (h0t == t and ev.heap[0, H_KEY] < key)):
             _heap_push(ev, t, key, kind, arg)
             return
     elif f[1] < t or (f[1] == t and f[2] < key):
@@ -120,7 +108,7 @@ def schedule(ev, t, prio, kind, arg):
 def peek_time(ev):
     if ev.first[0]:
         return ev.first[1]
-    return ev.time[0] if ev.n[0] > 0 else INF_TIME
+    return ev.heap[0, H_TIME] if ev.n[0] > 0 else INF_TIME
 
 
 @njit(**JIT_LEAF)
@@ -136,28 +124,41 @@ def pop(ev):
     if f[0]:
         f[0] = 0
         return f[1], f[3], f[4]
-    t = ev.time[0]
-    kind = ev.kind[0]
-    arg = ev.arg[0]
+    h = ev.heap
+    t = h[0, H_TIME]
+    kind = h[0, H_KIND]
+    arg = h[0, H_ARG]
     n = ev.n[0] - 1
     ev.n[0] = n
     if n > 0:
-        ev.time[0] = ev.time[n]
-        ev.key[0] = ev.key[n]
-        ev.kind[0] = ev.kind[n]
-        ev.arg[0] = ev.arg[n]
+        # sift the last record down from the root with a hole: the smaller child moves
+        # up until the record fits (the same comparisons as swapping, half the moves)
+        xt = h[n, H_TIME]
+        xk = h[n, H_KEY]
         i = 0
         while True:
-            left = 2 * i + 1
-            if left >= n:
+            c = 2 * i + 1
+            if c >= n:
                 break
-            small = left
-            right = left + 1
-            if right < n and _less(ev, right, left):
-                small = right
-            if _less(ev, small, i):
-                _swap(ev, small, i)
-                i = small
+            ct = h[c, H_TIME]
+            ck = h[c, H_KEY]
+            r = c + 1
+            if r < n:
+                rt = h[r, H_TIME]
+                if rt < ct or (rt == ct and h[r, H_KEY] < ck):
+                    c = r
+                    ct = rt
+                    ck = h[r, H_KEY]
+            if ct < xt or (ct == xt and ck < xk):
+                h[i, H_TIME] = ct
+                h[i, H_KEY] = ck
+                h[i, H_KIND] = h[c, H_KIND]
+                h[i, H_ARG] = h[c, H_ARG]
+                i = c
             else:
                 break
+        h[i, H_TIME] = xt
+        h[i, H_KEY] = xk
+        h[i, H_KIND] = h[n, H_KIND]
+        h[i, H_ARG] = h[n, H_ARG]
     return t, kind, arg
