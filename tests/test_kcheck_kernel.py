@@ -115,9 +115,12 @@ def test_wrong_model_settings_make_their_checks_disagree(untouched):
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupted_run_leaves_nothing_behind(untouched, sig):
+    # SIG_DFL: a shell starts background jobs with SIGINT ignored and exec keeps that;
+    # this test needs the child to take Ctrl-C however the suite itself was started
     p = subprocess.Popen([*RXLAB, "--only", "flow_limit_shedding", "--duration", "2"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                         stdin=subprocess.DEVNULL)
+                         stdin=subprocess.DEVNULL,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         # wait until it is mid-experiment: namespaces up and flow_limit's sysctl written
         deadline = time.monotonic() + COMPILE_BUDGET

@@ -47,11 +47,17 @@ def tiny(tmp_path_factory, warm):
     return f, out
 
 
+def _sigint_default() -> None:
+    # a shell starts background jobs with SIGINT ignored, and exec keeps that: this test
+    # sends Ctrl-C, so the child must get it however the test suite itself was started
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @contextmanager
 def running(cmd: list[str]):
     """A CLI subprocess in its own session; killed with its workers if the test fails."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_sigint_default)
     try:
         yield proc
     finally:
