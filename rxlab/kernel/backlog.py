@@ -92,7 +92,7 @@ def enqueue_to_backlog(s, this_cpu, cpu, skb_hash, f, tarr, seq, length, t):
     sd.cpu[SD_INPUT_QUEUE_TAIL, cpu] = (sd.cpu[SD_INPUT_QUEUE_TAIL, cpu] + 1) & U32
     rf = s.rf
     if rf.out[0] >= 0:  # *qtail = ++sd->input_queue_tail into the chosen rflow
-        rf.dev[RD_DEV_LAST_QTAIL, rf.out[0], rf.out[1]] = sd.cpu[SD_INPUT_QUEUE_TAIL, cpu]
+        rf.dev[rf.out[0], rf.out[1], RD_DEV_LAST_QTAIL] = sd.cpu[SD_INPUT_QUEUE_TAIL, cpu]
     return True
 
 

@@ -89,12 +89,12 @@ def driver_poll(s, c, q, t):
         t += cost(s, C_DRIVER_RX) + cost(s, C_GRO)
         cpu = -1
         if p.rps_needed:
-            cpu = get_rps_cpu(s, q, p.flow_i[PF_FLOW_HASH, f], f, t)
+            cpu = get_rps_cpu(s, q, p.flow_i[f, PF_FLOW_HASH], f, t)
             t += s.rf.out[2]
         if cpu >= 0:
             # netif_receive_skb with RPS: always through a backlog, even the local one
             t += cost(s, C_RPS_ENQUEUE)
-            enqueue_to_backlog(s, c, cpu, p.flow_i[PF_FLOW_HASH, f], f, tarr, seq, length, t)
+            enqueue_to_backlog(s, c, cpu, p.flow_i[f, PF_FLOW_HASH], f, tarr, seq, length, t)
         else:
             t = netif_receive_skb_core(s, c, c, f, tarr, seq, length, t)
     if p.xdp_on:
@@ -106,7 +106,7 @@ def driver_poll(s, c, q, t):
 def has_runnable_thread(s, c):
     so = s.so
     for k in range(so.cpu_nthreads[c]):
-        if so.thread[ST_TH_STATE, so.cpu_threads[c, k]] == TH_RUNNABLE:
+        if so.thread[so.cpu_threads[c, k], ST_TH_STATE] == TH_RUNNABLE:
             return True
     return False
 

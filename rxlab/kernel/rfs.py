@@ -42,7 +42,7 @@ def rps_flow_is_active(s, q, slot, cpu):
     log = s.rf.dev_log[q]
     limit = (10 << log) if s.p.rfs_hash32 else 10 * ((1 << log) - 1)
     head = s.sd.cpu[SD_INPUT_QUEUE_HEAD, cpu]
-    return s32_diff(head, s.rf.dev[RD_DEV_LAST_QTAIL, q, slot]) < limit
+    return s32_diff(head, s.rf.dev[q, slot, RD_DEV_LAST_QTAIL]) < limit
 
 
 @njit(**JIT_STATE)
@@ -51,9 +51,9 @@ def rps_may_expire_flow(s, q, flow_id, filter_id):
     log = s.rf.dev_log[q]
     if log == 0 or flow_id >= (1 << log):
         return True
-    if s.rf.dev[RD_DEV_FILTER, q, flow_id] != filter_id:
+    if s.rf.dev[q, flow_id, RD_DEV_FILTER] != filter_id:
         return True
-    return not rps_flow_is_active(s, q, flow_id, s.rf.dev[RD_DEV_CPU, q, flow_id])
+    return not rps_flow_is_active(s, q, flow_id, s.rf.dev[q, flow_id, RD_DEV_CPU])
 
 
 @njit(**JIT_STATE_OUTLINE)
@@ -72,27 +72,27 @@ def set_rps_cpu(s, q, slot, next_cpu, skb_hash, f, t):
             rxq_index = p.cpu_i[PC_CPU_RMAP, next_cpu]
             if rxq_index >= 0 and rxq_index != q and rf.dev_log[rxq_index] > 0:
                 flow_id = rfs_slot(s, skb_hash, rf.dev_log[rxq_index])
-                t_cpu = rf.dev[RD_DEV_CPU, rxq_index, flow_id]
+                t_cpu = rf.dev[rxq_index, flow_id, RD_DEV_CPU]
                 protect = (
                     p.arfs_protect
-                    and rf.dev[RD_DEV_FILTER, rxq_index, flow_id] != RPS_NO_FILTER
+                    and rf.dev[rxq_index, flow_id, RD_DEV_FILTER] != RPS_NO_FILTER
                     and rps_flow_is_active(s, rxq_index, flow_id, t_cpu)
-                    and (skb_hash != rf.dev[RD_DEV_HASH, rxq_index, flow_id] or next_cpu == t_cpu)
+                    and (skb_hash != rf.dev[rxq_index, flow_id, RD_DEV_HASH] or next_cpu == t_cpu)
                 )
                 if not protect:
                     rf.cnt[RFS_ARFS_CALLS] += 1
                     rf.out[2] += cost(s, C_ARFS_STEER)
                     rc = ndo_rx_flow_steer(s, f, skb_hash, rxq_index, flow_id, t)
                     if rc >= 0:
-                        old_filter = rf.dev[RD_DEV_FILTER, q, slot]
+                        old_filter = rf.dev[q, slot, RD_DEV_FILTER]
                         rq = rxq_index
                         rs = flow_id
-                        rf.dev[RD_DEV_FILTER, rq, rs] = rc
-                        rf.dev[RD_DEV_HASH, rq, rs] = skb_hash
+                        rf.dev[rq, rs, RD_DEV_FILTER] = rc
+                        rf.dev[rq, rs, RD_DEV_HASH] = skb_hash
                         if old_filter == rc:
-                            rf.dev[RD_DEV_FILTER, q, slot] = RPS_NO_FILTER
-        rf.dev[RD_DEV_LAST_QTAIL, rq, rs] = sd.cpu[SD_INPUT_QUEUE_HEAD, next_cpu]
-    rf.dev[RD_DEV_CPU, rq, rs] = next_cpu
+                            rf.dev[q, slot, RD_DEV_FILTER] = RPS_NO_FILTER
+        rf.dev[rq, rs, RD_DEV_LAST_QTAIL] = sd.cpu[SD_INPUT_QUEUE_HEAD, next_cpu]
+    rf.dev[rq, rs, RD_DEV_CPU] = next_cpu
     return rq, rs
 
 

@@ -44,13 +44,13 @@ def get_rps_cpu(s, rxq, skb_hash, f, t):
         if ((ident ^ skb_hash) & ~p.rps_cpu_mask & U32) == 0:
             next_cpu = ident & p.rps_cpu_mask
             slot = rfs_slot(s, skb_hash, log)
-            tcpu = rf.dev[RD_DEV_CPU, rxq, slot]
+            tcpu = rf.dev[rxq, slot, RD_DEV_CPU]
             rq = rxq
             rs = slot
             if tcpu != next_cpu:
                 # move only once the old CPU has dequeued this flow's last packet
                 if tcpu >= p.ncpu or s32_diff(sd.cpu[SD_INPUT_QUEUE_HEAD, tcpu],
-                                              rf.dev[RD_DEV_LAST_QTAIL, rxq, slot]) >= 0:
+                                              rf.dev[rxq, slot, RD_DEV_LAST_QTAIL]) >= 0:
                     if tcpu < p.ncpu:
                         rf.cnt[RFS_MOVES] += 1
                     tcpu = next_cpu

@@ -147,18 +147,18 @@ def ingest(s, f, length, t, overrun):
     p, nic, so, st, ev = s.p, s.nic, s.so, s.st, s.ev
     st.cnt[CNT_OFFERED] += 1
     st.ts_pkt[interval_of(s, t), TS_OFFERED] += 1
-    seq = so.flow[SF_FLOW_NEXT_SEQ, f]
-    so.flow[SF_FLOW_NEXT_SEQ, f] = seq + 1
+    seq = so.flow[f, SF_FLOW_NEXT_SEQ]
+    so.flow[f, SF_FLOW_NEXT_SEQ] = seq + 1
     if overrun:
         drop(s, DROP_NIC_OVERRUN, t)
         return
-    q = p.flow_i[PF_FLOW_RXQ, f]
+    q = p.flow_i[f, PF_FLOW_RXQ]
     if p.arfs_model != 0 and s.ar.fdir_queue[f] >= 0:
         q = s.ar.fdir_queue[f]  # an aRFS filter for this 5-tuple overrides RSS
-    sk = p.flow_i[PF_FLOW_SOCK, f]
+    sk = p.flow_i[f, PF_FLOW_SOCK]
     if sk >= 0 and t >= p.warmup_ns:
         # good: the queue's interrupt lands where the flow's consumer runs now
-        if p.queue_i[PQ_IRQ_CPU, q] == so.thread[ST_THREAD_CPU, p.sock_i[PS_SOCK_THREAD, sk]]:
+        if p.queue_i[PQ_IRQ_CPU, q] == so.thread[p.sock_i[sk, PS_SOCK_THREAD], ST_THREAD_CPU]:
             st.cnt[CNT_GOOD_QUEUE] += 1
         else:
             st.cnt[CNT_BAD_QUEUE] += 1
@@ -205,13 +205,13 @@ def netif_rx(s, q, f, length, t, seq):
     cpu = c
     s.rf.out[0] = -1
     if p.rps_needed:
-        cpu = get_rps_cpu(s, q, p.flow_i[PF_FLOW_HASH, f], f, t)
+        cpu = get_rps_cpu(s, q, p.flow_i[f, PF_FLOW_HASH], f, t)
         sd.cpu[SD_IRQ_DEBT, c] += s.rf.out[2]
         if cpu < 0:
             cpu = c
         else:
             sd.cpu[SD_IRQ_DEBT, c] += cost(s, C_RPS_ENQUEUE)
-    enqueue_to_backlog(s, c, cpu, p.flow_i[PF_FLOW_HASH, f], f, t, seq, length, t)
+    enqueue_to_backlog(s, c, cpu, p.flow_i[f, PF_FLOW_HASH], f, t, seq, length, t)
     if sd.cpu[SD_IPI_N, c] > 0:
         net_rps_send_ipi(s, c, t)  # simplification: sent at once, not at softirq end
     kick_cpu(s, c, t)  # charges the receive work now, runs the softirq if one is pending
@@ -289,7 +289,7 @@ def dispatch(s, c, t):
         th = -1
         for k in range(nth):
             cand = so.cpu_threads[c, (sd.cpu[SD_RR, c] + k) % nth]
-            if so.thread[ST_TH_STATE, cand] == TH_RUNNABLE:
+            if so.thread[cand, ST_TH_STATE] == TH_RUNNABLE:
                 th = cand
                 sd.cpu[SD_RR, c] = (sd.cpu[SD_RR, c] + k + 1) % nth
                 break
@@ -319,18 +319,18 @@ def charge_system(s, t, ns):
 def migrate_thread(s, th, t):
     """Move a thread to another CPU (an explicit move, or a random one every period)."""
     p, so = s.p, s.so
-    k = so.thread[ST_TH_MIG_K, th]
+    k = so.thread[th, ST_TH_MIG_K]
     new = -1
-    if k < p.thread_i[PT_MIG_N, th]:
+    if k < p.thread_i[th, PT_MIG_N]:
         new = p.mig_cpu[th, k]
-        so.thread[ST_TH_MIG_K, th] = k + 1
-        if k + 1 < p.thread_i[PT_MIG_N, th]:
+        so.thread[th, ST_TH_MIG_K] = k + 1
+        if k + 1 < p.thread_i[th, PT_MIG_N]:
             schedule(s.ev, p.mig_t[th, k + 1], PRIO_WAKE, EV_MIGRATE, th)
-    elif p.thread_i[PT_MIG_EVERY_NS, th] > 0:
-        n = p.thread_i[PT_MIG_SET_N, th]
+    elif p.thread_i[th, PT_MIG_EVERY_NS] > 0:
+        n = p.thread_i[th, PT_MIG_SET_N]
         new = p.mig_set[th, np.int64(uniform(s.st.rng) * n) % n]
-        schedule(s.ev, t + p.thread_i[PT_MIG_EVERY_NS, th], PRIO_WAKE, EV_MIGRATE, th)
-    old = so.thread[ST_THREAD_CPU, th]
+        schedule(s.ev, t + p.thread_i[th, PT_MIG_EVERY_NS], PRIO_WAKE, EV_MIGRATE, th)
+    old = so.thread[th, ST_THREAD_CPU]
     if new < 0 or new == old:
         return
     # unlink from the old CPU's list, append to the new one's
@@ -342,9 +342,9 @@ def migrate_thread(s, th, t):
             break
     so.cpu_threads[new, so.cpu_nthreads[new]] = th
     so.cpu_nthreads[new] += 1
-    so.thread[ST_THREAD_CPU, th] = new
-    so.thread[ST_TH_MIGRATIONS, th] += 1
-    if so.thread[ST_TH_STATE, th] == TH_RUNNABLE:
+    so.thread[th, ST_THREAD_CPU] = new
+    so.thread[th, ST_TH_MIGRATIONS] += 1
+    if so.thread[th, ST_TH_STATE] == TH_RUNNABLE:
         kick_cpu(s, new, t)
 
 
@@ -360,9 +360,9 @@ def handle_event(s, t, kind, arg):
         sd.cpu[SD_RECEIVED_RPS, arg] += 1  # rps_trigger_softirq on the target
         interrupt(s, arg, p.nq + arg, cost(s, C_IPI_RECV), t)
     elif kind == EV_WAKE:
-        if so.thread[ST_TH_STATE, arg] == TH_WAKING:
-            so.thread[ST_TH_STATE, arg] = TH_RUNNABLE
-            kick_cpu(s, so.thread[ST_THREAD_CPU, arg], t)
+        if so.thread[arg, ST_TH_STATE] == TH_WAKING:
+            so.thread[arg, ST_TH_STATE] = TH_RUNNABLE
+            kick_cpu(s, so.thread[arg, ST_THREAD_CPU], t)
     elif kind == EV_MIGRATE:
         migrate_thread(s, arg, t)
     elif kind == EV_ARFS_SVC:

@@ -74,13 +74,13 @@ def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t):
     if rx_cpu != c:
         t += cost(s, C_CROSS_CPU)  # skb head and data are cold on this CPU
     t += cost(s, C_STACK_RX)
-    sk = p.flow_i[PF_FLOW_SOCK, f]
+    sk = p.flow_i[f, PF_FLOW_SOCK]
     if sk < 0:
         drop(s, DROP_NO_SOCKET, t)
         return t
-    if (so.thread[ST_SO_RMEM, sk] > p.sock_i[PS_SOCK_RCVBUF, sk]
-            or so.thread[ST_SO_TAIL, sk] - so.thread[ST_SO_HEAD, sk] >= p.sock_i[PS_SOCK_CAP, sk]):
-        so.thread[ST_SO_DROPS, sk] += 1
+    if (so.thread[sk, ST_SO_RMEM] > p.sock_i[sk, PS_SOCK_RCVBUF]
+            or so.thread[sk, ST_SO_TAIL] - so.thread[sk, ST_SO_HEAD] >= p.sock_i[sk, PS_SOCK_CAP]):
+        so.thread[sk, ST_SO_DROPS] += 1
         drop(s, DROP_SOCKET_RCVBUF, t)
         return t
     t += cost(s, C_SOCKET_ENQUEUE)
@@ -92,26 +92,26 @@ def sock_queue_tail(s, sk, f, tarr, seq, length, t):
     """Append to socket sk's queue (room already checked) and wake its reader."""
     p, so, st, ev = s.p, s.so, s.st, s.ev
     ts = truesize(length)
-    slot = p.sock_off[sk] + (so.thread[ST_SO_TAIL, sk] & p.sock_i[PS_SOCK_MASK, sk])
+    slot = p.sock_off[sk] + (so.thread[sk, ST_SO_TAIL] & p.sock_i[sk, PS_SOCK_MASK])
     so.sq32[SN_SO_FLOW, slot] = f
     so.sq[SQ_SO_TARR, slot] = tarr
     so.sq[SQ_SO_SEQ, slot] = seq
     so.sq32[SN_SO_LEN, slot] = length
     so.sq[SQ_SO_STAMP, slot] = t
-    so.thread[ST_SO_TAIL, sk] += 1
-    so.thread[ST_SO_RMEM, sk] += ts
+    so.thread[sk, ST_SO_TAIL] += 1
+    so.thread[sk, ST_SO_RMEM] += ts
     st.cnt[CNT_SOCKET_IN] += 1
     lat = t - tarr
     st.lat_sock[hist_index(lat)] += 1
     st.lat_sum[0] += lat
     st.cnt[CNT_LAT_SOCK_N] += 1
-    if seq < so.flow[SF_FLOW_MAX_SEQ, f]:
+    if seq < so.flow[f, SF_FLOW_MAX_SEQ]:
         st.cnt[CNT_REORDERED] += 1
     else:
-        so.flow[SF_FLOW_MAX_SEQ, f] = seq
-    th = p.sock_i[PS_SOCK_THREAD, sk]
-    if so.thread[ST_TH_STATE, th] == TH_SLEEP:
-        so.thread[ST_TH_STATE, th] = TH_WAKING
+        so.flow[f, SF_FLOW_MAX_SEQ] = seq
+    th = p.sock_i[sk, PS_SOCK_THREAD]
+    if so.thread[th, ST_TH_STATE] == TH_SLEEP:
+        so.thread[th, ST_TH_STATE] = TH_WAKING
         schedule(ev, t + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_WAKE, th)
     return t
 
@@ -123,13 +123,13 @@ def app_read(s, th, t):
     Returns (end time, packets, system ns, user ns).
     """
     p, so, st = s.p, s.so, s.st
-    sk = p.thread_i[PT_THREAD_SOCK, th]
+    sk = p.thread_i[th, PT_THREAD_SOCK]
     n = 0
     sys_ns = np.int64(0)
     user_ns = np.int64(0)
-    while (n < p.thread_i[PT_THREAD_BATCH, th]
-           and so.thread[ST_SO_HEAD, sk] < so.thread[ST_SO_TAIL, sk]):
-        slot = p.sock_off[sk] + (so.thread[ST_SO_HEAD, sk] & p.sock_i[PS_SOCK_MASK, sk])
+    while (n < p.thread_i[th, PT_THREAD_BATCH]
+           and so.thread[sk, ST_SO_HEAD] < so.thread[sk, ST_SO_TAIL]):
+        slot = p.sock_off[sk] + (so.thread[sk, ST_SO_HEAD] & p.sock_i[sk, PS_SOCK_MASK])
         if so.sq[SQ_SO_STAMP, slot] > t:
             break  # queued by a segment that, in simulated time, has not happened yet
         ds = work_ns(s, p.thread_sys_ns[th])
@@ -137,13 +137,13 @@ def app_read(s, th, t):
         sys_ns += ds
         user_ns += du
         t += ds + du
-        so.thread[ST_SO_RMEM, sk] -= truesize(so.sq32[SN_SO_LEN, slot])
-        so.thread[ST_SO_HEAD, sk] += 1
+        so.thread[sk, ST_SO_RMEM] -= truesize(so.sq32[SN_SO_LEN, slot])
+        so.thread[sk, ST_SO_HEAD] += 1
         f = so.sq32[SN_SO_FLOW, slot]
-        so.flow[SF_FLOW_DELIVERED, f] += 1
-        if p.sock_i[PS_SOCK_RECORD, sk]:
+        so.flow[f, SF_FLOW_DELIVERED] += 1
+        if p.sock_i[sk, PS_SOCK_RECORD]:
             # recvmsg -> sock_rps_record_flow: RFS learns where the consumer runs
-            sock_rps_record_flow(s, p.flow_i[PF_FLOW_HASH, f], so.thread[ST_THREAD_CPU, th])
+            sock_rps_record_flow(s, p.flow_i[f, PF_FLOW_HASH], so.thread[th, ST_THREAD_CPU])
         lat = t - so.sq[SQ_SO_TARR, slot]
         st.lat_app[hist_index(lat)] += 1
         st.lat_sum[1] += lat
@@ -151,7 +151,7 @@ def app_read(s, th, t):
         st.cnt[CNT_DELIVERED] += 1
         st.ts_pkt[interval_of(s, t), TS_DELIVERED] += 1
         n += 1
-    so.thread[ST_TH_SERVED, th] += n
+    so.thread[th, ST_TH_SERVED] += n
     return t, n, sys_ns, user_ns
 
 
@@ -159,15 +159,15 @@ def app_read(s, th, t):
 def app_after_read(s, th, t):
     """Thread state after a read: runnable, waking for a queued packet, or asleep."""
     p, so, ev = s.p, s.so, s.ev
-    sk = p.thread_i[PT_THREAD_SOCK, th]
-    if so.thread[ST_SO_HEAD, sk] < so.thread[ST_SO_TAIL, sk]:
-        head = so.thread[ST_SO_HEAD, sk]
-        stamp = so.sq[SQ_SO_STAMP, p.sock_off[sk] + (head & p.sock_i[PS_SOCK_MASK, sk])]
+    sk = p.thread_i[th, PT_THREAD_SOCK]
+    if so.thread[sk, ST_SO_HEAD] < so.thread[sk, ST_SO_TAIL]:
+        head = so.thread[sk, ST_SO_HEAD]
+        stamp = so.sq[SQ_SO_STAMP, p.sock_off[sk] + (head & p.sock_i[sk, PS_SOCK_MASK])]
         if stamp <= t:
-            so.thread[ST_TH_STATE, th] = TH_RUNNABLE
+            so.thread[th, ST_TH_STATE] = TH_RUNNABLE
         else:
-            so.thread[ST_TH_STATE, th] = TH_WAKING
+            so.thread[th, ST_TH_STATE] = TH_WAKING
             schedule(ev, stamp + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_WAKE, th)
     else:
-        so.thread[ST_TH_STATE, th] = TH_SLEEP
+        so.thread[th, ST_TH_STATE] = TH_SLEEP
 

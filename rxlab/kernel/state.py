@@ -151,10 +151,16 @@ U32 = 0xFFFFFFFF
 # Row groups: per-flow, per-socket, per-thread, per-queue and per-entry scalars are rows
 # of one int64 array each (numba passes every array as ~8 flattened values; one array
 # per group instead of one per field keeps the compiled loop smaller and faster).
-# Compiled code reads ``p.flow_i[PF_FLOW_HASH, f]``; Python reads ``p.flow_hash`` (the
+# Compiled code reads ``p.queue_i[PQ_IRQ_CPU, q]``; Python reads ``p.irq_cpu`` (the
 # row, a writable view; boolean fields are read as a boolean copy).
+#
+# Record groups (RECORD_GROUPS) are the tables indexed at random by flow, socket, thread
+# or table slot, thousands to millions of entries: they are stored the other way round,
+# one record per entry (``p.flow_i[f, PF_FLOW_HASH]``), as the kernel's own structs are
+# (a struct sock, a struct rps_dev_flow), so that the fields of one entry read together
+# share a cache line instead of each costing a miss in its own row (docs/performance.md).
 
-PF_FIELDS = (  # rows of Params.flow_i
+PF_FIELDS = (  # fields of Params.flow_i records
     "flow_rxq",  # int64[nflows]
     "flow_hash",  # int64[nflows]: skb_get_hash() value (u32)
     "flow_sock",  # int64[nflows]: socket index or -1
@@ -173,7 +179,7 @@ PF_FIELDS = (  # rows of Params.flow_i
     PF_FLOW_UDP, PF_XDP_ACT, PF_XDP_RULE, PF_XDP_CPU, PF_FLOW_SW_HASH, PF_FLOW_RSS_HASH
 ) = range(12)
 
-PS_FIELDS = (  # rows of Params.sock_i
+PS_FIELDS = (  # fields of Params.sock_i records
     "sock_thread",  # int64[nsock]
     "sock_rcvbuf",  # int64[nsock] bytes
     "sock_cap",  # int64[nsock]: packets a socket queue may hold
@@ -187,7 +193,7 @@ PS_FIELDS = (  # rows of Params.sock_i
     PS_SOCK_XSK_COPY, PS_SOCK_FILL_BOUND
 ) = range(7)
 
-PT_FIELDS = (  # rows of Params.thread_i
+PT_FIELDS = (  # fields of Params.thread_i records
     "thread_sock",  # int64[nthreads]
     "thread_batch",  # int64[nthreads]
     "mig_every_ns",  # int64[nthreads], 0 = never
@@ -230,7 +236,7 @@ NQ_FIELDS = (  # rows of NicState.queue
     NQ_Q_POLLS
 ) = range(7)
 
-ST_FIELDS = (  # rows of SockState.thread: each thread reads one socket, same index
+ST_FIELDS = (  # fields of SockState.thread records: a thread reads one socket, same index
     "so_head",  # int64[nsock]
     "so_tail",  # int64[nsock]
     "so_rmem",  # int64[nsock]: sk_rmem_alloc (truesize bytes)
@@ -246,14 +252,14 @@ ST_FIELDS = (  # rows of SockState.thread: each thread reads one socket, same in
     ST_THREAD_CPU, ST_TH_MIG_K, ST_TH_MIGRATIONS
 ) = range(9)
 
-SF_FIELDS = (  # rows of SockState.flow
+SF_FIELDS = (  # fields of SockState.flow records
     "flow_next_seq",  # int64[nflows]
     "flow_max_seq",  # int64[nflows]: highest sequence queued on a socket
     "flow_delivered",  # int64[nflows]
 )
 (SF_FLOW_NEXT_SEQ, SF_FLOW_MAX_SEQ, SF_FLOW_DELIVERED) = range(3)
 
-AE_FIELDS = (  # rows of ArfsState.entry
+AE_FIELDS = (  # fields of ArfsState.entry records
     "e_flow",  # int64[cap]: flow whose 5-tuple the entry holds
     "e_flow_id",  # int64[cap]
     "e_fltr_id",  # int64[cap]
@@ -339,7 +345,7 @@ CR_FIELDS = (  # int64 planes of CpumapState.ring, [E, Q]
 CN_FIELDS = ("r_flow", "r_len")  # int32 planes of CpumapState.ring32
 (CN_R_FLOW, CN_R_LEN) = range(2)
 
-RD_FIELDS = (  # planes of RfsState.dev
+RD_FIELDS = (  # fields of RfsState.dev records (struct rps_dev_flow)
     "dev_cpu",  # int64[nq, S] (RPS_NO_CPU)
     "dev_filter",  # int64[nq, S] (RPS_NO_FILTER)
     "dev_last_qtail",  # int64[nq, S] (u32)
@@ -382,10 +388,10 @@ class Params(NamedTuple):
     irq_delay_ns: int  # irq_latency + rx_usecs
     queue_i: np.ndarray  # int64[len(PQ_FIELDS), nq]: rows PQ_*
     rps_map: np.ndarray  # int64[nq, ncpu]
-    flow_i: np.ndarray  # int64[len(PF_FIELDS), nflows]: rows PF_*
-    sock_i: np.ndarray  # int64[len(PS_FIELDS), nsock]: rows PS_*
+    flow_i: np.ndarray  # int64[nflows, len(PF_FIELDS)]: records PF_*
+    sock_i: np.ndarray  # int64[nsock, len(PS_FIELDS)]: records PS_*
     sock_off: np.ndarray  # int64[nsock + 1]: storage of each socket queue
-    thread_i: np.ndarray  # int64[len(PT_FIELDS), nthreads]: rows PT_*
+    thread_i: np.ndarray  # int64[nthreads, len(PT_FIELDS)]: records PT_*
     thread_user_ns: np.ndarray  # float64[nthreads]
     thread_sys_ns: np.ndarray  # float64[nthreads]
     # RFS / aRFS (reference sec. 4-5)
@@ -484,8 +490,8 @@ class SockState(NamedTuple):
 
     sq: np.ndarray  # int64[len(SQ_FIELDS), total]: planes SQ_*
     sq32: np.ndarray  # int32[len(SN_FIELDS), total]: planes SN_*
-    thread: np.ndarray  # int64[len(ST_FIELDS), nthreads]: rows ST_* (socket = thread index)
-    flow: np.ndarray  # int64[len(SF_FIELDS), nflows]: rows SF_*
+    thread: np.ndarray  # int64[nthreads, len(ST_FIELDS)]: records ST_* (socket = thread)
+    flow: np.ndarray  # int64[nflows, len(SF_FIELDS)]: records SF_*
     cpu_threads: np.ndarray  # int64[ncpu, nthreads]: threads on each CPU
     cpu_nthreads: np.ndarray  # int64[ncpu]
 
@@ -507,7 +513,7 @@ class RfsState(NamedTuple):
     """rps_sock_flow_table and the per-queue rps_dev_flow tables (reference sec. 4)."""
 
     sock_flow: np.ndarray  # int64[entries] u32 values, RPS_NO_CPU when empty
-    dev: np.ndarray  # int64[len(RD_FIELDS), nq, S]: planes RD_*
+    dev: np.ndarray  # int64[nq, S, len(RD_FIELDS)]: records RD_*
     dev_log: np.ndarray  # int64[nq]: log2 of the table size; 0 = no table
     out: np.ndarray  # int64[2]: the rflow get_rps_cpu chose (queue, slot) or -1
     cnt: np.ndarray  # int64[N_RFS_CNT]
@@ -521,7 +527,7 @@ RFS_STEERED, RFS_MOVES, RFS_HELD, RFS_ARFS_CALLS = range(4)
 class ArfsState(NamedTuple):
     """The driver's aRFS filter list (ice ``arfs_fltr_list`` / mlx5 rule tables)."""
 
-    entry: np.ndarray  # int64[len(AE_FIELDS), cap]: rows AE_*
+    entry: np.ndarray  # int64[cap, len(AE_FIELDS)]: records AE_*
     bucket: np.ndarray  # int64[NB]: first entry or -1
     glob: np.ndarray  # int64[len(AG_FIELDS), 1]: rows AG_*
     fdir_queue: np.ndarray  # int64[nflows]: queue of the flow's programmed filter, -1
@@ -581,27 +587,38 @@ ROW_GROUPS = {  # a group's fields share a shape: rows of a 2-D array, planes of
 }
 INT32_GROUPS = {"ring32", "bl32", "sq32", "bq32"}  # the rest are int64
 BOOL_ROWS = {"flow_udp", "sock_record", "sock_xsk_copy", "sock_fill_bound"}
+RECORD_GROUPS = {  # field index last: one record per entry (see above)
+    Params: {"flow_i", "sock_i", "thread_i"},
+    SockState: {"thread", "flow"},
+    RfsState: {"dev"},
+    ArfsState: {"entry"},
+}
 
 
-def _row(attr: str, i: int, as_bool: bool) -> property:
+def _field(attr: str, i: int, as_bool: bool, record: bool) -> property:
+    idx = (..., i) if record else i
     if as_bool:  # a boolean copy, so that Python masks keep working
-        return property(lambda self: getattr(self, attr)[i] != 0)
-    return property(lambda self: getattr(self, attr)[i])  # a view: writes go through
+        return property(lambda self: getattr(self, attr)[idx] != 0)
+    return property(lambda self: getattr(self, attr)[idx])  # a view: writes go through
 
 
 for _cls, _groups in ROW_GROUPS.items():
     for _attr, _names in _groups.items():
+        _rec = _attr in RECORD_GROUPS.get(_cls, ())
         for _i, _name in enumerate(_names):
-            setattr(_cls, _name, _row(_attr, _i, _name in BOOL_ROWS))
+            setattr(_cls, _name, _field(_attr, _i, _name in BOOL_ROWS, _rec))
 
 
 def make(cls, **fields):
-    """``cls(**fields)`` where each row group's fields are given one by one, by name:
-    they are stacked into the group's array, int64 or int32 (equal shapes required).
-    A group may also be given whole, as its array (``SoftnetData.cpu``: 36 zero rows)."""
+    """``cls(**fields)`` where each group's fields are given one by one, by name: they
+    are stacked into the group's array (as rows, or as records for RECORD_GROUPS),
+    int64 or int32 (equal shapes required). A group may also be given whole, as its
+    array (``SoftnetData.cpu``: 36 zero rows)."""
     for attr, names in ROW_GROUPS.get(cls, {}).items():
         if attr in fields:
             continue
         dtype = np.int32 if attr in INT32_GROUPS else np.int64
-        fields[attr] = np.stack([np.asarray(fields.pop(name)).astype(dtype) for name in names])
+        axis = -1 if attr in RECORD_GROUPS.get(cls, ()) else 0
+        fields[attr] = np.stack([np.asarray(fields.pop(name)).astype(dtype) for name in names],
+                                axis=axis)
     return cls(**fields)

@@ -49,13 +49,13 @@ MLX5E_ARFS_EXPIRY_QUOTA = 60
 @njit(**JIT_STATE)
 def _program(s, e):
     ar, p = s.ar, s.p
-    f = ar.entry[AE_E_FLOW, e]
+    f = ar.entry[e, AE_E_FLOW]
     if ar.fdir_queue[f] < 0:
         if ar.glob[AG_HW_COUNT, 0] >= p.arfs_capacity:
             ar.cnt[ARFS_HW_FULL] += 1
             return False
         ar.glob[AG_HW_COUNT, 0] += 1
-    ar.fdir_queue[f] = ar.entry[AE_E_Q, e]
+    ar.fdir_queue[f] = ar.entry[e, AE_E_Q]
     ar.cnt[ARFS_PROGRAMMED] += 1
     return True
 
@@ -63,17 +63,17 @@ def _program(s, e):
 @njit(**JIT_STATE)
 def _delete(s, b, prev, e):
     ar = s.ar
-    nxt = ar.entry[AE_E_NEXT, e]
+    nxt = ar.entry[e, AE_E_NEXT]
     if prev < 0:
         ar.bucket[b] = nxt
     else:
-        ar.entry[AE_E_NEXT, prev] = nxt
-    f = ar.entry[AE_E_FLOW, e]
+        ar.entry[prev, AE_E_NEXT] = nxt
+    f = ar.entry[e, AE_E_FLOW]
     if ar.fdir_queue[f] >= 0:
         ar.fdir_queue[f] = -1
         ar.glob[AG_HW_COUNT, 0] -= 1
-    ar.entry[AE_E_STATE, e] = ARFS_FREE
-    ar.entry[AE_FREE, ar.glob[AG_FREE_N, 0]] = e
+    ar.entry[e, AE_E_STATE] = ARFS_FREE
+    ar.entry[ar.glob[AG_FREE_N, 0], AE_FREE] = e
     ar.glob[AG_FREE_N, 0] += 1
     ar.cnt[ARFS_EXPIRE] += 1
     return nxt
@@ -82,11 +82,11 @@ def _delete(s, b, prev, e):
 @njit(**JIT_STATE)
 def _expired(s, e, t):
     ar, p = s.ar, s.p
-    if rps_may_expire_flow(s, ar.entry[AE_E_Q, e], ar.entry[AE_E_FLOW_ID, e],
-                           ar.entry[AE_E_FLTR_ID, e]):
+    if rps_may_expire_flow(s, ar.entry[e, AE_E_Q], ar.entry[e, AE_E_FLOW_ID],
+                           ar.entry[e, AE_E_FLTR_ID]):
         return True
-    return p.arfs_model != 3 and p.flow_i[PF_FLOW_UDP, ar.entry[AE_E_FLOW, e]] and (
-        t - ar.entry[AE_E_TIME, e] >= ICE_ARFS_TIME_DELTA_EXPIRATION_NS)
+    return p.arfs_model != 3 and p.flow_i[ar.entry[e, AE_E_FLOW], PF_FLOW_UDP] and (
+        t - ar.entry[e, AE_E_TIME] >= ICE_ARFS_TIME_DELTA_EXPIRATION_NS)
 
 
 @njit(**JIT_STATE_OUTLINE)
@@ -95,12 +95,12 @@ def arfs_program_pending(s, t):
     ar = s.ar
     spent = 0
     for k in range(ar.glob[AG_PEND_N, 0]):
-        e = ar.entry[AE_PEND, k]
-        ar.entry[AE_E_PEND, e] = 0
-        if ar.entry[AE_E_STATE, e] == ARFS_INACTIVE:
+        e = ar.entry[k, AE_PEND]
+        ar.entry[e, AE_E_PEND] = 0
+        if ar.entry[e, AE_E_STATE] == ARFS_INACTIVE:
             if _program(s, e):
-                ar.entry[AE_E_STATE, e] = ARFS_ACTIVE
-                ar.entry[AE_E_TIME, e] = t
+                ar.entry[e, AE_E_STATE] = ARFS_ACTIVE
+                ar.entry[e, AE_E_TIME] = t
             spent += cost(s, C_ARFS_PROGRAM)
     ar.glob[AG_PEND_N, 0] = 0
     return spent
@@ -116,12 +116,12 @@ def arfs_expire_scan(s, t):
         prev = -1
         e = ar.bucket[b]
         while e >= 0:
-            if ar.entry[AE_E_STATE, e] == ARFS_INACTIVE and ar.entry[AE_E_PEND, e] == 0:
+            if ar.entry[e, AE_E_STATE] == ARFS_INACTIVE and ar.entry[e, AE_E_PEND] == 0:
                 # the sync loop retries entries whose write failed (table full)
-                ar.entry[AE_E_PEND, e] = 1
-                ar.entry[AE_PEND, ar.glob[AG_PEND_N, 0]] = e
+                ar.entry[e, AE_E_PEND] = 1
+                ar.entry[ar.glob[AG_PEND_N, 0], AE_PEND] = e
                 ar.glob[AG_PEND_N, 0] += 1
-            elif ar.entry[AE_E_STATE, e] == ARFS_ACTIVE and _expired(s, e, t):
+            elif ar.entry[e, AE_E_STATE] == ARFS_ACTIVE and _expired(s, e, t):
                 spent += cost(s, C_ARFS_PROGRAM)
                 e = _delete(s, b, prev, e)
                 # mlx5: `if (quota++ > MLX5E_ARFS_EXPIRY_QUOTA) break` after queueing the
@@ -132,7 +132,7 @@ def arfs_expire_scan(s, t):
                     quota += 1
                 continue
             prev = e
-            e = ar.entry[AE_E_NEXT, e]
+            e = ar.entry[e, AE_E_NEXT]
     return spent
 
 

@@ -50,11 +50,11 @@ def arfs_bucket(s, f, skb_hash):
     if p.arfs_model == 3:
         # mlx5: l = sport | (dport << 2) on the __be16 values (byte-swapped on LE),
         # hash_long(l, 8) on 64-bit: (l * GOLDEN_RATIO_64) >> 56
-        sp = ((p.flow_i[PF_FLOW_SPORT, f] & 0xFF) << 8) | (p.flow_i[PF_FLOW_SPORT, f] >> 8)
-        dp = ((p.flow_i[PF_FLOW_DPORT, f] & 0xFF) << 8) | (p.flow_i[PF_FLOW_DPORT, f] >> 8)
+        sp = ((p.flow_i[f, PF_FLOW_SPORT] & 0xFF) << 8) | (p.flow_i[f, PF_FLOW_SPORT] >> 8)
+        dp = ((p.flow_i[f, PF_FLOW_DPORT] & 0xFF) << 8) | (p.flow_i[f, PF_FLOW_DPORT] >> 8)
         l_ = np.uint64(sp | (dp << 2))
         h = (l_ * np.uint64(0x61C8864680B583EB)) >> np.uint64(56)
-        return p.flow_i[PF_FLOW_TT, f] * MLX5_ARFS_HASH + np.int64(h)
+        return p.flow_i[f, PF_FLOW_TT] * MLX5_ARFS_HASH + np.int64(h)
     return skb_hash & ICE_ARFS_LST_MASK  # skb_get_hash_raw(skb) & ICE_ARFS_LST_MASK
 
 
@@ -62,9 +62,9 @@ def arfs_bucket(s, f, skb_hash):
 def arfs_kick_service(s, e, t):
     """ice_service_task_schedule / queue_work: program entry e (and others) soon."""
     ar = s.ar
-    if ar.entry[AE_E_PEND, e] == 0:
-        ar.entry[AE_E_PEND, e] = 1
-        ar.entry[AE_PEND, ar.glob[AG_PEND_N, 0]] = e
+    if ar.entry[e, AE_E_PEND] == 0:
+        ar.entry[e, AE_E_PEND] = 1
+        ar.entry[ar.glob[AG_PEND_N, 0], AE_PEND] = e
         ar.glob[AG_PEND_N, 0] += 1
     if ar.svc[0] == 0:
         ar.svc[0] = 1
@@ -80,10 +80,10 @@ def ndo_rx_flow_steer(s, f, skb_hash, rxq, flow_id, t):
     avoided = False
     while e >= 0:
         if p.arfs_model == 3:
-            hit = ar.entry[AE_E_FLOW, e] == f  # arfs_cmp: ports, EtherType, addresses
+            hit = ar.entry[e, AE_E_FLOW] == f  # arfs_cmp: ports, EtherType, addresses
         else:
-            hit = ar.entry[AE_E_FLOW_ID, e] == flow_id
-            if hit and p.arfs_model == 2 and ar.entry[AE_E_FLOW, e] != f:
+            hit = ar.entry[e, AE_E_FLOW_ID] == flow_id
+            if hit and p.arfs_model == 2 and ar.entry[e, AE_E_FLOW] != f:
                 hit = False  # ice_arfs_cmp refuses another flow's entry
                 avoided = True
         if hit:
@@ -91,35 +91,35 @@ def ndo_rx_flow_steer(s, f, skb_hash, rxq, flow_id, t):
                 ar.cnt[ARFS_AVOIDED] += 1
             # ice: same queue or not yet ACTIVE; mlx5: same queue or its work item is
             # still pending (busy): return the filter id unchanged
-            if ar.entry[AE_E_Q, e] == rxq or ar.entry[AE_E_STATE, e] != ARFS_ACTIVE:
+            if ar.entry[e, AE_E_Q] == rxq or ar.entry[e, AE_E_STATE] != ARFS_ACTIVE:
                 ar.cnt[ARFS_SKIP] += 1
-                return ar.entry[AE_E_FLTR_ID, e]
-            ar.entry[AE_E_Q, e] = rxq
-            if ar.entry[AE_E_STATE, e] == ARFS_ACTIVE:
-                ar.entry[AE_E_STATE, e] = ARFS_INACTIVE  # reprogram with the new queue
+                return ar.entry[e, AE_E_FLTR_ID]
+            ar.entry[e, AE_E_Q] = rxq
+            if ar.entry[e, AE_E_STATE] == ARFS_ACTIVE:
+                ar.entry[e, AE_E_STATE] = ARFS_INACTIVE  # reprogram with the new queue
             ar.cnt[ARFS_UPDATE] += 1
             arfs_kick_service(s, e, t)
-            return ar.entry[AE_E_FLTR_ID, e]
-        e = ar.entry[AE_E_NEXT, e]
+            return ar.entry[e, AE_E_FLTR_ID]
+        e = ar.entry[e, AE_E_NEXT]
     if avoided:
         ar.cnt[ARFS_AVOIDED] += 1
     if ar.glob[AG_FREE_N, 0] == 0:
         ar.cnt[ARFS_NO_MEMORY] += 1
         return -1
     ar.glob[AG_FREE_N, 0] -= 1
-    e = ar.entry[AE_FREE, ar.glob[AG_FREE_N, 0]]
+    e = ar.entry[ar.glob[AG_FREE_N, 0], AE_FREE]
     if p.arfs_model == 3:
         fid = ar.glob[AG_LAST_FLTR_ID, 0] % 0xFFFF  # last_filter_id++ % 0xffff, from 0
     else:
         fid = (ar.glob[AG_LAST_FLTR_ID, 0] + 1) % 0xFFFF  # ++arfs_last_fltr_id % 0xffff, from 1
     ar.glob[AG_LAST_FLTR_ID, 0] += 1
-    ar.entry[AE_E_FLOW, e] = f
-    ar.entry[AE_E_FLOW_ID, e] = flow_id
-    ar.entry[AE_E_FLTR_ID, e] = fid
-    ar.entry[AE_E_Q, e] = rxq
-    ar.entry[AE_E_STATE, e] = ARFS_INACTIVE
-    ar.entry[AE_E_TIME, e] = t
-    ar.entry[AE_E_NEXT, e] = ar.bucket[b]  # insert at the head of the bucket
+    ar.entry[e, AE_E_FLOW] = f
+    ar.entry[e, AE_E_FLOW_ID] = flow_id
+    ar.entry[e, AE_E_FLTR_ID] = fid
+    ar.entry[e, AE_E_Q] = rxq
+    ar.entry[e, AE_E_STATE] = ARFS_INACTIVE
+    ar.entry[e, AE_E_TIME] = t
+    ar.entry[e, AE_E_NEXT] = ar.bucket[b]  # insert at the head of the bucket
     ar.bucket[b] = e
     ar.cnt[ARFS_ADD] += 1
     arfs_kick_service(s, e, t)

@@ -178,10 +178,10 @@ def kthread_runnable(s, c):
 def cpumap_deliver(s, c, f, tarr, seq, length, t):
     """netif_receive_skb_list_internal on the kthread's CPU: RPS again, or the stack."""
     p = s.p
-    h = p.flow_i[PF_FLOW_SW_HASH, f]
+    h = p.flow_i[f, PF_FLOW_SW_HASH]
     sw = True
-    if p.xdp_hash_meta and p.flow_i[PF_FLOW_RSS_HASH, f] != 0:
-        h = p.flow_i[PF_FLOW_RSS_HASH, f]  # the seed's proposal: skb->hash from frame metadata
+    if p.xdp_hash_meta and p.flow_i[f, PF_FLOW_RSS_HASH] != 0:
+        h = p.flow_i[f, PF_FLOW_RSS_HASH]  # the seed's proposal: skb->hash from frame metadata
         sw = False
     s.rf.out[0] = -1
     cpu = -1

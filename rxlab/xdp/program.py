@@ -40,9 +40,9 @@ from rxlab.xdp.xsk_rx import xsk_rcv
 def redirect_key(s, c, f):
     """bpf_redirect_map's key: the flow's own, or the next of the rule's round robin."""
     p, cm = s.p, s.cm
-    cpu = p.flow_i[PF_XDP_CPU, f]
+    cpu = p.flow_i[f, PF_XDP_CPU]
     if cpu < 0:
-        r = p.flow_i[PF_XDP_RULE, f]
+        r = p.flow_i[f, PF_XDP_RULE]
         k = cm.rr[c, r]
         cpu = p.xdp_rr_cpus[r, k]
         cm.rr[c, r] = (k + 1) % p.xdp_rr_n[r]
@@ -59,10 +59,10 @@ def xdp_rx(s, c, q, f, tarr, seq, length, t):
     p, st = s.p, s.st
     st.cnt[CNT_XDP_RUNS] += 1
     t += cost(s, C_XDP_PROG)
-    r = p.flow_i[PF_XDP_RULE, f]
+    r = p.flow_i[f, PF_XDP_RULE]
     if r >= 0:
         t += int(p.xdp_cost_extra[r] + 0.5)  # hashing / metadata the rule's program does
-    act = p.flow_i[PF_XDP_ACT, f]
+    act = p.flow_i[f, PF_XDP_ACT]
     if act == XDP_REDIRECT:
         e = p.cpu_i[PC_CM_ENTRY, redirect_key(s, c, f)]
         if e >= 0:

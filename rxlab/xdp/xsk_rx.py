@@ -32,9 +32,9 @@ from rxlab.kernel.state import (
 @njit(**JIT_STATE)
 def xsk_rcv(s, sk, f, tarr, seq, length, t):
     p, so = s.p, s.so
-    if so.thread[ST_SO_TAIL, sk] - so.thread[ST_SO_HEAD, sk] >= p.sock_i[PS_SOCK_CAP, sk]:
-        so.thread[ST_SO_DROPS, sk] += 1
-        drop(s, DROP_XSK_FILL_EMPTY if p.sock_i[PS_SOCK_FILL_BOUND, sk] else DROP_XSK_RX_FULL, t)
+    if so.thread[sk, ST_SO_TAIL] - so.thread[sk, ST_SO_HEAD] >= p.sock_i[sk, PS_SOCK_CAP]:
+        so.thread[sk, ST_SO_DROPS] += 1
+        drop(s, DROP_XSK_FILL_EMPTY if p.sock_i[sk, PS_SOCK_FILL_BOUND] else DROP_XSK_RX_FULL, t)
         return t
-    t += cost(s, C_XSK_COPY if p.sock_i[PS_SOCK_XSK_COPY, sk] else C_XSK_ZC)
+    t += cost(s, C_XSK_COPY if p.sock_i[sk, PS_SOCK_XSK_COPY] else C_XSK_ZC)
     return sock_queue_tail(s, sk, f, tarr, seq, length, t)
