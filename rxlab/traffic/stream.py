@@ -149,7 +149,10 @@ class _Source:
         n = t.size
         flow = self.flows.draw(rng, n)
         flow += np.int32(self.first)
-        size = self.choices[self.sizes.draw(rng, n)]
+        if self.choices.size == 1:  # no draw (none is made for one choice), no gather
+            size = np.full(n, self.choices[0], np.int32)
+        else:
+            size = self.choices[self.sizes.draw(rng, n)]
         cut = int(np.searchsorted(t, self.end)) if b1 > self.end else n
         return t[:cut], flow[:cut], size[:cut]
 
