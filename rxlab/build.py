@@ -418,7 +418,7 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
     )
     z = lambda dt=I64: np.zeros(ncpu, dt)  # noqa: E731
     sd = make(SoftnetData,
-        cpu=np.zeros((len(SD_FIELDS), ncpu), I64),
+        cpu=np.zeros((ncpu, len(SD_FIELDS)), I64),
         bl_flow=np.zeros((ncpu, bl_cap), np.int32), bl_tarr=np.zeros((ncpu, bl_cap), I64),
         bl_seq=np.zeros((ncpu, bl_cap), I64), bl_len=np.zeros((ncpu, bl_cap), np.int32),
         bl_stamp=np.zeros((ncpu, bl_cap), I64), bl_src=np.zeros((ncpu, bl_cap), np.int16),

@@ -32,18 +32,18 @@ def skb_flow_limit(s, this_cpu, skb_hash, qlen):
     # fast path: no accounting while the target queue is under half of max_backlog
     if qlen < (p.max_backlog >> 1):
         return False
-    if not sd.cpu[SD_FL_ON, this_cpu]:
+    if not sd.cpu[this_cpu, SD_FL_ON]:
         return False
     new_flow = flow_limit_bucket(s, skb_hash)
-    head = sd.cpu[SD_FL_HEAD, this_cpu]
+    head = sd.cpu[this_cpu, SD_FL_HEAD]
     old_flow = sd.fl_history[this_cpu, head]
     sd.fl_history[this_cpu, head] = new_flow
-    sd.cpu[SD_FL_HEAD, this_cpu] = (head + 1) & (p.fl_history - 1)
+    sd.cpu[this_cpu, SD_FL_HEAD] = (head + 1) & (p.fl_history - 1)
     if sd.fl_buckets[this_cpu, old_flow] > 0:
         sd.fl_buckets[this_cpu, old_flow] -= 1
     sd.fl_buckets[this_cpu, new_flow] += 1
     # drop once the flow holds more than half of the recent history
     if sd.fl_buckets[this_cpu, new_flow] > (p.fl_history >> 1):
-        sd.cpu[SD_FLOW_LIMIT_COUNT, this_cpu] += 1
+        sd.cpu[this_cpu, SD_FLOW_LIMIT_COUNT] += 1
         return True
     return False

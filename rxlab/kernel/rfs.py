@@ -41,7 +41,7 @@ def rps_flow_is_active(s, q, slot, cpu):
         return False
     log = s.rf.dev_log[q]
     limit = (10 << log) if s.p.rfs_hash32 else 10 * ((1 << log) - 1)
-    head = s.sd.cpu[SD_INPUT_QUEUE_HEAD, cpu]
+    head = s.sd.cpu[cpu, SD_INPUT_QUEUE_HEAD]
     return s32_diff(head, s.rf.dev[q, slot, RD_DEV_LAST_QTAIL]) < limit
 
 
@@ -91,7 +91,7 @@ def set_rps_cpu(s, q, slot, next_cpu, skb_hash, f, t):
                         rf.dev[rq, rs, RD_DEV_HASH] = skb_hash
                         if old_filter == rc:
                             rf.dev[q, slot, RD_DEV_FILTER] = RPS_NO_FILTER
-        rf.dev[rq, rs, RD_DEV_LAST_QTAIL] = sd.cpu[SD_INPUT_QUEUE_HEAD, next_cpu]
+        rf.dev[rq, rs, RD_DEV_LAST_QTAIL] = sd.cpu[next_cpu, SD_INPUT_QUEUE_HEAD]
     rf.dev[rq, rs, RD_DEV_CPU] = next_cpu
     return rq, rs
 

@@ -33,7 +33,7 @@ def get_rps_cpu(s, rxq, skb_hash, f, t):
     rf.out[0] = -1
     rf.out[1] = -1
     rf.out[2] = 0
-    n = p.queue_i[PQ_RPS_LEN, rxq]
+    n = p.queue_i[rxq, PQ_RPS_LEN]
     log = rf.dev_log[rxq]
     if n == 0 and log == 0:
         return -1  # no map and no flow table: the hash is not even computed
@@ -49,7 +49,7 @@ def get_rps_cpu(s, rxq, skb_hash, f, t):
             rs = slot
             if tcpu != next_cpu:
                 # move only once the old CPU has dequeued this flow's last packet
-                if tcpu >= p.ncpu or s32_diff(sd.cpu[SD_INPUT_QUEUE_HEAD, tcpu],
+                if tcpu >= p.ncpu or s32_diff(sd.cpu[tcpu, SD_INPUT_QUEUE_HEAD],
                                               rf.dev[rxq, slot, RD_DEV_LAST_QTAIL]) >= 0:
                     if tcpu < p.ncpu:
                         rf.cnt[RFS_MOVES] += 1

@@ -136,8 +136,8 @@ def shape(t_gen, length, link_ps_per_byte, svc_ns, fifo, port_state, t_nic, over
 def kick_cpu(s, c, t):
     """Make sure CPU c will dispatch at t (it is idle: no segment, no pending event)."""
     sd, ev = s.sd, s.ev
-    if sd.cpu[SD_EV_PENDING, c] == 0:
-        sd.cpu[SD_EV_PENDING, c] = 1
+    if sd.cpu[c, SD_EV_PENDING] == 0:
+        sd.cpu[c, SD_EV_PENDING] = 1
         schedule(ev, t, PRIO_CPU, EV_CPU, c)
 
 
@@ -158,35 +158,35 @@ def ingest(s, f, length, t, overrun):
     sk = p.flow_i[f, PF_FLOW_SOCK]
     if sk >= 0 and t >= p.warmup_ns:
         # good: the queue's interrupt lands where the flow's consumer runs now
-        if p.queue_i[PQ_IRQ_CPU, q] == so.thread[p.sock_i[sk, PS_SOCK_THREAD], ST_THREAD_CPU]:
+        if p.queue_i[q, PQ_IRQ_CPU] == so.thread[p.sock_i[sk, PS_SOCK_THREAD], ST_THREAD_CPU]:
             st.cnt[CNT_GOOD_QUEUE] += 1
         else:
             st.cnt[CNT_BAD_QUEUE] += 1
     if p.netif_rx:
         netif_rx(s, q, f, length, t, seq)
         return
-    if nic.queue[NQ_RING_TAIL, q] - nic.queue[NQ_RING_REL, q] >= p.ring_size:
+    if nic.queue[q, NQ_RING_TAIL] - nic.queue[q, NQ_RING_REL] >= p.ring_size:
         # descriptors the driver has taken by now are free again. Counted only when the
         # stale count says full: it can only overstate the occupancy, so the outcome is
         # the same as counting at every arrival (deq stamps rise with the index)
-        rel = nic.queue[NQ_RING_REL, q]
-        while (rel < nic.queue[NQ_RING_HEAD, q]
+        rel = nic.queue[q, NQ_RING_REL]
+        while (rel < nic.queue[q, NQ_RING_HEAD]
                and nic.ring[RG_RING_DEQ, q, rel & p.ring_mask] <= t):
             rel += 1
-        nic.queue[NQ_RING_REL, q] = rel
-        if nic.queue[NQ_RING_TAIL, q] - rel >= p.ring_size:
-            nic.queue[NQ_Q_DROPS, q] += 1
+        nic.queue[q, NQ_RING_REL] = rel
+        if nic.queue[q, NQ_RING_TAIL] - rel >= p.ring_size:
+            nic.queue[q, NQ_Q_DROPS] += 1
             drop(s, DROP_RING_FULL, t)
             return
-    slot = nic.queue[NQ_RING_TAIL, q] & p.ring_mask
+    slot = nic.queue[q, NQ_RING_TAIL] & p.ring_mask
     nic.ring32[RN_RING_FLOW, q, slot] = f
     nic.ring[RG_RING_TARR, q, slot] = t
     nic.ring[RG_RING_SEQ, q, slot] = seq
     nic.ring32[RN_RING_LEN, q, slot] = length
-    nic.queue[NQ_RING_TAIL, q] += 1
-    nic.queue[NQ_Q_PACKETS, q] += 1
-    if nic.queue[NQ_NAPI_SCHED, q] == 0:
-        nic.queue[NQ_NAPI_SCHED, q] = 1  # interrupt raised; masked until napi_complete_done
+    nic.queue[q, NQ_RING_TAIL] += 1
+    nic.queue[q, NQ_Q_PACKETS] += 1
+    if nic.queue[q, NQ_NAPI_SCHED] == 0:
+        nic.queue[q, NQ_NAPI_SCHED] = 1  # interrupt raised; masked until napi_complete_done
         schedule(ev, t + p.irq_delay_ns, 0, EV_IRQ, q)
 
 
@@ -199,20 +199,20 @@ def netif_rx(s, q, f, length, t, seq):
     The per-packet driver work is charged as interrupt time on that CPU.
     """
     p, nic, sd = s.p, s.nic, s.sd
-    c = p.queue_i[PQ_IRQ_CPU, q]
-    nic.queue[NQ_Q_PACKETS, q] += 1
-    sd.cpu[SD_IRQ_DEBT, c] += cost(s, C_DRIVER_RX)
+    c = p.queue_i[q, PQ_IRQ_CPU]
+    nic.queue[q, NQ_Q_PACKETS] += 1
+    sd.cpu[c, SD_IRQ_DEBT] += cost(s, C_DRIVER_RX)
     cpu = c
     s.rf.out[0] = -1
     if p.rps_needed:
         cpu = get_rps_cpu(s, q, p.flow_i[f, PF_FLOW_HASH], f, t)
-        sd.cpu[SD_IRQ_DEBT, c] += s.rf.out[2]
+        sd.cpu[c, SD_IRQ_DEBT] += s.rf.out[2]
         if cpu < 0:
             cpu = c
         else:
-            sd.cpu[SD_IRQ_DEBT, c] += cost(s, C_RPS_ENQUEUE)
+            sd.cpu[c, SD_IRQ_DEBT] += cost(s, C_RPS_ENQUEUE)
     enqueue_to_backlog(s, c, cpu, p.flow_i[f, PF_FLOW_HASH], f, t, seq, length, t)
-    if sd.cpu[SD_IPI_N, c] > 0:
+    if sd.cpu[c, SD_IPI_N] > 0:
         net_rps_send_ipi(s, c, t)  # simplification: sent at once, not at softirq end
     kick_cpu(s, c, t)  # charges the receive work now, runs the softirq if one is pending
 
@@ -221,11 +221,11 @@ def netif_rx(s, q, f, length, t, seq):
 def interrupt(s, c, napi, irq_cost, t):
     """Hard interrupt on CPU c that schedules a NAPI and raises NET_RX_SOFTIRQ."""
     p, sd = s.p, s.sd
-    sd.cpu[SD_IRQ_DEBT, c] += irq_cost
+    sd.cpu[c, SD_IRQ_DEBT] += irq_cost
     napi_list_add(s, c, napi)
-    if sd.cpu[SD_KSOFTIRQD, c] and not p.ksoftirqd_defers:
+    if sd.cpu[c, SD_KSOFTIRQD] and not p.ksoftirqd_defers:
         # since v6.5 irq_exit runs pending softirqs inline even while ksoftirqd is awake
-        sd.cpu[SD_KSOFTIRQD, c] = 0
+        sd.cpu[c, SD_KSOFTIRQD] = 0
     kick_cpu(s, c, t)
 
 
@@ -233,73 +233,73 @@ def interrupt(s, c, napi, irq_cost, t):
 def dispatch(s, c, t):
     """CPU c finished its segment at t: bookkeeping, then start the next segment."""
     sd, so, ev = s.sd, s.so, s.ev
-    sd.cpu[SD_EV_PENDING, c] = 0
-    kind = sd.cpu[SD_SEG_KIND, c]
-    sd.cpu[SD_SEG_KIND, c] = SEG_NONE
+    sd.cpu[c, SD_EV_PENDING] = 0
+    kind = sd.cpu[c, SD_SEG_KIND]
+    sd.cpu[c, SD_SEG_KIND] = SEG_NONE
     if kind == SEG_NAPI:
         t0 = t
-        ctx = sd.cpu[SD_SEG_CTX, c]
-        t = napi_segment_end(s, c, sd.cpu[SD_SEG_ARG, c], t)
+        ctx = sd.cpu[c, SD_SEG_CTX]
+        t = napi_segment_end(s, c, sd.cpu[c, SD_SEG_ARG], t)
         account(s, c, ctx, t0, t)
     elif kind == SEG_APP:
-        app_after_read(s, sd.cpu[SD_SEG_ARG, c], t)
+        app_after_read(s, sd.cpu[c, SD_SEG_ARG], t)
     elif kind == SEG_CPUMAP:
-        cpumap_after_batch(s, sd.cpu[SD_SEG_ARG, c], t)
-    if sd.cpu[SD_IRQ_DEBT, c] > 0:
-        account(s, c, T_HARDIRQ, t, t + sd.cpu[SD_IRQ_DEBT, c])
-        t += sd.cpu[SD_IRQ_DEBT, c]
-        sd.cpu[SD_IRQ_DEBT, c] = 0
-    if sd.cpu[SD_SYS_DEBT, c] > 0:
-        account(s, c, T_SYSTEM, t, t + sd.cpu[SD_SYS_DEBT, c])
-        t += sd.cpu[SD_SYS_DEBT, c]
-        sd.cpu[SD_SYS_DEBT, c] = 0
-    soft = sd.cpu[SD_SOFTIRQ_PENDING, c] or sd.cpu[SD_IN_RX_ACTION, c]
+        cpumap_after_batch(s, sd.cpu[c, SD_SEG_ARG], t)
+    if sd.cpu[c, SD_IRQ_DEBT] > 0:
+        account(s, c, T_HARDIRQ, t, t + sd.cpu[c, SD_IRQ_DEBT])
+        t += sd.cpu[c, SD_IRQ_DEBT]
+        sd.cpu[c, SD_IRQ_DEBT] = 0
+    if sd.cpu[c, SD_SYS_DEBT] > 0:
+        account(s, c, T_SYSTEM, t, t + sd.cpu[c, SD_SYS_DEBT])
+        t += sd.cpu[c, SD_SYS_DEBT]
+        sd.cpu[c, SD_SYS_DEBT] = 0
+    soft = sd.cpu[c, SD_SOFTIRQ_PENDING] or sd.cpu[c, SD_IN_RX_ACTION]
     app = has_runnable_thread(s, c)
     kt = kthread_runnable(s, c)
     e = s.p.cpu_i[PC_CM_ENTRY, c]
     # CFS between ksoftirqd, the cpumap kthread and application threads: least runtime
-    vmin = sd.cpu[SD_APP_VRT, c]
+    vmin = sd.cpu[c, SD_APP_VRT]
     if kt and (not app or s.cm.entry[CE_KT_VRT, e] < vmin):
         vmin = s.cm.entry[CE_KT_VRT, e]
-    if soft and (not sd.cpu[SD_KSOFTIRQD, c] or not (app or kt) or sd.cpu[SD_KS_VRT, c] <= vmin):
-        was_ks = sd.cpu[SD_KSOFTIRQD, c]
+    if soft and (not sd.cpu[c, SD_KSOFTIRQD] or not (app or kt) or sd.cpu[c, SD_KS_VRT] <= vmin):
+        was_ks = sd.cpu[c, SD_KSOFTIRQD]
         ctx = softirq_context(s, c)
         t_end, napi = net_rx_action_step(s, c, t)
         account(s, c, ctx, t, t_end)
         if was_ks:
-            sd.cpu[SD_KS_VRT, c] += t_end - t
-        if sd.cpu[SD_KSOFTIRQD, c] and not was_ks:
-            sd.cpu[SD_KS_VRT, c] = vmin  # a woken thread starts level in CFS
+            sd.cpu[c, SD_KS_VRT] += t_end - t
+        if sd.cpu[c, SD_KSOFTIRQD] and not was_ks:
+            sd.cpu[c, SD_KS_VRT] = vmin  # a woken thread starts level in CFS
         if napi >= 0:
-            sd.cpu[SD_SEG_KIND, c] = SEG_NAPI
-            sd.cpu[SD_SEG_ARG, c] = napi
-            sd.cpu[SD_SEG_CTX, c] = ctx
-        sd.cpu[SD_EV_PENDING, c] = 1
+            sd.cpu[c, SD_SEG_KIND] = SEG_NAPI
+            sd.cpu[c, SD_SEG_ARG] = napi
+            sd.cpu[c, SD_SEG_CTX] = ctx
+        sd.cpu[c, SD_EV_PENDING] = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
-    elif kt and (not app or s.cm.entry[CE_KT_VRT, e] <= sd.cpu[SD_APP_VRT, c]):
+    elif kt and (not app or s.cm.entry[CE_KT_VRT, e] <= sd.cpu[c, SD_APP_VRT]):
         t_end = cpumap_kthread_step(s, c, e, t)
         account(s, c, T_SYSTEM, t, t_end)
         s.cm.entry[CE_KT_VRT, e] += t_end - t
-        sd.cpu[SD_SEG_KIND, c] = SEG_CPUMAP
-        sd.cpu[SD_SEG_ARG, c] = e
-        sd.cpu[SD_EV_PENDING, c] = 1
+        sd.cpu[c, SD_SEG_KIND] = SEG_CPUMAP
+        sd.cpu[c, SD_SEG_ARG] = e
+        sd.cpu[c, SD_EV_PENDING] = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
     elif app:
         nth = so.cpu_nthreads[c]
         th = -1
         for k in range(nth):
-            cand = so.cpu_threads[c, (sd.cpu[SD_RR, c] + k) % nth]
+            cand = so.cpu_threads[c, (sd.cpu[c, SD_RR] + k) % nth]
             if so.thread[cand, ST_TH_STATE] == TH_RUNNABLE:
                 th = cand
-                sd.cpu[SD_RR, c] = (sd.cpu[SD_RR, c] + k + 1) % nth
+                sd.cpu[c, SD_RR] = (sd.cpu[c, SD_RR] + k + 1) % nth
                 break
         t_end, n, sys_ns, user_ns = app_read(s, th, t)
         account(s, c, T_SYSTEM, t, t + sys_ns)
         account(s, c, T_USER, t + sys_ns, t_end)
-        sd.cpu[SD_APP_VRT, c] += t_end - t
-        sd.cpu[SD_SEG_KIND, c] = SEG_APP
-        sd.cpu[SD_SEG_ARG, c] = th
-        sd.cpu[SD_EV_PENDING, c] = 1
+        sd.cpu[c, SD_APP_VRT] += t_end - t
+        sd.cpu[c, SD_SEG_KIND] = SEG_APP
+        sd.cpu[c, SD_SEG_ARG] = th
+        sd.cpu[c, SD_EV_PENDING] = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
     # else: idle until an interrupt, IPI or wake-up kicks it
 
@@ -311,7 +311,7 @@ def charge_system(s, t, ns):
     Simplification: the unbound kworker is charged to CPU 0, after its current segment.
     """
     if ns > 0:
-        s.sd.cpu[SD_SYS_DEBT, 0] += ns
+        s.sd.cpu[0, SD_SYS_DEBT] += ns
         kick_cpu(s, 0, t)
 
 
@@ -354,10 +354,10 @@ def handle_event(s, t, kind, arg):
     if kind == EV_CPU:
         dispatch(s, arg, t)
     elif kind == EV_IRQ:
-        c = p.queue_i[PQ_IRQ_CPU, arg]
+        c = p.queue_i[arg, PQ_IRQ_CPU]
         interrupt(s, c, arg, cost(s, C_HARDIRQ), t)
     elif kind == EV_IPI:
-        sd.cpu[SD_RECEIVED_RPS, arg] += 1  # rps_trigger_softirq on the target
+        sd.cpu[arg, SD_RECEIVED_RPS] += 1  # rps_trigger_softirq on the target
         interrupt(s, arg, p.nq + arg, cost(s, C_IPI_RECV), t)
     elif kind == EV_WAKE:
         if so.thread[arg, ST_TH_STATE] == TH_WAKING:
@@ -373,7 +373,7 @@ def handle_event(s, t, kind, arg):
             c = p.cm_i[PE_CM_CPU, arg]
             s.cm.entry[CE_KT_STATE, arg] = TH_RUNNABLE
             # CFS placement
-            s.cm.entry[CE_KT_VRT, arg] = max(s.cm.entry[CE_KT_VRT, arg], sd.cpu[SD_APP_VRT, c])
+            s.cm.entry[CE_KT_VRT, arg] = max(s.cm.entry[CE_KT_VRT, arg], sd.cpu[c, SD_APP_VRT])
             kick_cpu(s, c, t)
     elif kind == EV_ARFS_TIMER:
         charge_system(s, t, arfs_expire_scan(s, t) + arfs_program_pending(s, t))

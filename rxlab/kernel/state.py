@@ -151,14 +151,15 @@ U32 = 0xFFFFFFFF
 # Row groups: per-flow, per-socket, per-thread, per-queue and per-entry scalars are rows
 # of one int64 array each (numba passes every array as ~8 flattened values; one array
 # per group instead of one per field keeps the compiled loop smaller and faster).
-# Compiled code reads ``p.queue_i[PQ_IRQ_CPU, q]``; Python reads ``p.irq_cpu`` (the
+# Compiled code reads ``p.cpu_i[PC_CM_ENTRY, c]``; Python reads ``p.cm_entry`` (the
 # row, a writable view; boolean fields are read as a boolean copy).
 #
-# Record groups (RECORD_GROUPS) are the tables indexed at random by flow, socket, thread
-# or table slot, thousands to millions of entries: they are stored the other way round,
-# one record per entry (``p.flow_i[f, PF_FLOW_HASH]``), as the kernel's own structs are
-# (a struct sock, a struct rps_dev_flow), so that the fields of one entry read together
-# share a cache line instead of each costing a miss in its own row (docs/performance.md).
+# Record groups (RECORD_GROUPS) are stored the other way round, one record per entry
+# (``p.flow_i[f, PF_FLOW_HASH]``, ``sd.cpu[c, SD_PROCESSED]``), as the kernel's own
+# structs are (struct softnet_data, struct sock, struct rps_dev_flow): the fields of one
+# entry that a mechanism reads together then share a cache line or two instead of each
+# costing a miss in its own row. These are the tables indexed at random by CPU, queue,
+# flow, socket, thread or table slot (docs/performance.md).
 
 PF_FIELDS = (  # fields of Params.flow_i records
     "flow_rxq",  # int64[nflows]
@@ -202,7 +203,7 @@ PT_FIELDS = (  # fields of Params.thread_i records
 )
 (PT_THREAD_SOCK, PT_THREAD_BATCH, PT_MIG_EVERY_NS, PT_MIG_SET_N, PT_MIG_N) = range(5)
 
-PQ_FIELDS = (  # rows of Params.queue_i
+PQ_FIELDS = (  # fields of Params.queue_i records
     "irq_cpu",  # int64[nq]
     "rps_len",  # int64[nq]
     "xsk_of_queue",  # int64[nq]: XSKMAP[rx_queue_index]: socket, or -1
@@ -222,7 +223,7 @@ PE_FIELDS = (  # rows of Params.cm_i
 )
 (PE_CM_CPU, PE_CM_QSIZE, PE_CM_BATCH) = range(3)
 
-NQ_FIELDS = (  # rows of NicState.queue
+NQ_FIELDS = (  # fields of NicState.queue records
     "ring_tail",  # int64[nq]: descriptors filled
     "ring_head",  # int64[nq]: descriptors taken by NAPI polls
     "ring_rel",  # int64[nq]: descriptors returned to the NIC by time now
@@ -386,7 +387,7 @@ class Params(NamedTuple):
     cost_i: np.ndarray  # int64[len(STAGES)]: cost_ns rounded to whole ns
     jitter_mask: np.ndarray  # bool[len(STAGES)]: stage is per-packet work
     irq_delay_ns: int  # irq_latency + rx_usecs
-    queue_i: np.ndarray  # int64[len(PQ_FIELDS), nq]: rows PQ_*
+    queue_i: np.ndarray  # int64[nq, len(PQ_FIELDS)]: records PQ_*
     rps_map: np.ndarray  # int64[nq, ncpu]
     flow_i: np.ndarray  # int64[nflows, len(PF_FIELDS)]: records PF_*
     sock_i: np.ndarray  # int64[nsock, len(PS_FIELDS)]: records PS_*
@@ -423,12 +424,12 @@ class NicState(NamedTuple):
 
     ring: np.ndarray  # int64[len(RG_FIELDS), nq, ring]: planes RG_*
     ring32: np.ndarray  # int32[len(RN_FIELDS), nq, ring]: planes RN_*
-    queue: np.ndarray  # int64[len(NQ_FIELDS), nq]: rows NQ_*
+    queue: np.ndarray  # int64[nq, len(NQ_FIELDS)]: records NQ_*
 
 
-# Per-CPU scalars of ``struct softnet_data`` and the CPU's scheduling state: one row each
-# of SoftnetData.cpu (int64[len(SD_FIELDS), ncpu]), so that the compiled loop takes one
-# array where it took 36 (numba passes every array of the state as ~8 flattened values).
+# Per-CPU scalars of ``struct softnet_data`` and the CPU's scheduling state: one record
+# per CPU in SoftnetData.cpu (int64[ncpu, len(SD_FIELDS)]), so that the compiled loop
+# takes one array where it took 36 (numba passes every array as ~8 flattened values).
 SD_FIELDS = (
     # backlog: one FIFO, [head, proc) = process_queue, [proc, tail) = input_pkt_queue
     "bl_head", "bl_proc", "bl_tail",
@@ -472,11 +473,11 @@ SD_FIELDS = (
 class SoftnetData(NamedTuple):
     """Per-CPU ``struct softnet_data`` plus the CPU's scheduling state.
 
-    Compiled code reads a per-CPU scalar as ``sd.cpu[SD_<NAME>, c]``; Python reads it by
+    Compiled code reads a per-CPU scalar as ``sd.cpu[c, SD_<NAME>]``; Python reads it by
     name, ``sd.<name>`` being that row (a view: writes go through).
     """
 
-    cpu: np.ndarray  # int64[len(SD_FIELDS), ncpu]
+    cpu: np.ndarray  # int64[ncpu, len(SD_FIELDS)]: records SD_*
     bl: np.ndarray  # int64[len(BL_FIELDS), ncpu, bl_cap]: planes BL_*
     bl32: np.ndarray  # int32[len(BN_FIELDS), ncpu, bl_cap]: planes BN_*
     lists: np.ndarray  # int64[len(NL_FIELDS), ncpu, L]: planes NL_*
@@ -588,7 +589,9 @@ ROW_GROUPS = {  # a group's fields share a shape: rows of a 2-D array, planes of
 INT32_GROUPS = {"ring32", "bl32", "sq32", "bq32"}  # the rest are int64
 BOOL_ROWS = {"flow_udp", "sock_record", "sock_xsk_copy", "sock_fill_bound"}
 RECORD_GROUPS = {  # field index last: one record per entry (see above)
-    Params: {"flow_i", "sock_i", "thread_i"},
+    Params: {"flow_i", "sock_i", "thread_i", "queue_i"},
+    NicState: {"queue"},
+    SoftnetData: {"cpu"},
     SockState: {"thread", "flow"},
     RfsState: {"dev"},
     ArfsState: {"entry"},
@@ -613,7 +616,7 @@ def make(cls, **fields):
     """``cls(**fields)`` where each group's fields are given one by one, by name: they
     are stacked into the group's array (as rows, or as records for RECORD_GROUPS),
     int64 or int32 (equal shapes required). A group may also be given whole, as its
-    array (``SoftnetData.cpu``: 36 zero rows)."""
+    array (``SoftnetData.cpu``: zeros, one record per CPU)."""
     for attr, names in ROW_GROUPS.get(cls, {}).items():
         if attr in fields:
             continue

@@ -186,7 +186,7 @@ def cpumap_deliver(s, c, f, tarr, seq, length, t):
     s.rf.out[0] = -1
     cpu = -1
     if p.rps_needed:
-        if sw and (p.queue_i[PQ_RPS_LEN, 0] > 0 or s.rf.dev_log[0] > 0):
+        if sw and (p.queue_i[0, PQ_RPS_LEN] > 0 or s.rf.dev_log[0] > 0):
             t += cost(s, C_SW_HASH)  # skb_get_hash: flow dissector + siphash
         cpu = get_rps_cpu(s, 0, h, f, t)  # no rx queue recorded: dev->_rx[0]
         t += s.rf.out[2]
@@ -222,8 +222,8 @@ def cpumap_kthread_step(s, c, e, t):
         n += 1
     cm.cnt[e, CM_PROCESSED] += n
     cm.cnt[e, CM_BATCHES] += 1
-    if sd.cpu[SD_IPI_N, c] > 0:
-        sd.cpu[SD_SOFTIRQ_PENDING, c] = 1  # RPS raised NET_RX_SOFTIRQ: runs at local_bh_enable
+    if sd.cpu[c, SD_IPI_N] > 0:
+        sd.cpu[c, SD_SOFTIRQ_PENDING] = 1  # RPS raised NET_RX_SOFTIRQ: runs at local_bh_enable
     return t
 
 

@@ -71,7 +71,7 @@ def xdp_rx(s, c, q, f, tarr, seq, length, t):
             return act, bq_enqueue(s, c, e, f, tarr, seq, length, t)
         act = XDP_ABORTED  # map miss: bpf_redirect_map returns its flags (0 = ABORTED)
     elif act == XDP_REDIRECT_XSK:
-        sk = p.queue_i[PQ_XSK_OF_QUEUE, q]
+        sk = p.queue_i[q, PQ_XSK_OF_QUEUE]
         if sk >= 0:
             st.cnt[CNT_XDP_REDIRECT] += 1
             return act, xsk_rcv(s, sk, f, tarr, seq, length, t)
