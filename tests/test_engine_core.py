@@ -94,3 +94,37 @@ def test_the_arena_keeps_types_values_and_one_region():
     assert len(bases) == 1
     m.sd.processed[0] = 7  # a named row is a view of its group
     assert m.sd.cpu[0].tolist().count(7) >= 1
+
+
+def test_record_groups_keep_an_entrys_fields_together():
+    """Tables indexed at random (per CPU, queue, flow, socket, thread, rps_dev_flow slot,
+    aRFS entry) hold one record per entry, fields last, as the kernel's structs do; the
+    other groups keep one row per field. Python's names are views either way."""
+    from rxlab.build import build
+    from rxlab.kernel import state as S
+    from rxlab.scenario import load_scenario
+
+    m = build(load_scenario("default"))
+    parts = {S.Params: m.params, S.NicState: m.nic, S.SoftnetData: m.sd, S.SockState: m.so,
+             S.RfsState: m.rf, S.ArfsState: m.ar, S.CpumapState: m.cm}
+    assert set(S.RECORD_GROUPS) <= set(parts)
+    checked = 0
+    for cls, groups in S.ROW_GROUPS.items():
+        for attr, names in groups.items():
+            arr = getattr(parts[cls], attr)
+            record = attr in S.RECORD_GROUPS.get(cls, ())
+            assert arr.flags.c_contiguous
+            assert arr.shape[-1 if record else 0] == len(names)
+            for i, name in enumerate(names):
+                if name in S.BOOL_ROWS:
+                    continue  # a boolean copy, not a view
+                view = getattr(parts[cls], name)
+                assert np.shares_memory(view, arr)
+                field = arr[..., i] if record else arr[i]
+                assert view.shape == field.shape
+                checked += 1
+    assert checked > 100
+    # one record per CPU: a CPU's softnet_data scalars are adjacent in memory
+    assert m.sd.cpu.strides == (8 * len(S.SD_FIELDS), 8)
+    m.params.flow_hash[3] = 12345  # a record field written by name lands in its record
+    assert m.params.flow_i[3, S.PF_FLOW_HASH] == 12345
