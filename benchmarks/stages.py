@@ -17,69 +17,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
-
-import numpy as np
 
 from rxlab.bench import scenarios
+from rxlab.bench.engine import stage_times
 from rxlab.bench.machine import machine
-from rxlab.build import build
-from rxlab.kernel.rx_loop import run, shape
-from rxlab.kernel.sim import sim_of
-from rxlab.metrics.result import assemble
-from rxlab.simulate import DEFAULT_CHUNK, in_flight, simulate
-from rxlab.traffic.stream import PacketStream
+from rxlab.simulate import simulate
 
 SCENARIOS = {
     "flow-limit": lambda: scenarios.flow_limit(False, 10.0),
     "reference": lambda: scenarios.reference(1.0),
     "arfs": lambda: scenarios.arfs_flow_match(False, 2.0),
 }
-
-
-def stages(sc) -> dict:
-    """One run of ``sc``, stage by stage (the same calls, in the same order, as
-    ``simulate``; the traffic is generated whole before the loop so that each stage is
-    timed alone)."""
-    t0 = time.perf_counter()
-    m = build(sc)
-    t_build = time.perf_counter() - t0
-    stream = PacketStream(sc.traffic, m.flows, sc.seed, sc.duration)
-    t0 = time.perf_counter()
-    chunks = list(stream.chunks(DEFAULT_CHUNK))
-    t_gen = time.perf_counter() - t0
-    lps = int(round(8000.0 / sc.nic.link_gbps))
-    svc = int(round(1e9 / sc.nic.max_pps)) if sc.nic.max_pps else 0
-    sim = sim_of(m)
-    t_shape = t_loop = 0.0
-    n = 0
-    for ch in chunks:
-        k = len(ch)
-        n += k
-        t_nic = np.empty(k, np.int64)
-        ov = np.empty(k, np.bool_)
-        t0 = time.perf_counter()
-        shape(ch.t_ns, ch.size, lps, svc, sc.nic.nic_fifo, m.port_state, t_nic, ov)
-        t_shape += time.perf_counter() - t0
-        t0 = time.perf_counter()
-        run(sim, t_nic, ch.flow, ch.size, ov, -1)
-        t_loop += time.perf_counter() - t0
-    end = int(round((sc.duration + sc.drain) * 1e9))
-    t0 = time.perf_counter()
-    run(sim, np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0, np.int32),
-        np.empty(0, np.bool_), end)
-    t_loop += time.perf_counter() - t0
-    t0 = time.perf_counter()
-    assemble(m, in_flight(m))
-    t_asm = time.perf_counter() - t0
-    events = int(m.ev.n[1])  # every scheduled event has taken one sequence number
-    ns = 1e9 / max(n, 1)
-    return {
-        "scenario": sc.name, "packets": n, "cpus": int(m.params.ncpu),
-        "build_ns": t_build * ns, "generate_ns": t_gen * ns, "shape_ns": t_shape * ns,
-        "loop_ns": t_loop * ns, "assemble_ns": t_asm * ns,
-        "events_per_packet": events / max(n, 1), "loop_ns_per_event": t_loop * 1e9 / events,
-    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         if sc is None:
             print(f"| {w}: not available |")
             continue
-        best = min((stages(sc) for _ in range(max(a.runs, 1))), key=lambda r: r["loop_ns"])
+        best = min((stage_times(sc) for _ in range(max(a.runs, 1))), key=lambda r: r["loop_ns"])
         best["total_ns"] = sum(best[k] for k in ("build_ns", "generate_ns", "shape_ns",
                                                  "loop_ns", "assemble_ns"))
         rows.append(best)

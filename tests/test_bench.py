@@ -94,6 +94,10 @@ def test_bench_json_has_the_keys(capsys):
     assert d["engine_pps"] > 0 and d["simpy_pps"] > 0 and d["peak_rss_mb"] > 0
     assert d["ratio_vs_simpy"] == pytest.approx(d["rxlab_pps_reference"] / d["simpy_pps"],
                                                 rel=1e-3)
+    assert d["ratio_vs_simpy_loop"] == pytest.approx(
+        d["rxlab_loop_pps_reference"] / d["simpy_pps"], rel=1e-3)
+    stages = d["reference"]["rxlab_stages_ns_per_packet"]
+    assert stages["loop_ns"] > 0 and stages["generate_ns"] > 0
     assert d["agreement"]["agree"]
     if d["toeplitz_hps"] is not None:
         assert d["toeplitz_c_equal"]
