@@ -217,8 +217,47 @@ def _merge_runs(t, flow, size, pos, end, ot, of, osz):
         osz[i] = size[j]
 
 
+@njit(**JIT_LEAF)
+def _merge_two(t0, f0, s0, t1, f1, s1, ot, of, osz):
+    """``_merge_runs`` for two runs, read in place (no concatenation first) and chosen
+    without a branch: which group comes next is a coin toss for the branch predictor."""
+    n0 = t0.size
+    n1 = t1.size
+    i = 0
+    j = 0
+    o = 0
+    while i < n0 and j < n1:
+        a = t0[i]
+        b = t1[j]
+        c = np.int64(b < a)  # a tie goes to run 0, the lower group
+        ot[o] = b if c else a
+        of[o] = f1[j] if c else f0[i]
+        osz[o] = s1[j] if c else s0[i]
+        i += 1 - c
+        j += c
+        o += 1
+    while i < n0:
+        ot[o] = t0[i]
+        of[o] = f0[i]
+        osz[o] = s0[i]
+        i += 1
+        o += 1
+    while j < n1:
+        ot[o] = t1[j]
+        of[o] = f1[j]
+        osz[o] = s1[j]
+        j += 1
+        o += 1
+
+
 def _merge(out: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
     """Groups' time-sorted pieces, merged by (time, group, generation order)."""
+    if len(out) == 2:
+        (t0, f0, s0), (t1, f1, s1) = out
+        n = t0.size + t1.size
+        res = (np.empty(n, t0.dtype), np.empty(n, f0.dtype), np.empty(n, s0.dtype))
+        _merge_two(t0, f0, s0, t1, f1, s1, *res)
+        return res
     t, flow, size = _cat(out)
     lens = np.array([o[0].size for o in out], np.int64)
     end = np.cumsum(lens)
