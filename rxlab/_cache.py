@@ -55,3 +55,29 @@ def loop_compiled() -> bool:
     if not folder or not Path(folder).is_dir():
         return False
     return any(Path(folder).rglob("rx_loop.run-*.nbi"))
+
+
+def _is_key(name: str) -> bool:
+    return len(name) == 16 and all(c in "0123456789abcdef" for c in name)
+
+
+def _size(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def folders(base: Path) -> list[dict]:
+    """The compiled-code folders under ``base`` (one per source key), newest first:
+    name, bytes, last modified (s since the epoch) and whether it is this install's."""
+    key = source_key()
+    rows = []
+    if base.is_dir():
+        for d in base.iterdir():
+            if d.is_dir() and not d.is_symlink() and _is_key(d.name):
+                rows.append({"key": d.name, "bytes": _size(d), "mtime": d.stat().st_mtime,
+                             "current": d.name == key})
+    return sorted(rows, key=lambda r: -r["mtime"])
+
+
+def current_base() -> Path:
+    """The folder that holds the key folders: the parent of this process's cache."""
+    return Path(os.environ["NUMBA_CACHE_DIR"]).parent

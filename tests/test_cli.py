@@ -134,3 +134,34 @@ def test_a_user_cache_folder_is_keyed_by_the_source_too(tmp_path, monkeypatch):
     assert os.environ["NUMBA_CACHE_DIR"] == str(tmp_path / key)
     _cache.configure()  # a child process inherits the keyed folder unchanged
     assert os.environ["NUMBA_CACHE_DIR"] == str(tmp_path / key)
+
+
+def test_cache_prune_is_a_dry_run_until_yes_and_keeps_this_install(tmp_path, capsys):
+    """`rxlab cache --prune` lists the key folders of other versions and deletes nothing;
+    with --yes it deletes exactly those: never this install's folder, never a folder or
+    file that is not a 16-hex-digit key folder."""
+    from rxlab import _cache
+
+    key = _cache.source_key()
+    for name in (key, "0123456789abcdef", "fedcba9876543210"):
+        (tmp_path / name / "sub").mkdir(parents=True)
+        (tmp_path / name / "sub" / "x.nbc").write_bytes(b"x" * 1000)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "deadbeefdeadbeef.txt").write_text("not a folder")
+    code, out, _ = run_cli(capsys, "cache", "--dir", str(tmp_path), "--prune")
+    assert code == 0 and "would delete 2 folder(s)" in out and "(this install)" in out
+    assert len(list(tmp_path.iterdir())) == 5
+    code, out, _ = run_cli(capsys, "cache", "--dir", str(tmp_path), "--prune", "--yes",
+                           "--json")
+    d = json.loads(out)
+    assert code == 0 and sorted(d["deleted"]) == ["0123456789abcdef", "fedcba9876543210"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [key, "notes", "deadbeefdeadbeef.txt"])
+    assert [r["key"] for r in d["folders"] if r["current"]] == [key]
+
+
+def test_cache_bad_arguments_are_one_line_errors(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "cache", "--yes")
+    assert code == 2 and "--yes only goes with --prune" in err
+    code, _, err = run_cli(capsys, "cache", "--dir", str(tmp_path / "none"))
+    assert code == 2 and "no such folder" in err and len(err.strip().splitlines()) == 1

@@ -1,0 +1,71 @@
+"""``rxlab cache [--prune [--yes]] [--json]``: numba's compiled event loops on disk.
+
+rxlab keys numba's cache folder by the source of its jitted code (``rxlab._cache``), so
+every upgrade or engine edit compiles into a new folder (5-60 MB each) and leaves the
+old one behind. ``--prune`` lists the folders of other versions; ``--yes`` deletes them.
+The folder of this install is never deleted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from pathlib import Path
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "cache", help="numba's compiled event loops on disk; --prune removes old ones",
+        description=__doc__.splitlines()[0].split(": ", 1)[1] + " Every upgrade or edit of "
+                    "rxlab's jitted code compiles into a new folder; --prune lists the "
+                    "folders of other versions (a dry run), --prune --yes deletes them.")
+    p.add_argument("--prune", action="store_true",
+                   help="list the folders of other rxlab versions (dry run)")
+    p.add_argument("--yes", action="store_true", help="with --prune: delete them")
+    p.add_argument("--dir", metavar="FOLDER",
+                   help="the cache folder to look at (default: the one rxlab uses now)")
+    p.add_argument("--json", action="store_true", help="print the folders as JSON")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args) -> int:
+    from rxlab import _cache
+    from rxlab.errors import UsageError
+
+    if args.yes and not args.prune:
+        raise UsageError("cache: --yes only goes with --prune (rxlab cache --prune --yes)")
+    base = Path(args.dir) if args.dir else _cache.current_base()
+    if args.dir and not base.is_dir():
+        raise UsageError(f"cache: --dir {args.dir}: no such folder; give the folder that "
+                         "holds the 16-hex-digit key folders (~/.cache/rxlab/numba)")
+    rows = _cache.folders(base)
+    old = [r for r in rows if not r["current"]]
+    deleted = []
+    if args.prune and args.yes:
+        for r in old:
+            shutil.rmtree(base / r["key"])  # only 16-hex-digit folders, never a symlink
+            deleted.append(r["key"])
+    if args.json:
+        print(json.dumps({"folder": str(base), "key": _cache.source_key(), "folders": rows,
+                          "prune": [r["key"] for r in old] if args.prune else [],
+                          "deleted": deleted}, indent=1))
+        return 0
+    mb = lambda n: f"{n / 1e6:,.1f} MB"  # noqa: E731
+    print(f"{base}: {len(rows)} folder(s), {mb(sum(r['bytes'] for r in rows))}")
+    for r in rows:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["mtime"]))
+        print(f"  {r['key']}  {mb(r['bytes']):>10}  {when}"
+              f"{'  (this install)' if r['current'] else ''}")
+    if args.prune:
+        freed = mb(sum(r["bytes"] for r in old))
+        if deleted:
+            print(f"deleted {len(deleted)} folder(s) of other versions, {freed}")
+        elif old:
+            print(f"dry run: --prune --yes would delete {len(old)} folder(s) of other "
+                  f"versions, {freed}")
+        else:
+            print("nothing to prune")
+    return 0
