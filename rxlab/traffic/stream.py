@@ -236,18 +236,20 @@ def _merge_two(t0, f0, s0, t1, f1, s1, ot, of, osz):
         i += 1 - c
         j += c
         o += 1
-    while i < n0:
-        ot[o] = t0[i]
-        of[o] = f0[i]
-        osz[o] = s0[i]
-        i += 1
-        o += 1
-    while j < n1:
-        ot[o] = t1[j]
-        of[o] = f1[j]
-        osz[o] = s1[j]
-        j += 1
-        o += 1
+    # one run is used up: the rest of the other follows as it is (one side is empty)
+    o = _copy_rest(t0, f0, s0, i, ot, of, osz, o)
+    _copy_rest(t1, f1, s1, j, ot, of, osz, o)
+
+
+@njit(**JIT_LEAF)
+def _copy_rest(t, f, sz, i, ot, of, osz, o):
+    """Copy run[i:] to out[o:] (a loop: slicing would need numba's runtime); returns the
+    next output position."""
+    for k in range(t.size - i):
+        ot[o + k] = t[i + k]
+        of[o + k] = f[i + k]
+        osz[o + k] = sz[i + k]
+    return o + t.size - i
 
 
 def _merge(out: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
