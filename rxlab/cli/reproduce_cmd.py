@@ -33,14 +33,14 @@ def run(args) -> int:
         out = {k: exp[k] for k in ("experiment", "cases", "claims", "quick", "seed_file")}
         print(json.dumps(out, indent=1, sort_keys=True))
         return 0
-    from rxlab.report.tables import experiment_table, make_console
+    from rxlab.report.tables import make_console, print_experiment
 
     console = make_console()
     with console.status(f"running {mod.NAME}") as status:
         exp = run_experiment(mod, args.quick, args.kernel,
                              progress=lambda i, n, name: status.update(
                                  f"running {mod.NAME}: case {i + 1}/{n} ({name})"))
-    console.print(experiment_table(exp))
+    print_experiment(exp, console)
     for c in exp["claims"]:
         mark = "[green]held[/green]" if c["held"] else "[red]NOT held[/red]"
         console.print(f"  {mark}  {c['claim']}")

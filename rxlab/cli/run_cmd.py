@@ -95,7 +95,7 @@ def _run_jobs(args, sc) -> int:
     """--jobs N: replications in parallel processes (rxlab.bench.replicate)."""
     from pathlib import Path
 
-    from rxlab.bench.replicate import replicate, table
+    from rxlab.bench.replicate import print_table, replicate
 
     if args.jobs < 1:
         raise UsageError(f"--jobs: {args.jobs} replications; give N >= 1")
@@ -108,9 +108,9 @@ def _run_jobs(args, sc) -> int:
     if args.json:
         print(dump_json(rep))
     else:
-        from rich.console import Console
+        from rxlab.report.tables import make_console
 
-        Console().print(table(rep))
+        print_table(rep, make_console())
         if args.out:
             print(f"wrote {args.out}/replications.json")
     return 0

@@ -47,7 +47,9 @@ def run(args) -> int:
     res = run_sweep(sweep, out, jobs=args.jobs, scheduler=args.scheduler, resume=args.resume,
                     console=err, show_progress=not args.quiet, plots=not args.no_plots)
     if not args.quiet:
-        print_summary(Console(), sweep, res)
+        from rxlab.report.tables import make_console
+
+        print_summary(make_console(), sweep, res)
     skipped = f", {res.skipped} already finished" if res.skipped else ""
     print(f"{res.total} runs ({res.ran} run now{skipped}) in {res.wall_s:.1f} s -> "
           f"{out / 'results.parquet'}")
@@ -55,22 +57,19 @@ def run(args) -> int:
 
 
 def print_summary(console, sweep, res) -> None:
-    from rich.table import Table
-
+    from rxlab.report.fit import fmt_metric, print_fitted
     from rxlab.sweep.plots import fmt
 
-    t = Table(title=f"sweep {sweep.name}: mean ± 95% CI over {len(sweep.seeds)} seed(s)")
-    for p in sweep.param_paths:
-        t.add_column(p, style="cyan")
-    t.add_column("n", justify="right")
-    for m in sweep.metrics:
-        t.add_column(m, justify="right")
+    headers = [*sweep.param_paths, "n", *sweep.metrics]
+    rows = []
     for e in res.summary[:MAX_SUMMARY_ROWS]:
         cells = [fmt(e["params"][p]) for p in sweep.param_paths] + [str(e["n"])]
         for m in sweep.metrics:
             mean, ci = e["stats"][m]
-            cells.append(fmt(mean) + ("" if math.isnan(ci) else f" ± {fmt(ci)}"))
-        t.add_row(*cells)
-    console.print(t)
+            cells.append(fmt_metric(m, mean) + ("" if math.isnan(ci) else
+                                                 f" ± {fmt_metric(m, ci, ci=True)}"))
+        rows.append(cells)
+    print_fitted(console, f"sweep {sweep.name}: mean ± 95% CI over {len(sweep.seeds)} seed(s)",
+                 headers, rows, keys=len(sweep.param_paths))
     if len(res.summary) > MAX_SUMMARY_ROWS:
         console.print(f"... {len(res.summary) - MAX_SUMMARY_ROWS} more points in summary.csv")
