@@ -36,3 +36,12 @@ def test_bench_checks_name_targets_not_tracker_issues():
 
     text = open(runner.__file__).read()
     assert "issue" not in text.lower()
+
+
+def test_every_reproduction_runs_and_names_the_kernel_asked_for():
+    from rxlab.repro import EXPERIMENTS
+    from rxlab.repro.base import kernels_of
+
+    for name, mod in EXPERIMENTS.items():
+        assert kernels_of(mod.cases(True, "6.12")) == ["6.12"], name
+        assert len(kernels_of(mod.cases(True, None))) == 1, name  # a default is named

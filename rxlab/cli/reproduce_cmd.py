@@ -30,7 +30,8 @@ def run(args) -> int:
         parse_version(args.kernel)
     if args.json:
         exp = run_experiment(mod, args.quick, args.kernel)
-        out = {k: exp[k] for k in ("experiment", "cases", "claims", "quick", "seed_file")}
+        out = {k: exp[k] for k in ("experiment", "title", "kernels", "cases", "claims", "quick",
+                                  "seed_file")}
         print(json.dumps(out, indent=1, sort_keys=True))
         return 0
     from rxlab.report.tables import make_console, print_experiment

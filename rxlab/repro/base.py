@@ -29,9 +29,17 @@ def make(data: dict, name: str):
     return scenario_from_dict(data, f"experiment {name}")
 
 
+def kernels_of(cases) -> list[str]:
+    """The kernel versions the cases run (an experiment with its own runner names its
+    kernel in the case's params)."""
+    return sorted({str(params["kernel"]) if "kernel" in params else sc.host.kernel
+                   for _, params, sc in cases})
+
+
 def run_experiment(module, quick: bool = False, kernel: str | None = None,
                    progress=None) -> dict:
     cases = module.cases(quick, kernel)
+    kernels = kernels_of(cases)
     out = []
     for i, (name, params, sc) in enumerate(cases):
         if progress:
@@ -46,7 +54,9 @@ def run_experiment(module, quick: bool = False, kernel: str | None = None,
                  **(extra(name, sc) if extra else {})}
         out.append({"name": name, "params": params, "metrics": m})
     claims = [{"claim": c, "held": bool(ok)} for c, ok in module.claims(out)]
-    return {"experiment": module.NAME, "title": module.TITLE, "seed_file": module.SEED,
+    title = f"{module.TITLE} (kernel{'s' if len(kernels) > 1 else ''} {', '.join(kernels)})"
+    return {"experiment": module.NAME, "title": title, "kernels": kernels,
+            "seed_file": module.SEED,
             "quick": quick, "cases": out, "claims": claims, "table_metrics": module.TABLE}
 
 
