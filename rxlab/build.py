@@ -43,6 +43,7 @@ from rxlab.kernel.state import (
     make,
 )
 from rxlab.kernel.versions import KernelBehaviour, behaviour
+from rxlab.memory_budget import check as check_memory
 from rxlab.nic import indirection
 from rxlab.nic.toeplitz import MS_RSS_KEY, parse_key, rss_hash_flows, v4_mapped
 from rxlab.profiles import stage_costs
@@ -72,6 +73,7 @@ class Model:
     capture: object = None  # rxlab.capture.pcap.Capture when traffic replays a pcap
     threads: list = field(default_factory=list)  # (app name, cpu) per thread
     port_state: np.ndarray = field(default_factory=lambda: np.zeros(2, I64))
+    notices: list = field(default_factory=list)  # what the run changed, for the user
 
 
 def _indirection(spec, size: int, queues: int, where: str) -> np.ndarray:
@@ -248,11 +250,23 @@ def _migration(sc: Scenario, nth: int, ncpu: int, app_of_thread: list[int]):
     return every, mset, mset_n, mt, mc, mn
 
 
-def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
+def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Model:
     """Compile a scenario; ``capture`` is an already opened pcap for ``traffic.pcap``;
-    ``xdp_program`` a vectorised per-flow XDP program (``rxlab.xdp.rules``)."""
+    ``xdp_program`` a vectorised per-flow XDP program (``rxlab.xdp.rules``).
+
+    The memory the scenario implies is checked against ``max_memory`` (bytes or a size
+    such as '8GiB'; default: ``rxlab.memory_budget.default_limit``) before anything is
+    allocated; over it, a one-line UsageError names the field."""
     kb = behaviour(sc.host.kernel)
     ncpu, nq = sc.host.cpus, sc.nic.queues
+    tl = sc.kernel.flow_limit_table_len
+    if tl & (tl - 1):
+        raise UsageError(
+            f"kernel.flow_limit_table_len: {tl} is not a power of two (the kernel "
+            "returns -EINVAL); use e.g. 4096"
+        )
+    sock_entries, dev_logs = _rfs_tables(sc, kb)  # its limits first: sharper errors
+    est = check_memory(sc, max_memory, capture)
     if sc.traffic.pcap is not None:
         if capture is None:
             from rxlab.capture.pcap import open_capture
@@ -266,12 +280,6 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
     steer = flow_steering(sc, fl)
 
     # --- kernel knobs, rounded / validated the kernel's way -------------------------
-    tl = sc.kernel.flow_limit_table_len
-    if tl & (tl - 1):
-        raise UsageError(
-            f"kernel.flow_limit_table_len: {tl} is not a power of two (the kernel "
-            "returns -EINVAL); use e.g. 4096"
-        )
     fl_cpus = hex_mask_to_cpus(sc.kernel.flow_limit_cpu_bitmap)
     if any(c >= ncpu for c in fl_cpus):
         raise UsageError(
@@ -350,7 +358,6 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
     for c, lst in enumerate(per_cpu):
         cpu_threads[c, : len(lst)] = lst
 
-    sock_entries, dev_logs = _rfs_tables(sc, kb)
     rfs_on = bool(sock_entries) and bool(dev_logs.any())
     arfs = sc.nic.arfs
     arfs_model = ARFS_MODELS.index(arfs.model) if arfs else 0
@@ -364,9 +371,7 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
         cpu_rmap[irq[q]] = q  # cpu_rmap_lookup_index: the queue whose IRQ is on the CPU
     mig = _migration(sc, nth, ncpu, th_app)
     xd = compile_xdp(sc, fl, steer, costs, kb, xdp_program)
-    interval_ns = int(round(sc.metrics.interval * 1e9))
-    total_ns = int(round((sc.duration + sc.drain) * 1e9))
-    n_int = max(1, math.ceil(total_ns / interval_ns))
+    interval_ns, n_int = est.interval_ns, est.intervals  # at most max_intervals(ncpu)
     bl_cap = roundup_pow_of_two(2 * (sc.kernel.netdev_max_backlog + 1) + 8)
     lists = nq + 2
 
@@ -521,9 +526,11 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
         "arfs": arfs.model if arfs else None,
         "arfs_protect_active": bool(arfs) and p.arfs_protect,
         "threads": [{"app": a, "cpu": c} for a, c in threads],
+        "interval_s": interval_ns / 1e9,
+        "intervals": n_int,
         **xdp_config(sc, p),
     }
     # one huge-page arena for all the loop's arrays: a TLB miss per touch otherwise
     p, nic, sd, so, st, ev, rf, ar, cm = relocate([p, nic, sd, so, st, ev, rf, ar, cm])
     return Model(sc, p, nic, sd, so, st, ev, rf, ar, cm, fl, kb, config, threads=threads,
-                 capture=capture)
+                 capture=capture, notices=[est.notice] if est.notice else [])

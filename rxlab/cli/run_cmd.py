@@ -1,9 +1,9 @@
-"""``rxlab run [SCENARIO] [--seed N] [--duration S] [--json] [--out DIR] [--set K=V]``."""
+"""``rxlab run [SCENARIO] [--seed N] [--duration S] [--json] [--out DIR] [--set K=V]
+[--max-memory SIZE]``."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import yaml
@@ -34,8 +34,22 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, metavar="N",
                    help="N independent replications (seeds seed..seed+N-1) in parallel "
                         "processes; report means with 95%% confidence intervals")
+    add_max_memory(p)
     p.set_defaults(func=run)
     return p
+
+
+def add_max_memory(p: argparse.ArgumentParser) -> None:
+    """--max-memory, shared by every subcommand that simulates."""
+    p.add_argument("--max-memory", metavar="SIZE",
+                   help="refuse a scenario whose estimated memory exceeds SIZE (8GiB, 512MiB, "
+                        "2G or bytes) before allocating anything; default: 50%% of this "
+                        "machine's memory (see docs/limits.md)")
+
+
+def print_notices(data: dict) -> None:
+    for n in data.get("notices", []):
+        print(f"rxlab: {n}", file=sys.stderr)
 
 
 def parse_sets(items: list[str]) -> dict:
@@ -49,6 +63,13 @@ def parse_sets(items: list[str]) -> dict:
 
 
 def run(args) -> int:
+    from rxlab.memory_budget import process_limit
+
+    with process_limit(args.max_memory):
+        return _run(args)
+
+
+def _run(args) -> int:
     from rxlab.report.tables import print_result
     from rxlab.simulate import simulate
 
@@ -62,13 +83,15 @@ def run(args) -> int:
         ov["duration"] = args.duration
     if args.pcap:
         from rxlab.capture.pcap import open_capture
+        from rxlab.memory_budget import check
 
+        ov["traffic"] = {"pcap": {"file": args.pcap, "speedup": args.speedup,
+                                  "allow_truncated": args.allow_truncated}}
+        check(with_overrides(sc, ov))  # flows bounded by the file's size, before the scan
         cap = open_capture(args.pcap, speedup=args.speedup,
                            allow_truncated=args.allow_truncated)
         if cap.notice:
             print(f"rxlab: {cap.notice}", file=sys.stderr)
-        ov["traffic"] = {"pcap": {"file": args.pcap, "speedup": args.speedup,
-                                  "allow_truncated": args.allow_truncated}}
         if args.duration is None:
             ov["duration"] = cap.duration_s
     if ov:
@@ -76,12 +99,14 @@ def run(args) -> int:
     if args.jobs is not None:
         return _run_jobs(args, sc)
     res = _simulate_with_progress(simulate, sc, quiet=args.json)
+    text = res.to_json(indent=1)  # a non-finite number fails here, before any file
+    print_notices(res.data)
     if args.out:
         from rxlab.report.files import write_out
 
         write_out(res, args.out)
     if args.json:
-        print(res.to_json(indent=1))
+        print(text)
     else:
         print_result(res.data)
         if args.softnet:
@@ -134,4 +159,6 @@ def _simulate_with_progress(simulate, sc, quiet: bool):
 
 
 def dump_json(obj) -> str:
-    return json.dumps(obj, indent=1, sort_keys=True)
+    from rxlab.jsonout import dumps
+
+    return dumps(obj, indent=1, sort_keys=True)

@@ -11,6 +11,8 @@ import argparse
 import math
 from pathlib import Path
 
+from rxlab.cli.run_cmd import add_max_memory
+
 MAX_SUMMARY_ROWS = 40
 
 
@@ -31,11 +33,20 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="no progress bar and no summary table")
+    add_max_memory(p)
     p.set_defaults(func=run)
     return p
 
 
 def run(args) -> int:
+    from rxlab.memory_budget import process_limit
+
+    # local workers inherit the limit; Dask workers use their own machine's default
+    with process_limit(args.max_memory):
+        return _run(args)
+
+
+def _run(args) -> int:
     from rich.console import Console
 
     from rxlab.sweep.runner import run_sweep
