@@ -20,9 +20,21 @@ from rxlab.kernel import constants as K
 from rxlab.kernel.flow_hash import skb_get_hash_flows
 from rxlab.kernel.hashfn import ilog2, roundup_pow_of_two
 from rxlab.kernel.state import (
+    AE_E_NEXT,
+    AE_E_STATE,
+    AE_FIELDS,
+    AE_FREE,
+    AG_FIELDS,
+    AG_FREE_N,
     ARFS_FREE,
     ARFS_MODELS,
+    BL_FIELDS,
+    BN_FIELDS,
+    BQ_FIELDS,
+    CE_FIELDS,
+    CN_FIELDS,
     CPU_MAP_BULK_SIZE,
+    CR_FIELDS,
     HIST_BINS,
     JITTERED,
     N_ARFS_CNT,
@@ -30,7 +42,22 @@ from rxlab.kernel.state import (
     N_CPUMAP_CNT,
     N_DROP_SLOTS,
     N_RFS_CNT,
+    NL_FIELDS,
+    NQ_FIELDS,
+    PF_FIELDS,
+    QN_FIELDS,
+    RD_DEV_CPU,
+    RD_DEV_FILTER,
+    RD_FIELDS,
+    RG_FIELDS,
+    RN_FIELDS,
     SD_FIELDS,
+    SF_FIELDS,
+    SF_FLOW_MAX_SEQ,
+    SN_FIELDS,
+    SQ_FIELDS,
+    ST_FIELDS,
+    ST_THREAD_CPU,
     STAGES,
     ArfsState,
     CpumapState,
@@ -374,6 +401,18 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     interval_ns, n_int = est.interval_ns, est.intervals  # at most max_intervals(ncpu)
     bl_cap = roundup_pow_of_two(2 * (sc.kernel.netdev_max_backlog + 1) + 8)
     lists = nq + 2
+    # Large groups are allocated whole, in their final layout: given field by field,
+    # make() would copy and stack each field, tripling the peak memory of build().
+    flow_cols = {
+        "flow_rxq": steer["rxq"], "flow_hash": steer["skb_hash"], "flow_sock": flow_sock,
+        "flow_tt": (fl.proto == 17).astype(I64) + 2 * fl.is_v6.astype(I64),
+        "flow_sport": fl.sport, "flow_dport": fl.dport, "flow_udp": fl.proto == 17,
+        **{k: xd.pop(k) for k in ("xdp_act", "xdp_rule", "xdp_cpu", "flow_sw_hash",
+                                  "flow_rss_hash")},
+    }
+    flow_i = np.empty((len(fl), len(PF_FIELDS)), I64)
+    for i, name in enumerate(PF_FIELDS):
+        flow_i[:, i] = flow_cols.pop(name)
 
     p = make(Params,
         ncpu=ncpu, nq=nq, nthreads=nth, ring_size=sc.nic.ring_size,
@@ -393,7 +432,7 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
         cost_i=(cost_ns + 0.5).astype(I64),
         irq_delay_ns=int(round(costs["irq_latency"] + sc.nic.rx_usecs * 1000)),
         irq_cpu=np.array(irq, I64), rps_map=rps_map, rps_len=rps_len,
-        flow_rxq=steer["rxq"], flow_hash=steer["skb_hash"], flow_sock=flow_sock,
+        flow_i=flow_i,
         sock_thread=np.arange(nth, dtype=I64), sock_rcvbuf=np.array(sock_rcvbuf, I64),
         sock_off=sock_off, sock_cap=sock_cap, sock_mask=sock_store - 1,
         thread_sock=np.arange(nth, dtype=I64), thread_user_ns=np.array(th_user, np.float64),
@@ -405,81 +444,71 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
         arfs_capacity=arfs.capacity if arfs else 0,
         arfs_delay_ns=int(round(arfs.delay_us * 1e3)) if arfs else 0,
         arfs_period_ns=int(round(arfs.period_s * 1e9)) if arfs else 0,
-        flow_tt=((fl.proto == 17).astype(I64) + 2 * fl.is_v6.astype(I64)),
-        flow_sport=fl.sport.astype(I64), flow_dport=fl.dport.astype(I64),
-        flow_udp=fl.proto == 17,
         mig_every_ns=mig[0], mig_set=mig[1], mig_set_n=mig[2], mig_t=mig[3], mig_cpu=mig[4],
         mig_n=mig[5], **xd, xsk_of_queue=xsk_of_queue,
         sock_xsk_copy=np.array(xsk_copy, np.bool_), sock_fill_bound=np.array(fill_bound, np.bool_),
     )
     R = roundup_pow_of_two(sc.nic.ring_size)
     nic = make(NicState,
-        ring_flow=np.zeros((nq, R), np.int32), ring_tarr=np.zeros((nq, R), I64),
-        ring_seq=np.zeros((nq, R), I64), ring_len=np.zeros((nq, R), np.int32),
-        ring_deq=np.zeros((nq, R), I64), ring_tail=np.zeros(nq, I64),
-        ring_head=np.zeros(nq, I64), ring_rel=np.zeros(nq, I64),
-        napi_sched=np.zeros(nq, np.int8), q_packets=np.zeros(nq, I64),
-        q_drops=np.zeros(nq, I64), q_polls=np.zeros(nq, I64),
+        ring=np.zeros((len(RG_FIELDS), nq, R), I64),
+        ring32=np.zeros((len(RN_FIELDS), nq, R), np.int32),
+        queue=np.zeros((nq, len(NQ_FIELDS)), I64),
     )
     z = lambda dt=I64: np.zeros(ncpu, dt)  # noqa: E731
     sd = make(SoftnetData,
         cpu=np.zeros((ncpu, len(SD_FIELDS)), I64),
-        bl_flow=np.zeros((ncpu, bl_cap), np.int32), bl_tarr=np.zeros((ncpu, bl_cap), I64),
-        bl_seq=np.zeros((ncpu, bl_cap), I64), bl_len=np.zeros((ncpu, bl_cap), np.int32),
-        bl_stamp=np.zeros((ncpu, bl_cap), I64), bl_src=np.zeros((ncpu, bl_cap), np.int16),
-        poll_list=np.zeros((ncpu, lists), I64), local_list=np.zeros((ncpu, lists), I64),
-        repoll=np.zeros((ncpu, lists), I64), rps_ipi_list=np.zeros((ncpu, ncpu), I64),
+        bl=np.zeros((len(BL_FIELDS), ncpu, bl_cap), I64),
+        bl32=np.zeros((len(BN_FIELDS), ncpu, bl_cap), np.int32),
+        lists=np.zeros((len(NL_FIELDS), ncpu, lists), I64),
+        rps_ipi_list=np.zeros((ncpu, ncpu), I64),
         fl_history=np.zeros((ncpu, hist), I64), fl_buckets=np.zeros((ncpu, tl), I64),
     )
     sd.fl_on[:] = [c in fl_cpus for c in range(ncpu)]
     total = int(sock_off[-1]) or 1
     nflows = len(fl)
+    thread_rec = np.zeros((nth, len(ST_FIELDS)), I64)
+    thread_rec[:, ST_THREAD_CPU] = th_cpu
+    flow_rec = np.zeros((nflows, len(SF_FIELDS)), I64)
+    flow_rec[:, SF_FLOW_MAX_SEQ] = -1
     so = make(SockState,
-        so_flow=np.zeros(total, np.int32), so_tarr=np.zeros(total, I64),
-        so_seq=np.zeros(total, I64), so_len=np.zeros(total, np.int32),
-        so_stamp=np.zeros(total, I64), so_head=np.zeros(nth, I64),
-        so_tail=np.zeros(nth, I64), so_rmem=np.zeros(nth, I64), so_drops=np.zeros(nth, I64),
-        th_state=np.zeros(nth, np.int8), th_served=np.zeros(nth, I64),
-        flow_next_seq=np.zeros(nflows, I64), flow_max_seq=np.full(nflows, -1, I64),
-        flow_delivered=np.zeros(nflows, I64),
-        thread_cpu=np.array(th_cpu, I64), cpu_threads=cpu_threads,
+        sq=np.zeros((len(SQ_FIELDS), total), I64),
+        sq32=np.zeros((len(SN_FIELDS), total), np.int32),
+        thread=thread_rec, flow=flow_rec, cpu_threads=cpu_threads,
         cpu_nthreads=np.array([len(x) for x in per_cpu], I64),
-        th_mig_k=np.zeros(nth, I64), th_migrations=np.zeros(nth, I64),
     )
     S = 1 << int(dev_logs.max()) if dev_logs.any() else 1
+    dev = np.zeros((nq, S, len(RD_FIELDS)), I64)
+    dev[..., RD_DEV_CPU] = K.RPS_NO_CPU
+    dev[..., RD_DEV_FILTER] = K.RPS_NO_FILTER
     rf = make(RfsState,
-        sock_flow=np.full(max(sock_entries, 1), K.RPS_NO_CPU, I64),
-        dev_cpu=np.full((nq, S), K.RPS_NO_CPU, I64),
-        dev_filter=np.full((nq, S), K.RPS_NO_FILTER, I64),
-        dev_last_qtail=np.zeros((nq, S), I64), dev_hash=np.zeros((nq, S), I64),
+        sock_flow=np.full(max(sock_entries, 1), K.RPS_NO_CPU, I64), dev=dev,
         dev_log=dev_logs, out=np.zeros(3, I64), cnt=np.zeros(N_RFS_CNT, I64),
     )
     cap = max(2 * nflows, arfs.capacity) if arfs else 1
     nb = 4 * 256 if arfs_model == 3 else 1024
+    entry = np.zeros((cap, len(AE_FIELDS)), I64)
+    entry[:, AE_E_STATE] = ARFS_FREE
+    entry[:, AE_E_NEXT] = -1
+    entry[:, AE_FREE] = np.arange(cap - 1, -1, -1)  # the free stack pops entry 0 first
+    glob = np.zeros((len(AG_FIELDS), 1), I64)
+    glob[AG_FREE_N, 0] = cap
     ar = make(ArfsState,
-        e_flow=np.zeros(cap, I64), e_flow_id=np.zeros(cap, I64),
-        e_fltr_id=np.zeros(cap, I64), e_q=np.zeros(cap, I64),
-        e_state=np.full(cap, ARFS_FREE, I64), e_next=np.full(cap, -1, I64),
-        e_time=np.zeros(cap, I64), bucket=np.full(nb, -1, I64),
-        free=np.arange(cap, dtype=I64)[::-1].copy(), free_n=np.array([cap], I64),
-        last_fltr_id=np.zeros(1, I64), fdir_queue=np.full(nflows, -1, I64),
-        hw_count=np.zeros(1, I64), svc=np.zeros(2, I64), pend=np.zeros(cap, I64),
-        pend_n=np.zeros(1, I64), e_pend=np.zeros(cap, np.int8), cnt=np.zeros(N_ARFS_CNT, I64),
+        entry=entry, bucket=np.full(nb, -1, I64), glob=glob,
+        fdir_queue=np.full(nflows, -1, I64), svc=np.zeros(2, I64),
+        cnt=np.zeros(N_ARFS_CNT, I64),
     )
     ne, nr = len(p.cm_cpu), len(p.xdp_rr_n)
     Q = int(p.cm_qsize.max())
     B = CPU_MAP_BULK_SIZE
     cm = make(CpumapState,
-        bq_n=np.zeros((ncpu, ne), I64), bq_flow=np.zeros((ncpu, ne, B), np.int32),
-        bq_tarr=np.zeros((ncpu, ne, B), I64), bq_seq=np.zeros((ncpu, ne, B), I64),
-        bq_len=np.zeros((ncpu, ne, B), np.int32), flush_n=z(),
-        flush_list=np.zeros((ncpu, ne), I64), r_flow=np.zeros((ne, Q), np.int32),
-        r_tarr=np.zeros((ne, Q), I64), r_seq=np.zeros((ne, Q), I64),
-        r_len=np.zeros((ne, Q), np.int32), r_stamp=np.zeros((ne, Q), I64),
-        prod=np.zeros(ne, I64), cons=np.zeros(ne, I64), clear=np.zeros(ne, I64),
-        kt_state=np.zeros(ne, np.int8), kt_vrt=np.zeros(ne, I64),
-        last_flush=np.zeros(ne, I64), rr=np.zeros((ncpu, nr), I64),
-        cnt=np.zeros((ne, N_CPUMAP_CNT), I64),
+        bq_n=np.zeros((ncpu, ne), I64),
+        bq=np.zeros((len(BQ_FIELDS), ncpu, ne, B), I64),
+        bq32=np.zeros((len(QN_FIELDS), ncpu, ne, B), np.int32), flush_n=z(),
+        flush_list=np.zeros((ncpu, ne), I64),
+        ring=np.zeros((len(CR_FIELDS), ne, Q), I64),
+        ring32=np.zeros((len(CN_FIELDS), ne, Q), np.int32),
+        entry=np.zeros((len(CE_FIELDS), ne), I64),
+        rr=np.zeros((ncpu, nr), I64), cnt=np.zeros((ne, N_CPUMAP_CNT), I64),
     )
     st = Stats(
         cnt=np.zeros(N_CNT, I64), lat_sock=np.zeros(HIST_BINS, I64),
