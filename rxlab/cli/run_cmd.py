@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-import yaml
-
 from rxlab.errors import UsageError
 from rxlab.scenario import load_scenario, with_overrides
 
@@ -53,12 +51,22 @@ def print_notices(data: dict) -> None:
 
 
 def parse_sets(items: list[str]) -> dict:
+    """--set PATH=VALUE items -> {path: value}. The value is YAML read by the scenario
+    loader, so a number keeps its text (host.kernel=5.15 is "5.15", rps_cpus=10 is the
+    mask "10"); a malformed value is a one-line error."""
+    from rxlab.scenario import parse_yaml
+
     out = {}
     for item in items:
         if "=" not in item:
             raise UsageError(f"--set {item!r}: use PATH=VALUE, e.g. kernel.dev_weight=128")
         k, v = item.split("=", 1)
-        out[k.strip()] = yaml.safe_load(v)
+        try:
+            out[k.strip()] = parse_yaml(v, "")
+        except UsageError as err:
+            shown = item if len(item) <= 60 else item[:57] + "..."
+            raise UsageError(f"--set {shown!r}: {str(err).lstrip(': ')}; quote text that is "
+                             "not YAML, e.g. --set 'name=\"[x\"'") from None
     return out
 
 
