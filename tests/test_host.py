@@ -429,7 +429,8 @@ def test_bad_configurations_change_nothing(lab, capsys, tmp_path, bad, message):
     path, data = _scenario(lab, tmp_path, netdev_max_backlog=999)
     for sect in ("nic", "kernel"):
         data[sect].update(copy.deepcopy(bad.get(sect, {})))
-    if "irq_affinity" in data["nic"] and "cpus" in data["host"]:
+    if ("irq_affinity" in data["nic"] or "rps_cpus" in bad.get("kernel", {})) and (
+            "cpus" in data["host"]):
         data["host"]["cpus"] = 16  # let the scenario itself load
     path.write_text(yaml.safe_dump(data))
     dev = bad.get("dev", lab.dev_rx)
