@@ -30,9 +30,9 @@ def _non_finite(obj, path: str = "") -> str | None:
     return None
 
 
-def dumps(obj, **kw) -> str:
+def dumps(obj, what: str = "output", **kw) -> str:
     """``json.dumps(obj, allow_nan=False, **kw)``; a NaN or infinity raises
-    ``ConservationError`` (the model broke an invariant) naming where it is."""
+    ``ConservationError`` (rxlab broke an invariant) naming where it is in ``what``."""
     try:
         return json.dumps(obj, allow_nan=False, **kw)
     except ValueError as err:
@@ -40,5 +40,5 @@ def dumps(obj, **kw) -> str:
         if where is None:
             raise
         raise ConservationError(
-            f"result {where}: a number that is not finite (a model bug; nothing was "
+            f"{what} {where}: a number that is not finite (a bug in rxlab; nothing was "
             "written)") from err

@@ -362,7 +362,7 @@ def test_cli_exits_3_on_a_non_finite_result(capsys, monkeypatch, tmp_path):
     assert rc == 3 and out == "" and not out_dir.exists()
     assert err.strip().splitlines() == [
         "rxlab: internal error: result latency_ns.mean is nan: a number that is not finite "
-        "(a model bug; nothing was written)"]
+        "(a bug in rxlab; nothing was written)"]
 
 
 def test_latency_of_nothing_delivered_is_null(capsys, scenario_dict, udp_group, tmp_path):

@@ -50,7 +50,7 @@ class Result:
 
     def to_json(self, **kw) -> str:
         """Valid JSON: a NaN or infinity raises ConservationError (a model bug)."""
-        return dumps(self.data, sort_keys=True, **kw)
+        return dumps(self.data, "result", sort_keys=True, **kw)
 
     @property
     def softnet_stat(self) -> str:
