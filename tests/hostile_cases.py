@@ -324,6 +324,9 @@ _set("set-section-scalar", "--set nic=5", ["nic=5"], "usage", G)
 _set("set-newline-path", "--set with a newline in the path", ["nic.que\nues=2"], "usage", G)
 _set("set-newline-value", "--set name with a newline in the value",
      ['name="a\\nb"'], "ok", G)
+_set("set-superscript-key", "--set '³=1' (a digit to str.isdigit, not to int)", ["³=1"],
+     "usage", G)
+_set("set-superscript-index", "--set 'apps.².cpus=1'", ["apps.².cpus=1"], "usage", G)
 _set("set-tag", "--set seed='!!python/name:os.system'", ["seed=!!python/name:os.system"],
      "usage", G)
 _set("set-deep", "--set value nested 20,000 deep", ["name=" + "[" * 20000], "usage", G)
