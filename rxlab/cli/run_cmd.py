@@ -41,8 +41,9 @@ def add_max_memory(p: argparse.ArgumentParser) -> None:
     """--max-memory, shared by every subcommand that simulates."""
     p.add_argument("--max-memory", metavar="SIZE",
                    help="refuse a scenario whose estimated memory exceeds SIZE (8GiB, 512MiB, "
-                        "2G or bytes) before allocating anything; default: 50%% of this "
-                        "machine's memory (see docs/limits.md)")
+                        "2G or bytes) before allocating anything; default: 50%% of the "
+                        "memory rxlab may use (physical, cgroup limit, ulimit -v; see "
+                        "docs/limits.md)")
 
 
 def print_notices(data: dict) -> None:
