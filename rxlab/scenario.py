@@ -170,7 +170,21 @@ class NtupleRule(_Strict):
         return self
 
 
-Indirection = Literal["default"] | dict[str, Any] | list[int]
+def _indirection_form(v: Any) -> Any:
+    """'default', {equal: N}, {weight: [...]} or a list of queues (checked against
+    nic.queues in rxlab.scenario_checks)."""
+    if v == "default" or isinstance(v, dict):
+        return v
+    if isinstance(v, list):
+        for k, q in enumerate(v):
+            if isinstance(q, bool) or not isinstance(q, int):
+                raise ValueError(f"entry {k} ({q!r}) is not a queue number")
+        return [int(q) for q in v]
+    raise ValueError(f"{v!r} is not a table; use default, {{equal: N}}, "
+                     "{weight: [w0, w1, ...]} or a list of queues")
+
+
+Indirection = Annotated[Any, AfterValidator(_indirection_form)]
 
 
 class RssContext(_Strict):
