@@ -703,6 +703,10 @@ def load_scenario(ref: str | Path) -> Scenario:
 # ------------------------------------------------------------------ overrides
 
 
+def _index(part: str) -> bool:
+    return part.isascii() and part.isdigit()  # '³'.isdigit() is True, int('³') fails
+
+
 def _show(path: str) -> str:
     return path if path.isprintable() else repr(path)
 
@@ -724,7 +728,7 @@ def set_path(data: dict, path: str, value: Any) -> None:
             n = len(node)
             span = {0: "it is empty", 1: f"use {where}.0"}.get(n, f"use {where}.0 .. "
                                                               f"{where}.{n - 1}")
-            if not part.isdigit():
+            if not _index(part):
                 raise UsageError(f"{_show(path)}: {_show(part)} is not an index; {where} is a "
                                  f"list ({span})")
             key: Any = int(part)
@@ -732,7 +736,7 @@ def set_path(data: dict, path: str, value: Any) -> None:
                 raise UsageError(f"{_show(path)}: {where} has no entry {key} ({span}); to "
                                  f"add one, set the whole list: {where}=[...]")
         elif isinstance(node, dict):
-            key = int(part) if part.isdigit() and int(part) in node else part
+            key = int(part) if _index(part) and int(part) in node else part
         else:
             raise UsageError(f"{_show(path)}: {where} is a value ({node!r}), not a section; "
                              f"set it whole with {where}=VALUE")

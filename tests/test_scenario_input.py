@@ -152,6 +152,8 @@ SET_CASES = [
     (["name=[unclosed"], ["--set", "name=[unclosed", "malformed YAML", "quote"]),
     (["name=" + "[" * 20000], ["--set", "nested deeper than 64"]),
     (["seed=!!python/name:os.system"], ["--set", "constructor"]),
+    (["³=1"], ["³", "unknown key"]),
+    (["apps.³.cpus=1"], ["apps.³.cpus", "not an index"]),
     (["=5"], ["not a dotted path"]),
     (["nic..queues=2"], ["nic..queues", "not a dotted path"]),
     (["nic.que\nues=2"], ["nic.'que\\nues'", "unknown key"]),
