@@ -31,13 +31,14 @@ from pydantic import (
 from rxlab import cpuset
 from rxlab.errors import UsageError
 from rxlab.inputs import read_text
+from rxlab.kernel.versions import parse_version
 from rxlab.profiles import MAX_COST_NS
 from rxlab.scenario_checks import KERNEL_RELEASES, check_scenario
 from rxlab.traffic.spec import MAX_PPS, MAX_SECONDS, MIN_PPS, TrafficSpec, _Strict, in_range
 
 INT_MAX = (1 << 31) - 1  # the kernel's int sysctls (proc_dointvec)
 ICE_ITR_MAX_US = 8160  # ICE_ITR_MAX, drivers/net/ethernet/intel/ice/ice_txrx.h
-MAX_YAML_DEPTH = 64  # a scenario nests about 6 deep; a bound keeps parsing iterative-safe
+MAX_YAML_DEPTH = 64  # a scenario nests about 6 deep; PyYAML composes recursively
 MAX_YAML_NODES = 1 << 22  # values after alias expansion (an alias bomb expands to 10^9)
 MAX_PATH_PARTS = 16  # dotted --set paths: the deepest field is 6 parts
 
@@ -103,8 +104,6 @@ def _kernel_version(v: Any) -> str:
     if isinstance(v, bool) or not isinstance(v, (str, int, float)):
         raise ValueError(f"{v!r} is not a kernel version; write it as a string, e.g. \"6.19\"")
     text = str(getattr(v, "yaml_text", v)).strip()
-    from rxlab.kernel.versions import parse_version
-
     known = ", ".join(f"{m}.0-{m}.{last}" for m, last in KERNEL_RELEASES.items())
     try:
         major, minor = parse_version(text)
