@@ -183,7 +183,7 @@ _add("cpus-reversed", "a reversed CPU range \"3-1\"",
      ("run", "s.yaml", "--json", "--duration", "0.02"), "usage", G,
      files={"s.yaml": scenario_yaml(apps__0__cpus="3-1")})
 _set("cpus-garbage", "a CPU list that is not one (\"0-x\")", ["apps.0.cpus=0-x"], "usage", G)
-_set("cpus-commas", "a CPU list of commas only", ["apps.0.cpus=',,'"], "usage", G)
+_set("cpus-commas", "a CPU list of commas only", ['apps.0.cpus=",,"'], "usage", G)
 _set("cpus-negative", "CPU -1", ["apps.0.cpus=-1"], "usage", G)
 _set("cpus-huge-range", "CPU range 0-4294967295",
      ["apps.0.cpus=0-4294967295"], "usage", G)
@@ -441,14 +441,23 @@ _add("report-not-sweep", "report on a folder that is not a sweep", ("report", ".
 
 # ------------------------------------------------------------------ proven elsewhere
 
+SIGNALS = "tests/test_host_signals.py"
 DELEGATED = [
-    Delegated("apply-sigint", "host apply --yes interrupted by SIGINT at every step of a "
-              "13-step plan in a network namespace: the host is as before",
-              "tests/test_host_signals.py", "host apply"),
-    Delegated("apply-sigterm", "the same with SIGTERM", "tests/test_host_signals.py",
+    Delegated("apply-sigint-sigterm", "host apply --yes interrupted by SIGINT or SIGTERM at "
+              "every step of a 13-step plan in a network namespace: the host is as before, "
+              "exit 130/143 with one line",
+              f"{SIGNALS}::test_interrupted_apply_leaves_the_host_as_before", "host apply"),
+    Delegated("apply-signal-after-write", "a signal right after a write: that step is undone "
+              "too", f"{SIGNALS}::test_a_signal_after_a_write_undoes_that_step_too",
               "host apply"),
     Delegated("apply-sigkill", "SIGKILL leaves the rollback file in \"applying\"; the next "
-              "host apply or host show says so", "tests/test_host_signals.py", "host apply"),
+              "host apply or host show says so",
+              f"{SIGNALS}::test_sigkill_leaves_applying_which_show_and_apply_report",
+              "host apply"),
+    Delegated("apply-rollback-fails", "a rollback that fails names the rollback file and the "
+              "command that finishes it",
+              f"{SIGNALS}::test_a_rollback_that_fails_names_the_file_and_the_command",
+              "host apply"),
     Delegated("sweep-lock", "two sweeps (or --resume) on one output folder: the second is "
               "refused", "tests/test_sweep_lock.py", "sweeps"),
     Delegated("sweep-orphans", "SIGTERM or SIGKILL of the sweep driver leaves no worker",
@@ -552,7 +561,7 @@ def judge(expect: str, out: Outcome, timeout: float = TIMEOUT_S) -> tuple[str, s
             return "FAIL", f"the command line itself was refused: {lines[0][:200]}"
         if expect == "ok":
             return "FAIL", f"refused; expected a result: {lines[0][:200]}"
-        return "usage", lines[0][:240]
+        return "usage", lines[0][:400]
     return "FAIL", f"exit {out.rc}: {_last_line(out.stderr)}"
 
 
