@@ -31,15 +31,15 @@ CLONE_NEWNS = 0x00020000
 MS_REC, MS_PRIVATE = 0x4000, 1 << 18
 MNT_DETACH = 2
 
-_DEV_RE = re.compile(r"^[^/:\s]{1,15}$")
-_NS_RE = re.compile(r"^[^/\s\x00]{1,255}$")
+_DEV_RE = re.compile(r"[^/:\s]{1,15}")  # fullmatch: "$" would let a final newline in
+_NS_RE = re.compile(r"[^/\s\x00]{1,255}")
 
 T = TypeVar("T")
 
 
 def check_dev(name: str) -> str:
     """A device name the kernel would accept (``dev_valid_name``), else UsageError."""
-    if not isinstance(name, str) or not _DEV_RE.match(name) or name in (".", "..") or (
+    if not isinstance(name, str) or not _DEV_RE.fullmatch(name) or name in (".", "..") or (
             len(name.encode()) > 15):
         raise UsageError(f"bad device name {name!r}: 1-15 characters, no '/', ':' or "
                          "whitespace, not '.' or '..'")
@@ -50,7 +50,7 @@ def check_netns(name: str | None) -> str | None:
     """A namespace name that exists under /run/netns (None = the current namespace)."""
     if name is None:
         return None
-    if not isinstance(name, str) or not _NS_RE.match(name) or name in (".", ".."):
+    if not isinstance(name, str) or not _NS_RE.fullmatch(name) or name in (".", ".."):
         raise UsageError(f"bad network namespace name {name!r}: no '/' or whitespace")
     if not os.path.exists(os.path.join(NETNS_RUN_DIR, name)):
         raise UsageError(f"network namespace {name!r} does not exist (see `ip netns list`)")
@@ -122,9 +122,13 @@ def in_netns(ns: str | None, fn: Callable[..., T], *args: Any) -> T:
         finally:
             os._exit(code)
     os.close(w)
-    with os.fdopen(r, "rb") as fh:
-        data = fh.read()
-    _, status = os.waitpid(pid, 0)
+    try:
+        with os.fdopen(r, "rb") as fh:
+            data = fh.read()
+    finally:
+        # reaped even when a signal interrupts the read: a caller that undoes this
+        # call's work must not race a child still writing (the closed pipe ends it)
+        _, status = os.waitpid(pid, 0)
     if not data:
         raise RuntimeError(f"child in netns {ns!r} died (status {status})")
     kind, value = pickle.loads(data)
