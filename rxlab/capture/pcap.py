@@ -287,7 +287,11 @@ def _ts_ns(hi, lo, mode, a, b):
         frac = lo & ((np.int64(1) << b) - 1)
     if whole > MAX_TS_S:
         return -1
-    return whole * 1_000_000_000 + np.int64(frac * 1e9 / float(np.int64(1) << b))
+    if b <= 33:  # frac * 10^9 < 2^63: exact
+        return whole * 1_000_000_000 + ((frac * 1_000_000_000) >> b)
+    # finer than 2^-33 s: float, kept below the next second
+    return whole * 1_000_000_000 + min(np.int64(frac * 1e9 / float(np.int64(1) << b)),
+                                       999_999_999)
 
 
 @njit(**JIT)
@@ -768,7 +772,10 @@ class _Parser:
         if btype == 0x0A0D0D0A:
             be = self._bom(bytes(buf[pos + 8:pos + 12]), base + pos)
         blen = int.from_bytes(bytes(buf[pos + 4:pos + 8]), "big" if be else "little")
-        if blen < 28 and btype == 0x0A0D0D0A or blen < 12 or blen & 3:
+        if btype == 0x0A0D0D0A and (blen < 28 or blen & 3):
+            raise _Truncated(base + pos, f"corrupt capture: pcapng section header length "
+                                         f"{blen} is not a multiple of 4 or below 28")
+        if blen < 12 or blen & 3:
             raise _Truncated(base + pos, f"corrupt capture: {_ERRORS[2].format(blen)}")
         if blen > MAX_BLOCK:
             raise _Truncated(base + pos, f"corrupt capture: {_ERRORS[6].format(blen)}")
