@@ -543,12 +543,17 @@ def _ignore_signals() -> None:
 
 
 @contextlib.contextmanager
-def _interruptible() -> Iterator[None]:
+def _interruptible() -> Iterator[list[int]]:
     """The first SIGINT, SIGTERM or SIGHUP raises ``Interrupted``; from then on they are
     ignored, so the rollback that follows cannot be cut short (kernel-check ignores them
-    during its cleanup the same way). A signal ignored when rxlab started stays ignored."""
+    during its cleanup the same way). A signal ignored when rxlab started stays ignored.
+    The signal is also kept in the list yielded, for the loop to raise again should the
+    exception have been swallowed where Python cannot propagate it."""
+    caught: list[int] = []
+
     def handler(signum, _frame):
         _ignore_signals()
+        caught.append(signum)
         raise Interrupted(signum)
 
     old = {}
@@ -557,7 +562,7 @@ def _interruptible() -> Iterator[None]:
             if signal.getsignal(sig) is not signal.SIG_IGN:
                 old[sig] = signal.signal(sig, handler)
     try:
-        yield
+        yield caught
     finally:
         for sig, h in old.items():
             signal.signal(sig, h)
@@ -709,9 +714,10 @@ def _record(dev: str, netns: str | None, rollback_path: Path) -> None:
 def _forget(dev: str, netns: str | None, rollback_path: Path) -> None:
     """Drop the device's record if it is the one of ``rollback_path``."""
     rec = _state_paths(dev, netns)[0]
-    doc = _read_record(rec)
-    if doc and Path(doc["rollback_file"]) == rollback_path.resolve():
-        with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError):
+        rec.with_name(rec.name + ".tmp").unlink(missing_ok=True)  # a write cut short
+        doc = _read_record(rec)
+        if doc and Path(doc["rollback_file"]) == rollback_path.resolve():
             rec.unlink()
 
 
@@ -744,7 +750,7 @@ def apply(steps: list[Step], dev: str, netns: str | None, rollback_path: Path,
         if found and found[1]:
             raise UsageError(found[0])
         i = -1  # the step in progress: the rollback covers steps[:i + 1]
-        with _interruptible():
+        with _interruptible() as caught:
             try:
                 try:
                     _save(rollback_path, doc)
@@ -762,7 +768,11 @@ def apply(steps: list[Step], dev: str, netns: str | None, rollback_path: Path,
                         failed = err
                         break
                     log(f"applied: {s.command(dev, netns)}")
+                    if caught:
+                        raise Interrupted(caught[0])
                 _ignore_signals()  # finishing or undoing now: not to be cut short
+                if caught:
+                    raise Interrupted(caught[0])
                 if failed is None:
                     doc["state"] = "applied"
                     _finish(doc, rollback_path, dev, netns)
@@ -785,6 +795,7 @@ def apply(steps: list[Step], dev: str, netns: str | None, rollback_path: Path,
                     _finish(doc, rollback_path, dev, netns)
                 else:  # stopped while writing it: nothing was changed
                     rollback_path.with_name(rollback_path.name + ".tmp").unlink(missing_ok=True)
+                    _forget(dev, netns, rollback_path)
                 msg = (f"interrupted ({signal.Signals(signum).name}) {at}; "
                        + _outcome(restored, errors, rollback_path))
                 raise Interrupted(signum, _one_line(msg)) from None
