@@ -322,3 +322,44 @@ def test_a_signal_after_a_write_undoes_that_step_too(lab, guarded, scenario, tmp
                    "changes; the host is as before\n")
     assert snapshot(lab) == before
     assert signal.getsignal(signal.SIGTERM) is old_term  # handlers are given back
+
+
+def test_ctrl_c_to_the_whole_process_group_at_any_moment(lab, guarded, scenario, tmp_path):
+    # a terminal's Ctrl-C reaches rxlab and every child it has forked or started at that
+    # moment; sent at eight moments spread over the apply (no pause): each run ends either
+    # applied in full (then rolled back here) or as before, with one line and no traceback
+    before = snapshot(lab)
+    outcomes = []
+    for j in range(8):
+        rb = tmp_path / f"rb{j}.json"
+        guarded.append(rb)
+        env = {k: v for k, v in os.environ.items() if k != host_apply.TEST_PAUSE_ENV}
+        p = subprocess.Popen(
+            [*RXLAB, "host", "apply", str(scenario), "--dev", lab.dev_rx, "--netns",
+             lab.ns_rx, "--yes", "--rollback-file", str(rb)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            text=True, env=env, start_new_session=True, preexec_fn=_sigint_default)
+        try:
+            deadline = time.monotonic() + WAIT
+            while not rb.exists() and p.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.001)
+            time.sleep(0.012 * j)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGINT)
+            _, err = p.communicate(timeout=WAIT)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        state = json.loads(rb.read_text())["state"]
+        assert "Traceback" not in err and "Exception" not in err, err
+        if state == "applied":  # the signal came after the end
+            assert p.returncode in (0, -signal.SIGINT) and err == ""
+            host_apply.rollback(rb, log=lambda m: None)
+        else:
+            assert state == "rolled-back" and len(err.splitlines()) == 1, err
+            assert p.returncode in (130, -signal.SIGINT)  # a shell shows 130 for both
+            assert err.endswith("the host is as before\n")
+        assert snapshot(lab) == before
+        outcomes.append(state)
+    assert "rolled-back" in outcomes
