@@ -18,8 +18,9 @@ def _n(x: float) -> str:
 
 def summary_table(d: dict) -> Table:
     pk, tp = d["packets"], d["throughput"]
-    t = Table(title=f"{d['scenario']}  (kernel {d['kernel']}, {d['duration_s']} s, "
-                    f"seed {d['seed']})", show_header=False)
+    t = Table(title=f"{d['scenario']}  (kernel {d['kernel']}, "
+                    f"{fmt_time_ns(d['duration_s'] * 1e9)}, seed {d['seed']})",
+              show_header=False)
     t.add_column(style="bold")
     t.add_column(justify="right")
     t.add_row("offered", f"{_n(pk['offered'])}  ({fmt_rate(tp['offered_pps'])})")
@@ -39,6 +40,11 @@ def summary_table(d: dict) -> Table:
                       f"p50 {fmt_time_ns(v['p50'])}  p99 {fmt_time_ns(v['p99'])}  "
                       f"p99.9 {fmt_time_ns(v['p999'])}")
     t.add_row("reordered packets", _n(d["reordered_packets"]))
+    cap = d.get("capture")
+    if cap:  # a replay: what of the file was offered, and what was not
+        skipped = ", ".join(f"{n:,} {why}" for why, n in cap["skipped"].items()) or "none"
+        t.add_row("capture", f"{_n(cap['packets'])} of {_n(cap['records'])} records replayed "
+                             f"({_n(cap['flows'])} flows); skipped: {skipped}")
     return t
 
 
