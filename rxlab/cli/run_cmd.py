@@ -28,7 +28,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--out", metavar="DIR", help="write result.json, series.csv and plots")
     p.add_argument("--softnet", action="store_true",
-                   help="print the simulated /proc/net/softnet_stat")
+                   help="print only the simulated /proc/net/softnet_stat")
     p.add_argument("--jobs", type=int, metavar="N",
                    help="N independent replications (seeds seed..seed+N-1) in parallel "
                         "processes; report means with 95%% confidence intervals")
@@ -116,10 +116,10 @@ def _run(args) -> int:
         write_out(res, args.out)
     if args.json:
         print(text)
+    elif args.softnet:  # the file alone, as `cat /proc/net/softnet_stat` prints it
+        sys.stdout.write(res.softnet_stat)
     else:
         print_result(res.data)
-        if args.softnet:
-            sys.stdout.write(res.softnet_stat)
         if args.out:
             print(f"wrote {args.out}/ (result.json, series.csv, softnet_stat, *.png)")
     return 0
