@@ -1,17 +1,22 @@
-"""``rxlab sweep SWEEP.yaml [--jobs N] [--scheduler tcp://HOST:PORT] [--out DIR] [--resume]``.
+"""``rxlab sweep SWEEP.yaml [--jobs N] [--scheduler tcp://HOST:PORT] [--out DIR]
+[--resume | --replace]``.
 
 Runs a base scenario over a grid (or list) of overrides times seeds, on local processes
 or on an existing Dask cluster; writes one JSON per run, a Parquet table, a summary
-with 95 % confidence intervals and plots. See docs/sweeps.md.
+with 95 % confidence intervals and plots. One sweep writes a folder at a time. Ctrl-C
+and SIGTERM stop the workers, keep the finished runs and say so in one line (exit 130,
+143). See docs/sweeps.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 
 from rxlab.cli.run_cmd import add_max_memory
+from rxlab.errors import UsageError
 
 MAX_SUMMARY_ROWS = 40
 
@@ -30,6 +35,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="output folder (default: sweep-NAME in the current folder)")
     p.add_argument("--resume", action="store_true",
                    help="keep the finished runs in DIR and run only the rest")
+    p.add_argument("--replace", action="store_true",
+                   help="delete the sweep that DIR holds (its runs, table, summary, plots) "
+                        "and start over")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="no progress bar and no summary table")
@@ -40,10 +48,23 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args) -> int:
     from rxlab.memory_budget import process_limit
+    from rxlab.sweep.runner import Terminated, sigterm_raises
 
-    # local workers inherit the limit; Dask workers use their own machine's default
-    with process_limit(args.max_memory):
-        return _run(args)
+    try:
+        # local workers inherit the limit; Dask workers use their own machine's default
+        with process_limit(args.max_memory), sigterm_raises():
+            return _run(args)
+    except KeyboardInterrupt as e:
+        return _stopped("interrupted", e, 130)
+    except Terminated as e:
+        return _stopped("terminated (SIGTERM)", e, 143)
+
+
+def _stopped(what: str, e: BaseException, status: int) -> int:
+    """One line: what stopped the sweep and, once runs started, how to finish it."""
+    notes = getattr(e, "__notes__", None)
+    print(f"rxlab: {what}" + (f": {notes[0]}" if notes else ""), file=sys.stderr)
+    return status
 
 
 def _run(args) -> int:
@@ -53,10 +74,14 @@ def _run(args) -> int:
     from rxlab.sweep.spec import load_sweep
 
     sweep = load_sweep(args.sweep)
+    if not args.out and "/" in sweep.name:
+        raise UsageError(f"sweep.name: {sweep.name!r} has a '/', so it cannot name the default "
+                         "folder sweep-NAME; give --out DIR or a name without '/'")
     out = Path(args.out) if args.out else Path(f"sweep-{sweep.name}")
     err = Console(stderr=True)
     res = run_sweep(sweep, out, jobs=args.jobs, scheduler=args.scheduler, resume=args.resume,
-                    console=err, show_progress=not args.quiet, plots=not args.no_plots)
+                    replace=args.replace, console=err, show_progress=not args.quiet,
+                    plots=not args.no_plots)
     if not args.quiet:
         from rxlab.report.tables import make_console
 
