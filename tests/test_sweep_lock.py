@@ -283,3 +283,18 @@ def test_sweep_file_that_is_no_file(tmp_path, monkeypatch, capsys, path, msg):
     assert main(["sweep", path, "--out", "o", "-q"]) == 2
     assert msg in _one_line(capsys.readouterr().err)
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("text", ["[1]", "{x", '{"runs": [{}], "base": {}, "param_paths": [], '
+                                  '"metrics": [], "points": [], "seeds": []}'])
+def test_damaged_sweep_record_is_one_line(tmp_path, capsys, text):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "sweep.json").write_text(text)
+    assert main(["report", str(out)]) == 2
+    assert "sweep.json: not a sweep record written by `rxlab sweep`" in \
+        _one_line(capsys.readouterr().err)
+    store.write_run(out, {"run_id": "0123456789abcdef"})  # results beside it: refused
+    assert main(["sweep", str(_file(tmp_path, OTHER)), "--out", str(out), "-q"]) == 2
+    assert "holds sweep results but no readable sweep.json" in \
+        _one_line(capsys.readouterr().err)

@@ -212,20 +212,21 @@ def read_spec(out: Path) -> dict:
         spec = json.loads(read_text(path, "sweep record"))
     except ValueError as e:
         raise UsageError(f"{path}: not a sweep record written by `rxlab sweep` ({e})") from None
-    if not isinstance(spec, dict) or not isinstance(spec.get("runs"), list):
+    lists = ("runs", "param_paths", "metrics", "points", "seeds")
+    if not isinstance(spec, dict) or not isinstance(spec.get("base"), dict) \
+            or not all(isinstance(spec.get(k), list) for k in lists) \
+            or not all(isinstance(r, dict) and isinstance(r.get("run_id"), str)
+                       for r in spec["runs"]):
         raise UsageError(f"{path}: not a sweep record written by `rxlab sweep`")
     return spec
 
 
 def recorded(out: Path) -> dict | None:
-    """The sweep recorded in ``out`` if it has a whole sweep.json with run ids, else None."""
+    """The sweep recorded in ``out`` if it has a whole sweep.json, else None."""
     try:
-        spec = read_spec(out)
-        if all(isinstance(r, dict) and isinstance(r.get("run_id"), str) for r in spec["runs"]):
-            return spec
+        return read_spec(out)
     except UsageError:
-        pass
-    return None
+        return None
 
 
 def _column(values: list) -> Any:
