@@ -636,8 +636,36 @@ def _float(loader, node):
     return YamlFloat(yaml.SafeLoader.construct_yaml_float(loader, node), node.value)
 
 
+def _timestamp(loader, node):
+    # no rxlab field is a date: an unquoted 2001-12-14 stays the text it is (and an
+    # impossible one such as 2001-13-45 is not a ValueError from datetime)
+    return loader.construct_scalar(node)
+
+
+def _unique_keys(loader, node) -> None:
+    """A key given twice in one mapping is an error (YAML 1.2 requires unique keys;
+    PyYAML keeps the last one silently). Keys merged in with '<<' may be overridden."""
+    seen: dict = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node,
+                                                                       yaml.ScalarNode):
+            continue
+        key = key_node.value
+        if key in seen:
+            raise _TooMuch(problem=f"key {key!r} given twice (first on line {seen[key] + 1}); "
+                           "keep one", problem_mark=key_node.start_mark)
+        seen[key] = key_node.start_mark.line
+
+
+def _construct_map(loader, node):
+    _unique_keys(loader, node)
+    return (yield from yaml.SafeLoader.construct_yaml_map(loader, node))
+
+
 _Loader.add_constructor("tag:yaml.org,2002:int", _int)
 _Loader.add_constructor("tag:yaml.org,2002:float", _float)
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp)
+_Loader.add_constructor("tag:yaml.org,2002:map", _construct_map)
 
 
 def yaml_problem(err: yaml.YAMLError) -> str:

@@ -349,3 +349,19 @@ def test_no_table_past_the_queues_passes_validation(nq, log_size, spec):
     table = _indirection(sc.nic.rss.indirection, 1 << log_size, nq, "nic.rss.indirection")
     assert table.shape == (1 << log_size,)
     assert np.all((table >= 0) & (table < nq))
+
+
+def test_dates_stay_text_and_duplicate_keys_are_errors(tmp_path, capsys):
+    base = "\n".join(line for line in BUILTIN_DIR.joinpath("default.yaml").read_text()
+                     .splitlines() if not line.startswith(("description:", "seed:")))
+    p = tmp_path / "dated.yaml"
+    p.write_text("description: 2001-13-45\n" + base)  # no field is a date: stays text
+    assert main(["run", str(p), "--duration", "0.001", "--json"]) == 0
+    capsys.readouterr()
+    p.write_text("seed: 7\n" + base + "\nseed: 8\n")
+    assert "'seed' given twice (first on line 1)" in cli_error(capsys, "run", str(p))
+    merged = tmp_path / "merged.yaml"  # a key merged in with '<<' may be overridden
+    merged.write_text("a: &a {x: 1}\nb:\n  <<: *a\n  x: 2\n")
+    from rxlab.scenario import load_yaml
+
+    assert load_yaml(merged)["b"] == {"x": 2}
