@@ -6,8 +6,10 @@ would read or write out of range silently. Here every jitted function is compile
 bounds checks, so such an index raises ``IndexError`` instead, and the run fails. The
 sample: the built-in scenarios, two richer scenarios that use most sections (RPS, RFS,
 aRFS, flow limit, n-tuple rules, RSS contexts, migration, cost jitter, XDP, AF_XDP), the
-hostile command lines that are accepted (``tests/hostile_cases.py``), and two
-``rxlab reproduce --quick`` experiments. Each result must equal the unchecked run's.
+hostile command lines that may be accepted (``tests/hostile_cases.py``), two
+``rxlab reproduce --quick`` experiments (each result must equal the unchecked run's),
+and the fuzz generators of ``tests/test_fuzz_cli.py``, whose every accepted case
+simulates 2 ms under the checks.
 
 The bounds-checked code goes to its own numba cache (a temporary folder, removed at the
 end unless --keep), never to the normal one. Compiling it takes minutes and ~2.5 GB.
@@ -71,6 +73,33 @@ def sample(quick: bool) -> list[H.Case]:
     return out
 
 
+def fuzz_checked(env: dict) -> tuple[list[str], int]:
+    """The fuzz generators of tests/test_fuzz_cli.py in a bounds-checked child: each
+    accepted scenario, --set or capture simulates 2 ms; an IndexError is a failure."""
+    from test_fuzz_cli import EXAMPLES, run_child
+
+    os.environ.update(NUMBA_BOUNDSCHECK=env["NUMBA_BOUNDSCHECK"],
+                      NUMBA_CACHE_DIR=env["NUMBA_CACHE_DIR"])
+    failed, simulated = [], 0
+    for kind in ("capture", "scenario", "set"):
+        t0 = time.monotonic()
+        try:
+            rep = run_child(kind, EXAMPLES[kind])
+        except BaseException as err:  # noqa: BLE001 - pytest.fail: the child died
+            print(f"  FAIL  fuzz {kind}: {err}")
+            failed.append(f"fuzz-{kind}")
+            continue
+        for f in rep["failures"]:
+            print(f"  FAIL  fuzz {kind}: {f['case'][:200]}\n        -> {f['error']}")
+        print(f"  {'FAIL' if rep['failures'] else 'ok':5} {time.monotonic() - t0:6.1f} s  "
+              f"fuzz {kind}: {rep['cases']} cases, {rep['accepted']} simulated, "
+              f"{len(rep['failures'])} failures", flush=True)
+        if rep["failures"]:
+            failed.append(f"fuzz-{kind}")
+        simulated += rep["accepted"]
+    return failed, simulated
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cache", help="numba cache folder for the bounds-checked code")
@@ -87,13 +116,16 @@ def main() -> int:
         if canary != "checked":
             print(f"boundscheck: NUMBA_BOUNDSCHECK=1 did not turn bounds checks on ({canary!r})")
             return 1
+        reused = any(cache.rglob("rx_loop.run-*.nbi"))
         t0 = time.monotonic()
         comp = subprocess.run([sys.executable, "-c", "import rxlab; "
                                "rxlab.simulate('default', duration=0.001)"], env=checked,
                               text=True, capture_output=True)
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
-        print(f"boundscheck: compiled the bounds-checked loop in {time.monotonic() - t0:.0f} s "
-              f"(peak {peak:.1f} GB) into {cache}", flush=True)
+        what = "loaded the bounds-checked loop compiled earlier" if reused else \
+            "compiled the bounds-checked loop"
+        print(f"boundscheck: {what} in {time.monotonic() - t0:.0f} s (peak {peak:.1f} GB) "
+              f"into {cache}", flush=True)
         if comp.returncode != 0:
             print(f"boundscheck: the compile run failed:\n{comp.stderr[-3000:]}")
             return 1
@@ -115,7 +147,12 @@ def main() -> int:
             print(f"  {verdict:5} {out.seconds:6.1f} s  {c.id}: {detail[:150]}{same}", flush=True)
             if verdict == "FAIL":
                 failures.append(c.id)
-        print(f"boundscheck: {len(cases)} runs with NUMBA_BOUNDSCHECK=1, "
+        fuzzed = 0
+        if not args.quick:  # every accepted fuzz case simulates under the checks too
+            bad, fuzzed = fuzz_checked(checked)
+            failures += bad
+        print(f"boundscheck: {len(cases)} runs and {fuzzed} simulated fuzz cases with "
+              "NUMBA_BOUNDSCHECK=1, "
               f"{len(failures)} failed{': ' + ', '.join(failures) if failures else ''}; "
               f"{time.monotonic() - t_start:.0f} s in all")
         return 1 if failures else 0

@@ -213,8 +213,8 @@ _set("cost-profile-dir", "cost profile is a folder", ["host.cost_profile=/"], "u
 _set("backlog-1e9", "netdev_max_backlog 10^9", ["kernel.netdev_max_backlog=1000000000"],
      "either", G)
 _set("rcvbuf-1e12", "SO_RCVBUF of 10^12 bytes", ["apps.0.rcvbuf=1000000000000"], "either", G)
-_set("duration-1e6", "10^6 s of traffic at 0.01 packets/s (10^8 time-series intervals)",
-     ["duration=1000000", "traffic.groups.0.rate.pps=0.01", "traffic.groups.0.flows=1",
+_set("duration-1e5", "10^5 s of traffic at 0.01 packets/s (10^7 time-series intervals)",
+     ["duration=100000", "traffic.groups.0.rate.pps=0.01", "traffic.groups.0.flows=1",
       "traffic.groups.0.rate.per_flow=constant", "traffic.groups.0.rate.zipf_s=null"],
      "ok", G, quick=False)
 _set("seed-2-64", "seed 2^64", ["seed=18446744073709551616"], "either", G)
@@ -442,6 +442,7 @@ _add("report-not-sweep", "report on a folder that is not a sweep", ("report", ".
 # ------------------------------------------------------------------ proven elsewhere
 
 SIGNALS = "tests/test_host_signals.py"
+LOCK = "tests/test_sweep_lock.py"
 DELEGATED = [
     Delegated("apply-sigint-sigterm", "host apply --yes interrupted by SIGINT or SIGTERM at "
               "every step of a 13-step plan in a network namespace: the host is as before, "
@@ -459,9 +460,14 @@ DELEGATED = [
               f"{SIGNALS}::test_a_rollback_that_fails_names_the_file_and_the_command",
               "host apply"),
     Delegated("sweep-lock", "two sweeps (or --resume) on one output folder: the second is "
-              "refused", "tests/test_sweep_lock.py", "sweeps"),
-    Delegated("sweep-orphans", "SIGTERM or SIGKILL of the sweep driver leaves no worker",
-              "tests/test_sweep_lock.py", "sweeps"),
+              "refused with one line, exit 2",
+              f"{LOCK}::test_second_sweep_and_resume_on_a_busy_folder_are_refused", "sweeps"),
+    Delegated("sweep-lock-holder", "the folder lock names its holder and dies with it",
+              f"{LOCK}::test_lock_is_exclusive_names_its_holder_and_dies_with_it", "sweeps"),
+    Delegated("sweep-other-folder", "another sweep's folder is refused unless replaced",
+              f"{LOCK}::test_another_sweeps_folder_is_refused_unless_replaced", "sweeps"),
+    Delegated("sweep-orphans", "SIGTERM or SIGKILL of the sweep driver leaves no process",
+              f"{LOCK}::test_killed_driver_leaves_no_process", "sweeps"),
 ]
 
 
