@@ -437,6 +437,22 @@ _add("reproduce-unknown", "reproduce an unknown experiment", ("reproduce", "nope
 _add("reproduce-kernel-bad", "reproduce under kernel 'x.y'", ("reproduce", "flow-limit",
      "--quick", "--kernel", "x.y", "--json"), "usage", G)
 _add("jobs-zero", "run --jobs 0", RUN + QUICK + ("--jobs", "0"), "usage", G)
+_add("jobs-cpus-empty", "run --jobs 2 with an app on no CPU", RUN + QUICK + (
+     "--jobs", "2", "--set", "apps.0.cpus=[]"), "usage", G)
+_add("sweep-jobs-zero", "sweep -j 0", ("sweep", "w.yaml", "--out", "o", "-j", "0", "-q"),
+     "usage", G, files={"w.yaml": sweep_yaml({"nic.queues": [1, 2]})})
+_add("tune-duration-nan", "tune --duration nan", ("tune", "default", "--duration", "nan",
+     "--json"), "usage", G)
+_add("tune-cpus-empty", "tune a scenario with an app on no CPU", ("tune", "s.yaml", "--json"),
+     "usage", G, files={"s.yaml": scenario_yaml(apps__0__cpus="")})
+_add("reproduce-max-memory", "reproduce --max-memory 1MiB", ("reproduce", "flow-limit",
+     "--quick", "--max-memory", "1MiB", "--json"), "usage", G)
+_add("out-uncreatable", "run --out a folder that cannot be created (/proc/x)",
+     RUN + QUICK + ("--out", "/proc/x"), "usage", G)
+_add("jobs-out-uncreatable", "run --jobs 2 --out /proc/x", RUN + QUICK + (
+     "--jobs", "2", "--out", "/proc/x"), "usage", G)
+_add("out-is-file", "run --out an existing file", RUN + QUICK + ("--out", "f"), "usage", G,
+     files={"f": "x"})
 _add("report-not-sweep", "report on a folder that is not a sweep", ("report", "."), "usage", G)
 
 # ------------------------------------------------------------------ proven elsewhere

@@ -21,7 +21,8 @@ loader (which never writes) for rollback files. Anything but success or a one-li
 ``UsageError`` is a failure. A sample of the accepted cases then goes through the real CLI
 (``hostile_cases.judge``). The counts are printed in the test log.
 
-Run one generator by hand: ``python tests/test_fuzz_cli.py scenario 600``.
+Run one generator by hand: ``python tests/test_fuzz_cli.py scenario 700`` (the cases CI
+runs), or with a third argument, a seed, for other cases.
 """
 
 from __future__ import annotations
@@ -370,8 +371,9 @@ def _yaml_text(v) -> str:
     return text.removesuffix("\n...").removesuffix("...").strip()
 
 
-def fuzz(kind: str, n: int) -> dict:
-    """Run ``n`` generated cases of one kind in this process; the report as a dict."""
+def fuzz(kind: str, n: int, seed: int | None = None) -> dict:
+    """Run ``n`` generated cases of one kind in this process; the report as a dict.
+    ``seed``: other cases than the fixed ones CI runs (a search by hand)."""
     from hypothesis import HealthCheck, Phase, given, settings
 
     from rxlab.capture.pcap import open_capture
@@ -401,7 +403,7 @@ def fuzz(kind: str, n: int) -> dict:
             failure = check(lambda: run(got[0]))
         return failure, bool(got)
 
-    cfg = settings(max_examples=n, derandomize=True, database=None, deadline=None,
+    cfg = settings(max_examples=n, derandomize=seed is None, database=None, deadline=None,
                    phases=[Phase.generate], suppress_health_check=list(HealthCheck),
                    print_blob=False)
 
@@ -545,7 +547,7 @@ def fuzz(kind: str, n: int) -> dict:
     else:
         raise SystemExit(f"unknown fuzz kind {kind!r}")
 
-    one()
+    (one if seed is None else __import__("hypothesis").seed(seed)(one))()
     k = CLI_SAMPLE.get(kind, 0)
     if candidates and k:  # evenly spaced over the run
         step = len(candidates) / min(k, len(candidates))
@@ -632,4 +634,5 @@ def test_schema_walk_reaches_nested_fields():
 
 
 if __name__ == "__main__":
-    print(json.dumps(fuzz(sys.argv[1], int(sys.argv[2]))))
+    print(json.dumps(fuzz(sys.argv[1], int(sys.argv[2]),
+                          int(sys.argv[3]) if len(sys.argv) > 3 else None)))
