@@ -16,6 +16,7 @@ The table is shared by ``tests/test_hostile_inputs.py`` and ``scripts/reliabilit
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import resource
@@ -33,6 +34,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_YAML = (ROOT / "rxlab" / "scenarios" / "default.yaml").read_text()
+DEFAULT = yaml.safe_load(DEFAULT_YAML)
 MEM_LIMIT = 3 << 30  # address space per case: far above a normal run (~0.3 GB resident)
 TIMEOUT_S = 60.0
 COMPILE_NOTICE = "rxlab: compiling the event loop"  # printed once per install, not an error
@@ -64,7 +66,7 @@ class Delegated:
 
 def scenario_yaml(**sets) -> str:
     """The default scenario with dotted paths set (``apps__0__cpus`` = apps.0.cpus)."""
-    data = yaml.safe_load(DEFAULT_YAML)
+    data = copy.deepcopy(DEFAULT)
     for key, value in sets.items():
         node, parts = data, key.split("__")
         for p in parts[:-1]:
@@ -218,6 +220,11 @@ _set("duration-1e5", "10^5 s of traffic at 0.01 packets/s (10^7 time-series inte
       "traffic.groups.0.rate.per_flow=constant", "traffic.groups.0.rate.zipf_s=null"],
      "ok", G, quick=False)
 _set("seed-2-64", "seed 2^64", ["seed=18446744073709551616"], "either", G)
+_add("groups-3000", "3,000 traffic groups of 2 flows at 1,000 pps (~0.3 GB resident)",
+     ("run", "s.yaml", "--json", "--duration", "0.001"), "ok", G,
+     files={"s.yaml": json.dumps({**DEFAULT, "traffic": {"groups": [
+         {**DEFAULT["traffic"]["groups"][0], "name": f"g{i}", "flows": 2,
+          "rate": {"pps": 1000}} for i in range(3000)]}})})  # JSON is YAML, and quick to write
 _add("capture-two-days", "a capture of two packets two days apart",
      ("run", "default", "--json", "--pcap", "c.pcap"), "ok", G,
      files={"c.pcap": pcap([(0, 0), (2 * 86400, 0)])})
