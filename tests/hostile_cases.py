@@ -95,6 +95,10 @@ def pcap(records: list[tuple[int, int]], *, orig: int | None = None,
     return b"".join(out)
 
 
+# 10^9 references to "x" through 9 anchors of 10 aliases each ("billion laughs")
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 10) + "]\n"
+    for i in range(8))
 GOOD_PCAP = pcap([(0, i * 100) for i in range(50)])
 
 
@@ -301,9 +305,11 @@ _add("nested-20000", "20,000 nested '['", ("run", "s.yaml", "--json"), "usage", 
 _add("nested-map-5000", "5,000 nested mappings", ("run", "s.yaml", "--json"), "usage", G,
      files={"s.yaml": "name: " + "{a: " * 5000 + "1" + "}" * 5000 + "\n"})
 _add("yaml-alias-bomb", "a YAML alias bomb (10^9 references)", ("run", "s.yaml", "--json"),
-     "usage", G, files={"s.yaml": "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
-         f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 10) + "]\n"
-         for i in range(8)) + "name: *i\n"})
+     "usage", G, files={"s.yaml": BOMB + "name: *i\n"})
+_add("yaml-self-alias", "a YAML alias inside its own anchor (a cycle)",
+     ("run", "s.yaml", "--json"), "usage", G, files={"s.yaml": "name: &a [*a]\n"})
+_add("profile-alias-bomb", "a cost profile that is an alias bomb", RUN + QUICK + (
+     "--set", "host.cost_profile=p.yaml"), "usage", G, files={"p.yaml": BOMB + "stages: *i\n"})
 _add("yaml-python-tag", "a !!python/object tag", ("run", "s.yaml", "--json"), "usage", G,
      files={"s.yaml": "name: !!python/object/apply:os.getcwd []\n"})
 _add("yaml-huge-int", "seed: 10^400", ("run", "s.yaml", "--json"), "usage", G,
@@ -425,6 +431,10 @@ _add("sweep-cpus-empty", "a sweep point with an app on no CPU",
 _add("sweep-nan", "a sweep point with a NaN cost",
      ("sweep", "w.yaml", "--out", "o", "-j", "1", "-q"), "usage", G,
      files={"w.yaml": sweep_yaml({"host.costs": [{"stack_rx": float("nan")}]})})
+
+_add("sweep-alias-bomb", "a sweep file that is an alias bomb",
+     ("sweep", "w.yaml", "--out", "o", "-j", "1", "-q"), "usage", G,
+     files={"w.yaml": BOMB + "name: x\nbase: default\ngrid: {nic.queues: *i}\n"})
 
 # --- other commands
 G = "commands"
