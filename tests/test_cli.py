@@ -97,6 +97,16 @@ def test_out_refuses_a_file_and_leaves_nothing(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
 
 
+@pytest.mark.parametrize("jobs", [[], ["--jobs", "2"]])
+def test_out_under_a_file_is_refused_before_the_run(tmp_path, capsys, jobs):
+    f = tmp_path / "taken"
+    f.write_text("x")
+    code, _, err = run_cli(capsys, "run", "default", "--duration", "0.01", *jobs,
+                           "--out", str(f / "sub" / "dir"))
+    assert code == 2 and "is a file" in one_line_error(err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
+
+
 def test_softnet_flag_prints_kernel_format(capsys):
     code, out, _ = run_cli(capsys, "run", "default", "--duration", "0.01", "--softnet")
     assert code == 0

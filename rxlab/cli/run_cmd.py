@@ -82,6 +82,10 @@ def _run(args) -> int:
     from rxlab.report.tables import print_result
     from rxlab.simulate import simulate
 
+    if args.out:  # before any work: a folder that cannot be made is bad input
+        from rxlab.report.files import check_out_dir
+
+        check_out_dir(args.out)
     sc = load_scenario(args.scenario)
     ov = parse_sets(args.set)
     if args.seed is not None:
@@ -127,8 +131,6 @@ def _run(args) -> int:
 
 def _run_jobs(args, sc) -> int:
     """--jobs N: replications in parallel processes (rxlab.bench.replicate)."""
-    from pathlib import Path
-
     from rxlab.bench.replicate import print_table, replicate
 
     if args.jobs < 1:
@@ -137,8 +139,9 @@ def _run_jobs(args, sc) -> int:
         raise UsageError("--softnet: not available with --jobs (see the runs in --json)")
     rep = replicate(sc, args.jobs)
     if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        (Path(args.out) / "replications.json").write_text(dump_json(rep) + "\n")
+        from rxlab.report.files import make_out_dir
+
+        (make_out_dir(args.out) / "replications.json").write_text(dump_json(rep) + "\n")
     if args.json:
         print(dump_json(rep))
     else:
