@@ -263,8 +263,10 @@ def estimate(sc, capture=None) -> Estimate:
     for i, g in enumerate(sc.traffic.groups):
         add(f"traffic.groups[{i}].flows", g.flows * per_flow, g.flows * FLOW_TRANSIENT,
             f"{g.flows:,} flows", "use fewer flows")
-        # generation blocks of ~2**15 packets, at least 1 us of traffic (stream.py)
-        block = max(1 << 15, g.rate.pps * 1e-6)
+        # generation blocks of ~2**15 packets, at least 1 us of traffic (stream.py), and
+        # never more than the group offers in the whole run
+        span = max(0.0, min(g.stop or sc.duration, sc.duration) - g.start)
+        block = min(max(1 << 15, g.rate.pps * 1e-6), g.rate.pps * span + 2)
         add(f"traffic.groups[{i}].rate.pps", 0, 4 * 1.25 * block * PACKET_BYTES,
             f"{g.rate.pps:g} packets/s generated in blocks of 1 us", "use a lower rate")
 
