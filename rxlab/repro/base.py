@@ -32,8 +32,9 @@ def make(data: dict, name: str):
 def kernels_of(cases) -> list[str]:
     """The kernel versions the cases run (an experiment with its own runner names its
     kernel in the case's params)."""
-    return sorted({str(params["kernel"]) if "kernel" in params else sc.host.kernel
-                   for _, params, sc in cases})
+    named = (str(params["kernel"]) if "kernel" in params else
+             getattr(getattr(sc, "host", None), "kernel", None) for _, params, sc in cases)
+    return sorted({k for k in named if k})
 
 
 def run_experiment(module, quick: bool = False, kernel: str | None = None,
@@ -54,7 +55,8 @@ def run_experiment(module, quick: bool = False, kernel: str | None = None,
                  **(extra(name, sc) if extra else {})}
         out.append({"name": name, "params": params, "metrics": m})
     claims = [{"claim": c, "held": bool(ok)} for c, ok in module.claims(out)]
-    title = f"{module.TITLE} (kernel{'s' if len(kernels) > 1 else ''} {', '.join(kernels)})"
+    title = module.TITLE + (f" (kernel{'s' if len(kernels) > 1 else ''} "
+                            f"{', '.join(kernels)})" if kernels else "")
     return {"experiment": module.NAME, "title": title, "kernels": kernels,
             "seed_file": module.SEED,
             "quick": quick, "cases": out, "claims": claims, "table_metrics": module.TABLE}
