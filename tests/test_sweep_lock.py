@@ -22,8 +22,8 @@ from rxlab.sweep.spec import parse_sweep
 pytest.importorskip("pyarrow")
 psutil = pytest.importorskip("psutil")
 
-# 8 runs of ~0.2 s each on two workers: long enough to be seen running, short to wait for
-SLOW = {"name": "slow", "base": "default", "duration": 0.5, "replications": 2,
+# 8 runs of ~1 s each on two workers: long enough to be seen running on an idle machine
+SLOW = {"name": "slow", "base": "default", "duration": 2.0, "replications": 2,
         "grid": {"nic.queues": [2, 4], "kernel.netdev_max_backlog": [300, 1000]}}
 OTHER = {"name": "other", "base": "default", "duration": 0.005,
          "grid": {"nic.queues": [1, 2]}}
@@ -256,7 +256,7 @@ BAD_FILES = [
     (b"- base: default\n", "the top level must be a mapping"),
     (b"just text\n", "the top level must be a mapping"),
     (b"", "the top level must be a mapping"),
-    (b"base: default\nname: 2001-13-45\n", "malformed YAML (month must be in 1..12)"),
+    (b"base: default\nname: a\nname: b\n", "key 'name' given twice"),
     (b"base: default\nreplications: 100000000\n", "more than a sweep may have (100,000)"),
     (b"base: default\nreplications: 20000\ngrid: {nic.queues: [1, 2, 3, 4, 5, 6]}\n",
      "6 points x 20000 seeds make 120,000 runs"),
