@@ -30,7 +30,7 @@ from rxlab.kernel.state import (
     N_CPUMAP_CNT,
     N_DROP_SLOTS,
     N_RFS_CNT,
-    SD_FIELDS,
+    SOFTNET_DATA,
     STAGES,
     ArfsState,
     CpumapState,
@@ -418,7 +418,7 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
     )
     z = lambda dt=I64: np.zeros(ncpu, dt)  # noqa: E731
     sd = make(SoftnetData,
-        cpu=np.zeros((ncpu, len(SD_FIELDS)), I64),
+        cpu=np.zeros(ncpu, SOFTNET_DATA),
         bl_flow=np.zeros((ncpu, bl_cap), np.int32), bl_tarr=np.zeros((ncpu, bl_cap), I64),
         bl_seq=np.zeros((ncpu, bl_cap), I64), bl_len=np.zeros((ncpu, bl_cap), np.int32),
         bl_stamp=np.zeros((ncpu, bl_cap), I64), bl_src=np.zeros((ncpu, bl_cap), np.int16),
@@ -426,7 +426,7 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
         repoll=np.zeros((ncpu, lists), I64), rps_ipi_list=np.zeros((ncpu, ncpu), I64),
         fl_history=np.zeros((ncpu, hist), I64), fl_buckets=np.zeros((ncpu, tl), I64),
     )
-    sd.fl_on[:] = [c in fl_cpus for c in range(ncpu)]
+    sd.cpu["fl_on"] = [c in fl_cpus for c in range(ncpu)]
     total = int(sock_off[-1]) or 1
     nflows = len(fl)
     so = make(SockState,

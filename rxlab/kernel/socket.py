@@ -35,7 +35,6 @@ from rxlab.kernel.state import (
     PS_SOCK_THREAD,
     PT_THREAD_BATCH,
     PT_THREAD_SOCK,
-    SD_PROCESSED,
     SF_FLOW_DELIVERED,
     SF_FLOW_MAX_SEQ,
     SN_SO_FLOW,
@@ -69,7 +68,7 @@ def truesize(length):
 def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t):
     """Protocol processing of one packet on CPU c at time t; returns the new time."""
     p, sd, so, st = s.p, s.sd, s.so, s.st
-    sd.cpu[c, SD_PROCESSED] += 1
+    sd.cpu[c].processed += 1
     st.ts_pkt[interval_of(s, t), TS_PROCESSED] += 1
     if rx_cpu != c:
         t += cost(s, C_CROSS_CPU)  # skb head and data are cold on this CPU

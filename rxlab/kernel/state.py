@@ -155,7 +155,7 @@ U32 = 0xFFFFFFFF
 # row, a writable view; boolean fields are read as a boolean copy).
 #
 # Record groups (RECORD_GROUPS) are stored the other way round, one record per entry
-# (``p.flow_i[f, PF_FLOW_HASH]``, ``sd.cpu[c, SD_PROCESSED]``), as the kernel's own
+# (``p.flow_i[f, PF_FLOW_HASH]``, ``nic.queue[q, NQ_Q_PACKETS]``), as the kernel's own
 # structs are (struct softnet_data, struct sock, struct rps_dev_flow): the fields of one
 # entry that a mechanism reads together then share a cache line or two instead of each
 # costing a miss in its own row. These are the tables indexed at random by CPU, queue,
@@ -427,57 +427,57 @@ class NicState(NamedTuple):
     queue: np.ndarray  # int64[nq, len(NQ_FIELDS)]: records NQ_*
 
 
-# Per-CPU scalars of ``struct softnet_data`` and the CPU's scheduling state: one record
-# per CPU in SoftnetData.cpu (int64[ncpu, len(SD_FIELDS)]), so that the compiled loop
-# takes one array where it took 36 (numba passes every array as ~8 flattened values).
-SD_FIELDS = (
+def struct(*fields) -> np.dtype:
+    """A numpy structured dtype from ``(name, type)`` pairs: one record per entry, the
+    fields of an entry side by side as in the kernel's struct. Compiled code reads and
+    writes ``table[i].name``; Python reads a field over all entries as ``table["name"]``
+    (a view)."""
+    return np.dtype(list(fields))
+
+
+# ``struct softnet_data`` (include/linux/netdevice.h) and the CPU's scheduling state, one
+# record per CPU. All int64 so far (the kernel's u32 queue positions are kept masked).
+SOFTNET_DATA = struct(
     # backlog: one FIFO, [head, proc) = process_queue, [proc, tail) = input_pkt_queue
-    "bl_head", "bl_proc", "bl_tail",
-    "bl_sched",  # backlog NAPI_STATE_SCHED
-    "input_queue_head", "input_queue_tail",  # u32 values
+    ("bl_head", np.int64), ("bl_proc", np.int64), ("bl_tail", np.int64),
+    ("bl_sched", np.int64),  # backlog NAPI_STATE_SCHED
+    ("input_queue_head", np.int64), ("input_queue_tail", np.int64),  # u32 values
     # NAPI lists (napi id: rx queue q, or nq + cpu for the backlog): lengths, positions
-    "pl_n", "ll_pos", "ll_n", "rp_n", "ipi_n",
+    ("pl_n", np.int64), ("ll_pos", np.int64), ("ll_n", np.int64), ("rp_n", np.int64),
+    ("ipi_n", np.int64),
     # net_rx_action / handle_softirqs state
-    "softirq_pending", "in_rx_action", "budget",
-    "time_limit_j",  # jiffies
-    "hs_active",  # inside handle_softirqs (inline)
-    "hs_end_j", "hs_restart",
-    "ksoftirqd",  # softirq work deferred to ksoftirqd/<cpu>
-    "ks_vrt",  # ksoftirqd runtime (CFS share against threads)
-    "app_vrt",
+    ("softirq_pending", np.int64), ("in_rx_action", np.int64), ("budget", np.int64),
+    ("time_limit_j", np.int64),  # jiffies
+    ("hs_active", np.int64),  # inside handle_softirqs (inline)
+    ("hs_end_j", np.int64), ("hs_restart", np.int64),
+    ("ksoftirqd", np.int64),  # softirq work deferred to ksoftirqd/<cpu>
+    ("ks_vrt", np.int64),  # ksoftirqd runtime (CFS share against threads)
+    ("app_vrt", np.int64),
     # the segment the CPU is running
-    "ev_pending",  # a PRIO_CPU event is in the calendar
-    "seg_kind",
-    "seg_arg",  # napi id or thread
-    "seg_work",
-    "seg_ctx",  # T_SOFTIRQ or T_KSOFTIRQD for NAPI segments
-    "irq_debt",  # hardirq time taken while a segment ran
-    "sys_debt",  # kworker time (aRFS filter programming)
-    "rr",  # round-robin position over the CPU's threads
+    ("ev_pending", np.int64),  # a PRIO_CPU event is in the calendar
+    ("seg_kind", np.int64),
+    ("seg_arg", np.int64),  # napi id or thread
+    ("seg_work", np.int64),
+    ("seg_ctx", np.int64),  # T_SOFTIRQ or T_KSOFTIRQD for NAPI segments
+    ("irq_debt", np.int64),  # hardirq time taken while a segment ran
+    ("sys_debt", np.int64),  # kworker time (aRFS filter programming)
+    ("rr", np.int64),  # round-robin position over the CPU's threads
     # flow limit (struct sd_flow_limit)
-    "fl_on", "fl_head",
+    ("fl_on", np.int64), ("fl_head", np.int64),
     # softnet_stat counters
-    "processed", "dropped", "time_squeeze", "received_rps", "flow_limit_count",
+    ("processed", np.int64), ("dropped", np.int64), ("time_squeeze", np.int64),
+    ("received_rps", np.int64), ("flow_limit_count", np.int64),
 )
-(
-    SD_BL_HEAD, SD_BL_PROC, SD_BL_TAIL, SD_BL_SCHED, SD_INPUT_QUEUE_HEAD,
-    SD_INPUT_QUEUE_TAIL, SD_PL_N, SD_LL_POS, SD_LL_N, SD_RP_N, SD_IPI_N,
-    SD_SOFTIRQ_PENDING, SD_IN_RX_ACTION, SD_BUDGET, SD_TIME_LIMIT_J, SD_HS_ACTIVE,
-    SD_HS_END_J, SD_HS_RESTART, SD_KSOFTIRQD, SD_KS_VRT, SD_APP_VRT, SD_EV_PENDING,
-    SD_SEG_KIND, SD_SEG_ARG, SD_SEG_WORK, SD_SEG_CTX, SD_IRQ_DEBT, SD_SYS_DEBT, SD_RR,
-    SD_FL_ON, SD_FL_HEAD, SD_PROCESSED, SD_DROPPED, SD_TIME_SQUEEZE, SD_RECEIVED_RPS,
-    SD_FLOW_LIMIT_COUNT,
-) = range(len(SD_FIELDS))
 
 
 class SoftnetData(NamedTuple):
     """Per-CPU ``struct softnet_data`` plus the CPU's scheduling state.
 
-    Compiled code reads a per-CPU scalar as ``sd.cpu[c, SD_<NAME>]``; Python reads it by
-    name, ``sd.<name>`` being that row (a view: writes go through).
+    Compiled code reads CPU c's fields as ``sd.cpu[c].<field>``; Python reads a field of
+    every CPU as ``sd.cpu["<field>"]`` (a view: writes go through).
     """
 
-    cpu: np.ndarray  # int64[ncpu, len(SD_FIELDS)]: records SD_*
+    cpu: np.ndarray  # SOFTNET_DATA[ncpu]
     bl: np.ndarray  # int64[len(BL_FIELDS), ncpu, bl_cap]: planes BL_*
     bl32: np.ndarray  # int32[len(BN_FIELDS), ncpu, bl_cap]: planes BN_*
     lists: np.ndarray  # int64[len(NL_FIELDS), ncpu, L]: planes NL_*
@@ -579,7 +579,7 @@ ROW_GROUPS = {  # a group's fields share a shape: rows of a 2-D array, planes of
     Params: {"flow_i": PF_FIELDS, "sock_i": PS_FIELDS, "thread_i": PT_FIELDS,
              "queue_i": PQ_FIELDS, "cpu_i": PC_FIELDS, "cm_i": PE_FIELDS},
     NicState: {"ring": RG_FIELDS, "ring32": RN_FIELDS, "queue": NQ_FIELDS},
-    SoftnetData: {"cpu": SD_FIELDS, "bl": BL_FIELDS, "bl32": BN_FIELDS, "lists": NL_FIELDS},
+    SoftnetData: {"bl": BL_FIELDS, "bl32": BN_FIELDS, "lists": NL_FIELDS},
     SockState: {"sq": SQ_FIELDS, "sq32": SN_FIELDS, "thread": ST_FIELDS, "flow": SF_FIELDS},
     RfsState: {"dev": RD_FIELDS},
     ArfsState: {"entry": AE_FIELDS, "glob": AG_FIELDS},
@@ -591,7 +591,6 @@ BOOL_ROWS = {"flow_udp", "sock_record", "sock_xsk_copy", "sock_fill_bound"}
 RECORD_GROUPS = {  # field index last: one record per entry (see above)
     Params: {"flow_i", "sock_i", "thread_i", "queue_i"},
     NicState: {"queue"},
-    SoftnetData: {"cpu"},
     SockState: {"thread", "flow"},
     RfsState: {"dev"},
     ArfsState: {"entry"},
@@ -616,7 +615,7 @@ def make(cls, **fields):
     """``cls(**fields)`` where each group's fields are given one by one, by name: they
     are stacked into the group's array (as rows, or as records for RECORD_GROUPS),
     int64 or int32 (equal shapes required). A group may also be given whole, as its
-    array (``SoftnetData.cpu``: zeros, one record per CPU)."""
+    array (``SoftnetData.cpu``: zeros of ``SOFTNET_DATA``, one record per CPU)."""
     for attr, names in ROW_GROUPS.get(cls, {}).items():
         if attr in fields:
             continue

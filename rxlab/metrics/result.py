@@ -104,12 +104,13 @@ def assemble(m, in_flight: int) -> Result:
         b = busy[c] / win_ns
         soft = float(b[T_SOFTIRQ] + b[T_KSOFTIRQD])
         used = soft + float(b[T_HARDIRQ] + b[T_SYSTEM] + b[T_USER])
-        inq = int(sd.bl_tail[c] - sd.bl_proc[c])
-        prq = int(sd.bl_proc[c] - sd.bl_head[c])
+        r = sd.cpu[c]  # CPU c's struct softnet_data
+        inq = int(r["bl_tail"] - r["bl_proc"])
+        prq = int(r["bl_proc"] - r["bl_head"])
         row = {
-            "cpu": c, "processed": int(sd.processed[c]), "dropped": int(sd.dropped[c]),
-            "time_squeeze": int(sd.time_squeeze[c]), "received_rps": int(sd.received_rps[c]),
-            "flow_limit_count": int(sd.flow_limit_count[c]), "backlog_len": inq + prq,
+            "cpu": c, "processed": int(r["processed"]), "dropped": int(r["dropped"]),
+            "time_squeeze": int(r["time_squeeze"]), "received_rps": int(r["received_rps"]),
+            "flow_limit_count": int(r["flow_limit_count"]), "backlog_len": inq + prq,
             "input_pkt_queue_len": inq, "process_queue_len": prq,
         }
         softnet_rows.append(row)
@@ -136,7 +137,7 @@ def assemble(m, in_flight: int) -> Result:
     lat_app = _lat(st.lat_app, float(st.lat_sum[1]), int(cnt[CNT_LAT_APP_N]))
     offered = int(cnt[CNT_OFFERED])
     delivered = int(cnt[CNT_DELIVERED])
-    processed = int(sd.processed.sum())
+    processed = int(sd.cpu["processed"].sum())
     fl = m.flows
     by_group = {}
     for g, gname in enumerate(fl.group_names):
