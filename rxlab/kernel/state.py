@@ -432,7 +432,7 @@ def struct(*fields) -> np.dtype:
     fields of an entry side by side as in the kernel's struct. Compiled code reads and
     writes ``table[i].name``; Python reads a field over all entries as ``table["name"]``
     (a view)."""
-    return np.dtype(list(fields))
+    return np.dtype(list(fields), align=True)  # aligned: numba emits natural-width access
 
 
 # ``struct softnet_data`` (include/linux/netdevice.h) and the CPU's scheduling state, one
