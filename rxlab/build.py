@@ -30,6 +30,7 @@ from rxlab.kernel.state import (
     N_CPUMAP_CNT,
     N_DROP_SLOTS,
     N_RFS_CNT,
+    RX_RING,
     SOFTNET_DATA,
     STAGES,
     ArfsState,
@@ -411,10 +412,7 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
     nic = make(NicState,
         ring_flow=np.zeros((nq, R), np.int32), ring_tarr=np.zeros((nq, R), I64),
         ring_seq=np.zeros((nq, R), I64), ring_len=np.zeros((nq, R), np.int32),
-        ring_deq=np.zeros((nq, R), I64), ring_tail=np.zeros(nq, I64),
-        ring_head=np.zeros(nq, I64), ring_rel=np.zeros(nq, I64),
-        napi_sched=np.zeros(nq, np.int8), q_packets=np.zeros(nq, I64),
-        q_drops=np.zeros(nq, I64), q_polls=np.zeros(nq, I64),
+        ring_deq=np.zeros((nq, R), I64), queue=np.zeros(nq, RX_RING),
     )
     z = lambda dt=I64: np.zeros(ncpu, dt)  # noqa: E731
     sd = make(SoftnetData,

@@ -128,5 +128,6 @@ def test_record_groups_keep_an_entrys_fields_together():
     assert m.sd.cpu.dtype == S.SOFTNET_DATA and m.sd.cpu.shape == (m.params.ncpu,)
     m.sd.cpu["processed"][1] = 9  # a field written by name lands in CPU 1's record
     assert m.sd.cpu[1]["processed"] == 9
+    assert m.nic.queue.dtype == S.RX_RING and m.nic.queue.shape == (m.params.nq,)
     m.params.flow_hash[3] = 12345  # a record field written by name lands in its record
     assert m.params.flow_i[3, S.PF_FLOW_HASH] == 12345

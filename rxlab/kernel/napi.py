@@ -24,10 +24,6 @@ from rxlab.kernel.state import (
     NL_LOCAL_LIST,
     NL_POLL_LIST,
     NL_REPOLL,
-    NQ_NAPI_SCHED,
-    NQ_Q_POLLS,
-    NQ_RING_HEAD,
-    NQ_RING_TAIL,
     PF_FLOW_HASH,
     RG_RING_DEQ,
     RG_RING_SEQ,
@@ -56,13 +52,13 @@ def jiffies(s, t):
 def driver_poll(s, c, q, t):
     """The driver's NAPI poll of rx queue q: up to napi_weight descriptors."""
     p, nic = s.p, s.nic
-    nic.queue[q, NQ_Q_POLLS] += 1
-    n = min(nic.queue[q, NQ_RING_TAIL] - nic.queue[q, NQ_RING_HEAD], p.napi_weight)
+    nic.queue[q].q_polls += 1
+    n = min(nic.queue[q].ring_tail - nic.queue[q].ring_head, p.napi_weight)
     for _ in range(n):
-        idx = nic.queue[q, NQ_RING_HEAD]
+        idx = nic.queue[q].ring_head
         slot = idx & p.ring_mask
         nic.ring[RG_RING_DEQ, q, slot] = t  # the descriptor goes back to the NIC from now on
-        nic.queue[q, NQ_RING_HEAD] = idx + 1
+        nic.queue[q].ring_head = idx + 1
         f = nic.ring32[RN_RING_FLOW, q, slot]
         tarr = nic.ring[RG_RING_TARR, q, slot]
         seq = nic.ring[RG_RING_SEQ, q, slot]
@@ -172,9 +168,9 @@ def napi_segment_end(s, c, napi, t):
     elif napi < p.nq:
         # napi_complete_done: interrupts re-enabled; descriptors that arrived during the
         # poll raise the interrupt again at once
-        nic.queue[napi, NQ_NAPI_SCHED] = 0
-        if nic.queue[napi, NQ_RING_TAIL] > nic.queue[napi, NQ_RING_HEAD]:
-            nic.queue[napi, NQ_NAPI_SCHED] = 1
+        nic.queue[napi].napi_sched = 0
+        if nic.queue[napi].ring_tail > nic.queue[napi].ring_head:
+            nic.queue[napi].napi_sched = 1
             schedule(ev, t + p.irq_delay_ns, PRIO_HARDIRQ, EV_IRQ, napi)
     sd.cpu[c].budget -= work
     if sd.cpu[c].budget <= 0 or jiffies(s, t) >= sd.cpu[c].time_limit_j:

@@ -38,12 +38,6 @@ from rxlab.kernel.state import (
     CNT_OFFERED,
     DROP_NIC_OVERRUN,
     DROP_RING_FULL,
-    NQ_NAPI_SCHED,
-    NQ_Q_DROPS,
-    NQ_Q_PACKETS,
-    NQ_RING_HEAD,
-    NQ_RING_REL,
-    NQ_RING_TAIL,
     PC_CM_ENTRY,
     PE_CM_CPU,
     PF_FLOW_HASH,
@@ -151,28 +145,28 @@ def ingest(s, f, length, t, overrun):
     if p.netif_rx:
         netif_rx(s, q, f, length, t, seq)
         return
-    if nic.queue[q, NQ_RING_TAIL] - nic.queue[q, NQ_RING_REL] >= p.ring_size:
+    if nic.queue[q].ring_tail - nic.queue[q].ring_rel >= p.ring_size:
         # descriptors the driver has taken by now are free again. Counted only when the
         # stale count says full: it can only overstate the occupancy, so the outcome is
         # the same as counting at every arrival (deq stamps rise with the index)
-        rel = nic.queue[q, NQ_RING_REL]
-        while (rel < nic.queue[q, NQ_RING_HEAD]
+        rel = nic.queue[q].ring_rel
+        while (rel < nic.queue[q].ring_head
                and nic.ring[RG_RING_DEQ, q, rel & p.ring_mask] <= t):
             rel += 1
-        nic.queue[q, NQ_RING_REL] = rel
-        if nic.queue[q, NQ_RING_TAIL] - rel >= p.ring_size:
-            nic.queue[q, NQ_Q_DROPS] += 1
+        nic.queue[q].ring_rel = rel
+        if nic.queue[q].ring_tail - rel >= p.ring_size:
+            nic.queue[q].q_drops += 1
             drop(s, DROP_RING_FULL, t)
             return
-    slot = nic.queue[q, NQ_RING_TAIL] & p.ring_mask
+    slot = nic.queue[q].ring_tail & p.ring_mask
     nic.ring32[RN_RING_FLOW, q, slot] = f
     nic.ring[RG_RING_TARR, q, slot] = t
     nic.ring[RG_RING_SEQ, q, slot] = seq
     nic.ring32[RN_RING_LEN, q, slot] = length
-    nic.queue[q, NQ_RING_TAIL] += 1
-    nic.queue[q, NQ_Q_PACKETS] += 1
-    if nic.queue[q, NQ_NAPI_SCHED] == 0:
-        nic.queue[q, NQ_NAPI_SCHED] = 1  # interrupt raised; masked until napi_complete_done
+    nic.queue[q].ring_tail += 1
+    nic.queue[q].q_packets += 1
+    if nic.queue[q].napi_sched == 0:
+        nic.queue[q].napi_sched = 1  # interrupt raised; masked until napi_complete_done
         schedule(ev, t + p.irq_delay_ns, 0, EV_IRQ, q)
 
 
@@ -186,7 +180,7 @@ def netif_rx(s, q, f, length, t, seq):
     """
     p, nic, sd = s.p, s.nic, s.sd
     c = p.queue_i[q, PQ_IRQ_CPU]
-    nic.queue[q, NQ_Q_PACKETS] += 1
+    nic.queue[q].q_packets += 1
     sd.cpu[c].irq_debt += cost(s, C_DRIVER_RX)
     cpu = c
     s.rf.out[0] = -1

@@ -148,6 +148,14 @@ SEG_NONE, SEG_NAPI, SEG_APP, SEG_CPUMAP = 0, 1, 2, 3
 U32 = 0xFFFFFFFF
 
 
+def struct(*fields) -> np.dtype:
+    """A numpy structured dtype from ``(name, type)`` pairs: one record per entry, the
+    fields of an entry side by side as in the kernel's struct. Compiled code reads and
+    writes ``table[i].name``; Python reads a field over all entries as ``table["name"]``
+    (a view)."""
+    return np.dtype(list(fields), align=True)  # aligned: numba emits natural-width access
+
+
 # Row groups: per-flow, per-socket, per-thread, per-queue and per-entry scalars are rows
 # of one int64 array each (numba passes every array as ~8 flattened values; one array
 # per group instead of one per field keeps the compiled loop smaller and faster).
@@ -155,7 +163,7 @@ U32 = 0xFFFFFFFF
 # row, a writable view; boolean fields are read as a boolean copy).
 #
 # Record groups (RECORD_GROUPS) are stored the other way round, one record per entry
-# (``p.flow_i[f, PF_FLOW_HASH]``, ``nic.queue[q, NQ_Q_PACKETS]``), as the kernel's own
+# (``p.flow_i[f, PF_FLOW_HASH]``, ``so.thread[th, ST_TH_STATE]``), as the kernel's own
 # structs are (struct softnet_data, struct sock, struct rps_dev_flow): the fields of one
 # entry that a mechanism reads together then share a cache line or two instead of each
 # costing a miss in its own row. These are the tables indexed at random by CPU, queue,
@@ -223,19 +231,6 @@ PE_FIELDS = (  # rows of Params.cm_i
 )
 (PE_CM_CPU, PE_CM_QSIZE, PE_CM_BATCH) = range(3)
 
-NQ_FIELDS = (  # fields of NicState.queue records
-    "ring_tail",  # int64[nq]: descriptors filled
-    "ring_head",  # int64[nq]: descriptors taken by NAPI polls
-    "ring_rel",  # int64[nq]: descriptors returned to the NIC by time now
-    "napi_sched",  # int8[nq]: 1 = interrupt raised / NAPI scheduled
-    "q_packets",  # int64[nq]
-    "q_drops",  # int64[nq]
-    "q_polls",  # int64[nq]
-)
-(
-    NQ_RING_TAIL, NQ_RING_HEAD, NQ_RING_REL, NQ_NAPI_SCHED, NQ_Q_PACKETS, NQ_Q_DROPS,
-    NQ_Q_POLLS
-) = range(7)
 
 ST_FIELDS = (  # fields of SockState.thread records: a thread reads one socket, same index
     "so_head",  # int64[nsock]
@@ -419,20 +414,29 @@ class Params(NamedTuple):
     cm_i: np.ndarray  # int64[len(PE_FIELDS), E]: rows PE_*
     cm_gro: bool  # v6.15+: the kthread hands skbs to GRO
 
+# The driver's rx ring (ice ``struct ice_rx_ring``, mlx5 ``struct mlx5e_rq``) and its
+# NAPI state, one record per rx queue. Descriptor positions are free-running counts.
+RX_RING = struct(
+    ("ring_tail", np.int64),  # descriptors filled
+    ("ring_head", np.int64),  # descriptors taken by NAPI polls
+    ("ring_rel", np.int64),  # descriptors returned to the NIC by time now
+    ("napi_sched", np.int64),  # 1 = interrupt raised / NAPI scheduled
+    ("q_packets", np.int64),
+    ("q_drops", np.int64),
+    ("q_polls", np.int64),
+)
+
+
 class NicState(NamedTuple):
-    """Per rx queue descriptor rings and NAPI state (the driver's view)."""
+    """Per rx queue descriptor rings and NAPI state (the driver's view).
+
+    Compiled code reads queue q's fields as ``nic.queue[q].<field>``; Python reads a
+    field of every queue as ``nic.queue["<field>"]``.
+    """
 
     ring: np.ndarray  # int64[len(RG_FIELDS), nq, ring]: planes RG_*
     ring32: np.ndarray  # int32[len(RN_FIELDS), nq, ring]: planes RN_*
-    queue: np.ndarray  # int64[nq, len(NQ_FIELDS)]: records NQ_*
-
-
-def struct(*fields) -> np.dtype:
-    """A numpy structured dtype from ``(name, type)`` pairs: one record per entry, the
-    fields of an entry side by side as in the kernel's struct. Compiled code reads and
-    writes ``table[i].name``; Python reads a field over all entries as ``table["name"]``
-    (a view)."""
-    return np.dtype(list(fields), align=True)  # aligned: numba emits natural-width access
+    queue: np.ndarray  # RX_RING[nq]
 
 
 # ``struct softnet_data`` (include/linux/netdevice.h) and the CPU's scheduling state, one
@@ -578,7 +582,7 @@ ARFS_MODELS = ("off", "ice-hash-match", "ice-tuple-match", "mlx5")
 ROW_GROUPS = {  # a group's fields share a shape: rows of a 2-D array, planes of a 3-D one
     Params: {"flow_i": PF_FIELDS, "sock_i": PS_FIELDS, "thread_i": PT_FIELDS,
              "queue_i": PQ_FIELDS, "cpu_i": PC_FIELDS, "cm_i": PE_FIELDS},
-    NicState: {"ring": RG_FIELDS, "ring32": RN_FIELDS, "queue": NQ_FIELDS},
+    NicState: {"ring": RG_FIELDS, "ring32": RN_FIELDS},
     SoftnetData: {"bl": BL_FIELDS, "bl32": BN_FIELDS, "lists": NL_FIELDS},
     SockState: {"sq": SQ_FIELDS, "sq32": SN_FIELDS, "thread": ST_FIELDS, "flow": SF_FIELDS},
     RfsState: {"dev": RD_FIELDS},
@@ -590,7 +594,6 @@ INT32_GROUPS = {"ring32", "bl32", "sq32", "bq32"}  # the rest are int64
 BOOL_ROWS = {"flow_udp", "sock_record", "sock_xsk_copy", "sock_fill_bound"}
 RECORD_GROUPS = {  # field index last: one record per entry (see above)
     Params: {"flow_i", "sock_i", "thread_i", "queue_i"},
-    NicState: {"queue"},
     SockState: {"thread", "flow"},
     RfsState: {"dev"},
     ArfsState: {"entry"},

@@ -124,8 +124,8 @@ def assemble(m, in_flight: int) -> Result:
             "softnet_stat": {k: v for k, v in row.items() if k != "cpu"},
         })
     queues = [
-        {"queue": q, "irq_cpu": int(p.irq_cpu[q]), "packets": int(nic.q_packets[q]),
-         "ring_full_drops": int(nic.q_drops[q]), "polls": int(nic.q_polls[q])}
+        {"queue": q, "irq_cpu": int(p.irq_cpu[q]), "packets": int(nic.queue[q]["q_packets"]),
+         "ring_full_drops": int(nic.queue[q]["q_drops"]), "polls": int(nic.queue[q]["q_polls"])}
         for q in range(p.nq)
     ]
     apps = []
