@@ -79,8 +79,9 @@ def _account(cpu_ns, ts_cpu, interval_ns, inv, n_intervals, c, cat, t0, t1):
 def account(s, c, cat, t0, t1):
     """Charge CPU c's time [t0, t1) to a category, split over the series intervals."""
     p = s.p
-    _account(s.st.cpu_ns, s.st.ts_cpu, p.interval_ns, p.interval_inv, p.n_intervals, c, cat,
-             t0, t1)
+    # np.int64(): one compiled _account, not one per literal category
+    _account(s.st.cpu_ns, s.st.ts_cpu, p.interval_ns, p.interval_inv, p.n_intervals, c,
+             np.int64(cat), t0, t1)
 
 
 @njit(**JIT_LEAF)
@@ -96,7 +97,8 @@ def drop(s, reason, t):
     """The one exit for a dropped packet: counted by reason and in the series."""
     st = s.st
     p = s.p
-    _drop(st.cnt, st.ts_drop, st.ts_pkt, p.interval_ns, p.interval_inv, p.n_intervals, reason, t)
+    _drop(st.cnt, st.ts_drop, st.ts_pkt, p.interval_ns, p.interval_inv, p.n_intervals,
+          np.int64(reason), t)  # np.int64(): one compiled _drop, not one per literal reason
 
 
 @njit(**JIT_LEAF)
