@@ -31,6 +31,7 @@ from rxlab.kernel.state import (
     N_DROP_SLOTS,
     N_RFS_CNT,
     RX_RING,
+    SOCK,
     SOFTNET_DATA,
     STAGES,
     ArfsState,
@@ -390,11 +391,7 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
         irq_delay_ns=int(round(costs["irq_latency"] + sc.nic.rx_usecs * 1000)),
         irq_cpu=np.array(irq, I64), rps_map=rps_map, rps_len=rps_len,
         flow_rxq=steer["rxq"], flow_hash=steer["skb_hash"], flow_sock=flow_sock,
-        sock_thread=np.arange(nth, dtype=I64), sock_rcvbuf=np.array(sock_rcvbuf, I64),
-        sock_off=sock_off, sock_cap=sock_cap, sock_mask=sock_store - 1,
-        thread_sock=np.arange(nth, dtype=I64), thread_user_ns=np.array(th_user, np.float64),
-        thread_sys_ns=np.array(th_sys, np.float64), thread_batch=np.array(th_batch, I64),
-        sock_record=np.array(sock_record, np.bool_),
+        sock_off=sock_off,
         rfs_on=rfs_on, sock_flow_mask=max(sock_entries - 1, 0),
         rps_cpu_mask=roundup_pow_of_two(ncpu) - 1, rfs_hash32=kb.version >= (6, 15),
         arfs_model=arfs_model, arfs_protect=kb.version >= (6, 18), cpu_rmap=cpu_rmap,
@@ -404,9 +401,7 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
         flow_tt=((fl.proto == 17).astype(I64) + 2 * fl.is_v6.astype(I64)),
         flow_sport=fl.sport.astype(I64), flow_dport=fl.dport.astype(I64),
         flow_udp=fl.proto == 17,
-        mig_every_ns=mig[0], mig_set=mig[1], mig_set_n=mig[2], mig_t=mig[3], mig_cpu=mig[4],
-        mig_n=mig[5], **xd, xsk_of_queue=xsk_of_queue,
-        sock_xsk_copy=np.array(xsk_copy, np.bool_), sock_fill_bound=np.array(fill_bound, np.bool_),
+        mig_set=mig[1], mig_t=mig[3], mig_cpu=mig[4], **xd, xsk_of_queue=xsk_of_queue,
     )
     R = roundup_pow_of_two(sc.nic.ring_size)
     nic = make(NicState,
@@ -430,15 +425,24 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
     so = make(SockState,
         so_flow=np.zeros(total, np.int32), so_tarr=np.zeros(total, I64),
         so_seq=np.zeros(total, I64), so_len=np.zeros(total, np.int32),
-        so_stamp=np.zeros(total, I64), so_head=np.zeros(nth, I64),
-        so_tail=np.zeros(nth, I64), so_rmem=np.zeros(nth, I64), so_drops=np.zeros(nth, I64),
-        th_state=np.zeros(nth, np.int8), th_served=np.zeros(nth, I64),
+        so_stamp=np.zeros(total, I64), sock=np.zeros(nth, SOCK),
         flow_next_seq=np.zeros(nflows, I64), flow_max_seq=np.full(nflows, -1, I64),
-        flow_delivered=np.zeros(nflows, I64),
-        thread_cpu=np.array(th_cpu, I64), cpu_threads=cpu_threads,
+        flow_delivered=np.zeros(nflows, I64), cpu_threads=cpu_threads,
         cpu_nthreads=np.array([len(x) for x in per_cpu], I64),
-        th_mig_k=np.zeros(nth, I64), th_migrations=np.zeros(nth, I64),
     )
+    sk = so.sock  # socket i and the thread that reads it
+    sk["sock_thread"] = sk["thread_sock"] = np.arange(nth)
+    sk["sock_rcvbuf"] = sock_rcvbuf
+    sk["sock_cap"] = sock_cap
+    sk["sock_mask"] = sock_store - 1
+    sk["sock_record"] = sock_record
+    sk["sock_xsk_copy"] = xsk_copy
+    sk["sock_fill_bound"] = fill_bound
+    sk["thread_user_ns"] = th_user
+    sk["thread_sys_ns"] = th_sys
+    sk["thread_batch"] = th_batch
+    sk["thread_cpu"] = th_cpu
+    sk["mig_every_ns"], sk["mig_set_n"], sk["mig_n"] = mig[0], mig[2], mig[5]
     S = 1 << int(dev_logs.max()) if dev_logs.any() else 1
     rf = make(RfsState,
         sock_flow=np.full(max(sock_entries, 1), K.RPS_NO_CPU, I64),
@@ -488,10 +492,10 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
     from rxlab.nic.arfs import EV_ARFS_TIMER
 
     for th in range(nth):
-        if p.mig_n[th]:
+        if so.sock[th]["mig_n"]:
             schedule(ev, int(p.mig_t[th, 0]), PRIO_WAKE, EV_MIGRATE, th)
-        elif p.mig_every_ns[th]:
-            schedule(ev, int(p.mig_every_ns[th]), PRIO_WAKE, EV_MIGRATE, th)
+        elif so.sock[th]["mig_every_ns"]:
+            schedule(ev, int(so.sock[th]["mig_every_ns"]), PRIO_WAKE, EV_MIGRATE, th)
     if arfs_model:
         schedule(ev, p.arfs_period_ns, PRIO_TIMER, EV_ARFS_TIMER, 0)
     config = {

@@ -129,5 +129,6 @@ def test_record_groups_keep_an_entrys_fields_together():
     m.sd.cpu["processed"][1] = 9  # a field written by name lands in CPU 1's record
     assert m.sd.cpu[1]["processed"] == 9
     assert m.nic.queue.dtype == S.RX_RING and m.nic.queue.shape == (m.params.nq,)
+    assert m.so.sock.dtype == S.SOCK and m.so.sock.shape == (m.params.nthreads,)
     m.params.flow_hash[3] = 12345  # a record field written by name lands in its record
     assert m.params.flow_i[3, S.PF_FLOW_HASH] == 12345

@@ -409,7 +409,7 @@ def test_process_backlog_advances_head_once_per_call_and_releases_the_flow(h19):
 
     f = 0
     hv = int(h19.p.flow_hash[f])
-    c = int(h19.m.so.thread_cpu[h19.p.sock_thread[h19.p.flow_sock[f]]])
+    c = int(h19.m.so.sock["thread_cpu"][h19.m.so.sock["sock_thread"][h19.p.flow_sock[f]]])
     other = (c + 1) % 4
     h19.sd.cpu["input_queue_head"][c] = h19.sd.cpu["input_queue_tail"][c] = 0xFFFFFFFD
     h19.record(hv, c)
@@ -560,7 +560,7 @@ def placement_gap(m, snaps, a, b):
     sa, sb = snaps[a], snaps[b]
     proc = sb["processed"] - sa["processed"]
     deliv = sb["delivered"] - sa["delivered"]
-    thread = m.params.sock_thread[m.params.flow_sock]
+    thread = m.so.sock["sock_thread"][m.params.flow_sock]
     expected = np.bincount(sb["thread_cpu"][thread], weights=deliv, minlength=m.params.ncpu)
     gap = np.abs(proc - expected).sum() / 2 / max(1, proc.sum())
     return proc, expected, gap
@@ -596,7 +596,7 @@ def test_e2e_migration_moves_flows_in_order(e2e):
     m, snaps = e2e["rfs"]
     from rxlab.kernel.state import CNT_REORDERED, RFS_MOVES
 
-    assert int(m.so.th_migrations.sum()) == 2
+    assert int(m.so.sock["th_migrations"].sum()) == 2
     # before the migration the only moves come from flows of different consumers that
     # share a (queue, slot) entry (2 such pairs among these 64 flows): a low rate
     background = int(snaps[1]["rfs"][RFS_MOVES] - snaps[0]["rfs"][RFS_MOVES]) / 20e-3
@@ -638,7 +638,7 @@ def test_e2e_guard_holds_flows_under_load_and_keeps_order():
 
     m = build(scenario_from_dict(rfs_dict(cpus=4, groups=groups, apps=apps, duration=0.03)))
     run_model(m)
-    assert int(m.so.th_migrations.sum()) == 20
+    assert int(m.so.sock["th_migrations"].sum()) == 20
     assert int(m.rf.cnt[RFS_MOVES]) > 64
     assert int(m.rf.cnt[RFS_HELD]) > 0
     assert int(m.st.cnt[CNT_REORDERED]) == 0
@@ -653,6 +653,6 @@ def test_e2e_random_migration_keeps_order():
 
     m = build(scenario_from_dict(rfs_dict(cpus=4, groups=groups, apps=apps, duration=0.03)))
     run_model(m)
-    assert int(m.so.th_migrations.sum()) > 10
+    assert int(m.so.sock["th_migrations"].sum()) > 10
     assert int(m.rf.cnt[RFS_MOVES]) > 0
     assert int(m.st.cnt[CNT_REORDERED]) == 0

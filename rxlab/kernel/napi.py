@@ -30,7 +30,6 @@ from rxlab.kernel.state import (
     RG_RING_TARR,
     RN_RING_FLOW,
     RN_RING_LEN,
-    ST_TH_STATE,
     T_KSOFTIRQD,
     T_SOFTIRQ,
     TH_RUNNABLE,
@@ -87,7 +86,7 @@ def driver_poll(s, c, q, t):
 def has_runnable_thread(s, c):
     so = s.so
     for k in range(so.cpu_nthreads[c]):
-        if so.thread[so.cpu_threads[c, k], ST_TH_STATE] == TH_RUNNABLE:
+        if so.sock[so.cpu_threads[c, k]].th_state == TH_RUNNABLE:
             return True
     return False
 

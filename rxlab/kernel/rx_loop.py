@@ -44,10 +44,6 @@ from rxlab.kernel.state import (
     PF_FLOW_RXQ,
     PF_FLOW_SOCK,
     PQ_IRQ_CPU,
-    PS_SOCK_THREAD,
-    PT_MIG_EVERY_NS,
-    PT_MIG_N,
-    PT_MIG_SET_N,
     RG_RING_DEQ,
     RG_RING_SEQ,
     RG_RING_TARR,
@@ -58,10 +54,6 @@ from rxlab.kernel.state import (
     SEG_NAPI,
     SEG_NONE,
     SF_FLOW_NEXT_SEQ,
-    ST_TH_MIG_K,
-    ST_TH_MIGRATIONS,
-    ST_TH_STATE,
-    ST_THREAD_CPU,
     T_HARDIRQ,
     T_KSOFTIRQD,
     T_SYSTEM,
@@ -138,7 +130,7 @@ def ingest(s, f, length, t, overrun):
     sk = p.flow_i[f, PF_FLOW_SOCK]
     if sk >= 0 and t >= p.warmup_ns:
         # good: the queue's interrupt lands where the flow's consumer runs now
-        if p.queue_i[q, PQ_IRQ_CPU] == so.thread[p.sock_i[sk, PS_SOCK_THREAD], ST_THREAD_CPU]:
+        if p.queue_i[q, PQ_IRQ_CPU] == so.sock[so.sock[sk].sock_thread].thread_cpu:
             st.cnt[CNT_GOOD_QUEUE] += 1
         else:
             st.cnt[CNT_BAD_QUEUE] += 1
@@ -269,7 +261,7 @@ def dispatch(s, c, t):
         th = -1
         for k in range(nth):
             cand = so.cpu_threads[c, (sd.cpu[c].rr + k) % nth]
-            if so.thread[cand, ST_TH_STATE] == TH_RUNNABLE:
+            if so.sock[cand].th_state == TH_RUNNABLE:
                 th = cand
                 sd.cpu[c].rr = (sd.cpu[c].rr + k + 1) % nth
                 break
@@ -299,18 +291,18 @@ def charge_system(s, t, ns):
 def migrate_thread(s, th, t):
     """Move a thread to another CPU (an explicit move, or a random one every period)."""
     p, so = s.p, s.so
-    k = so.thread[th, ST_TH_MIG_K]
+    k = so.sock[th].th_mig_k
     new = -1
-    if k < p.thread_i[th, PT_MIG_N]:
+    if k < so.sock[th].mig_n:
         new = p.mig_cpu[th, k]
-        so.thread[th, ST_TH_MIG_K] = k + 1
-        if k + 1 < p.thread_i[th, PT_MIG_N]:
+        so.sock[th].th_mig_k = k + 1
+        if k + 1 < so.sock[th].mig_n:
             schedule(s.ev, p.mig_t[th, k + 1], PRIO_WAKE, EV_MIGRATE, th)
-    elif p.thread_i[th, PT_MIG_EVERY_NS] > 0:
-        n = p.thread_i[th, PT_MIG_SET_N]
+    elif so.sock[th].mig_every_ns > 0:
+        n = so.sock[th].mig_set_n
         new = p.mig_set[th, np.int64(uniform(s.st.rng) * n) % n]
-        schedule(s.ev, t + p.thread_i[th, PT_MIG_EVERY_NS], PRIO_WAKE, EV_MIGRATE, th)
-    old = so.thread[th, ST_THREAD_CPU]
+        schedule(s.ev, t + so.sock[th].mig_every_ns, PRIO_WAKE, EV_MIGRATE, th)
+    old = so.sock[th].thread_cpu
     if new < 0 or new == old:
         return
     # unlink from the old CPU's list, append to the new one's
@@ -322,9 +314,9 @@ def migrate_thread(s, th, t):
             break
     so.cpu_threads[new, so.cpu_nthreads[new]] = th
     so.cpu_nthreads[new] += 1
-    so.thread[th, ST_THREAD_CPU] = new
-    so.thread[th, ST_TH_MIGRATIONS] += 1
-    if so.thread[th, ST_TH_STATE] == TH_RUNNABLE:
+    so.sock[th].thread_cpu = new
+    so.sock[th].th_migrations += 1
+    if so.sock[th].th_state == TH_RUNNABLE:
         kick_cpu(s, new, t)
 
 
@@ -340,9 +332,9 @@ def handle_event(s, t, kind, arg):
         sd.cpu[arg].received_rps += 1  # rps_trigger_softirq on the target
         interrupt(s, arg, p.nq + arg, cost(s, C_IPI_RECV), t)
     elif kind == EV_WAKE:
-        if so.thread[arg, ST_TH_STATE] == TH_WAKING:
-            so.thread[arg, ST_TH_STATE] = TH_RUNNABLE
-            kick_cpu(s, so.thread[arg, ST_THREAD_CPU], t)
+        if so.sock[arg].th_state == TH_WAKING:
+            so.sock[arg].th_state = TH_RUNNABLE
+            kick_cpu(s, so.sock[arg].thread_cpu, t)
     elif kind == EV_MIGRATE:
         migrate_thread(s, arg, t)
     elif kind == EV_ARFS_SVC:

@@ -163,7 +163,7 @@ def struct(*fields) -> np.dtype:
 # row, a writable view; boolean fields are read as a boolean copy).
 #
 # Record groups (RECORD_GROUPS) are stored the other way round, one record per entry
-# (``p.flow_i[f, PF_FLOW_HASH]``, ``so.thread[th, ST_TH_STATE]``), as the kernel's own
+# (``p.flow_i[f, PF_FLOW_HASH]``, ``so.flow[f, SF_FLOW_DELIVERED]``), as the kernel's own
 # structs are (struct softnet_data, struct sock, struct rps_dev_flow): the fields of one
 # entry that a mechanism reads together then share a cache line or two instead of each
 # costing a miss in its own row. These are the tables indexed at random by CPU, queue,
@@ -188,29 +188,6 @@ PF_FIELDS = (  # fields of Params.flow_i records
     PF_FLOW_UDP, PF_XDP_ACT, PF_XDP_RULE, PF_XDP_CPU, PF_FLOW_SW_HASH, PF_FLOW_RSS_HASH
 ) = range(12)
 
-PS_FIELDS = (  # fields of Params.sock_i records
-    "sock_thread",  # int64[nsock]
-    "sock_rcvbuf",  # int64[nsock] bytes
-    "sock_cap",  # int64[nsock]: packets a socket queue may hold
-    "sock_mask",  # int64[nsock]: its storage (a power of two >= cap) - 1
-    "sock_record",  # bool[nsock]: connected/TCP: recvmsg records the flow (RFS)
-    "sock_xsk_copy",  # bool[nsock]: AF_XDP socket bound in copy mode
-    "sock_fill_bound",  # bool[nsock]: its FILL ring / UMEM, not RX, is smaller
-)
-(
-    PS_SOCK_THREAD, PS_SOCK_RCVBUF, PS_SOCK_CAP, PS_SOCK_MASK, PS_SOCK_RECORD,
-    PS_SOCK_XSK_COPY, PS_SOCK_FILL_BOUND
-) = range(7)
-
-PT_FIELDS = (  # fields of Params.thread_i records
-    "thread_sock",  # int64[nthreads]
-    "thread_batch",  # int64[nthreads]
-    "mig_every_ns",  # int64[nthreads], 0 = never
-    "mig_set_n",  # int64[nthreads]
-    "mig_n",  # int64[nthreads]
-)
-(PT_THREAD_SOCK, PT_THREAD_BATCH, PT_MIG_EVERY_NS, PT_MIG_SET_N, PT_MIG_N) = range(5)
-
 PQ_FIELDS = (  # fields of Params.queue_i records
     "irq_cpu",  # int64[nq]
     "rps_len",  # int64[nq]
@@ -231,22 +208,6 @@ PE_FIELDS = (  # rows of Params.cm_i
 )
 (PE_CM_CPU, PE_CM_QSIZE, PE_CM_BATCH) = range(3)
 
-
-ST_FIELDS = (  # fields of SockState.thread records: a thread reads one socket, same index
-    "so_head",  # int64[nsock]
-    "so_tail",  # int64[nsock]
-    "so_rmem",  # int64[nsock]: sk_rmem_alloc (truesize bytes)
-    "so_drops",  # int64[nsock]
-    "th_state",  # int8[nthreads]
-    "th_served",  # int64[nthreads]
-    "thread_cpu",  # int64[nthreads]: where each thread runs now
-    "th_mig_k",  # int64[nthreads]: next explicit move
-    "th_migrations",  # int64[nthreads]
-)
-(
-    ST_SO_HEAD, ST_SO_TAIL, ST_SO_RMEM, ST_SO_DROPS, ST_TH_STATE, ST_TH_SERVED,
-    ST_THREAD_CPU, ST_TH_MIG_K, ST_TH_MIGRATIONS
-) = range(9)
 
 SF_FIELDS = (  # fields of SockState.flow records
     "flow_next_seq",  # int64[nflows]
@@ -385,11 +346,7 @@ class Params(NamedTuple):
     queue_i: np.ndarray  # int64[nq, len(PQ_FIELDS)]: records PQ_*
     rps_map: np.ndarray  # int64[nq, ncpu]
     flow_i: np.ndarray  # int64[nflows, len(PF_FIELDS)]: records PF_*
-    sock_i: np.ndarray  # int64[nsock, len(PS_FIELDS)]: records PS_*
     sock_off: np.ndarray  # int64[nsock + 1]: storage of each socket queue
-    thread_i: np.ndarray  # int64[nthreads, len(PT_FIELDS)]: records PT_*
-    thread_user_ns: np.ndarray  # float64[nthreads]
-    thread_sys_ns: np.ndarray  # float64[nthreads]
     # RFS / aRFS (reference sec. 4-5)
     rfs_on: bool  # rps_sock_flow_entries and some queue's rps_flow_cnt are set
     sock_flow_mask: int  # rps_sock_flow_entries (rounded) - 1
@@ -490,12 +447,38 @@ class SoftnetData(NamedTuple):
     fl_buckets: np.ndarray  # int64[ncpu, table_len]
 
 
+# A socket's receive queue (``struct sock``: sk_rcvbuf, sk_rmem_alloc, the queue) and the
+# application thread that reads it, one record per socket: socket i is read by thread i.
+SOCK = struct(
+    ("sock_thread", np.int64),  # the thread that reads it (= its index)
+    ("sock_rcvbuf", np.int64),  # sk_rcvbuf, bytes
+    ("sock_cap", np.int64),  # packets the queue may hold
+    ("sock_mask", np.int64),  # its storage (a power of two >= cap) - 1
+    ("sock_record", np.int64),  # connected/TCP: recvmsg records the flow (RFS)
+    ("sock_xsk_copy", np.int64),  # AF_XDP socket bound in copy mode
+    ("sock_fill_bound", np.int64),  # its FILL ring / UMEM, not RX, is smaller
+    ("so_head", np.int64), ("so_tail", np.int64),  # queue positions (free-running)
+    ("so_rmem", np.int64),  # sk_rmem_alloc (truesize bytes)
+    ("so_drops", np.int64),
+    ("thread_sock", np.int64),  # the socket the thread reads (= its index)
+    ("thread_batch", np.int64),  # packets per read
+    ("thread_user_ns", np.float64), ("thread_sys_ns", np.float64),  # mean work per packet
+    ("mig_every_ns", np.int64),  # 0 = never
+    ("mig_set_n", np.int64), ("mig_n", np.int64),
+    ("th_state", np.int64),  # TH_SLEEP / TH_WAKING / TH_RUNNABLE
+    ("th_served", np.int64),
+    ("thread_cpu", np.int64),  # where the thread runs now
+    ("th_mig_k", np.int64),  # next explicit move
+    ("th_migrations", np.int64),
+)
+
+
 class SockState(NamedTuple):
     """Socket receive queues (flattened, per-socket slots) and application threads."""
 
     sq: np.ndarray  # int64[len(SQ_FIELDS), total]: planes SQ_*
     sq32: np.ndarray  # int32[len(SN_FIELDS), total]: planes SN_*
-    thread: np.ndarray  # int64[nthreads, len(ST_FIELDS)]: records ST_* (socket = thread)
+    sock: np.ndarray  # SOCK[nsock]: compiled code reads so.sock[sk].so_tail
     flow: np.ndarray  # int64[nflows, len(SF_FIELDS)]: records SF_*
     cpu_threads: np.ndarray  # int64[ncpu, nthreads]: threads on each CPU
     cpu_nthreads: np.ndarray  # int64[ncpu]
@@ -580,20 +563,20 @@ ARFS_MODELS = ("off", "ice-hash-match", "ice-tuple-match", "mlx5")
 
 # --- row groups: Python names for the rows, and construction by field name -----------
 ROW_GROUPS = {  # a group's fields share a shape: rows of a 2-D array, planes of a 3-D one
-    Params: {"flow_i": PF_FIELDS, "sock_i": PS_FIELDS, "thread_i": PT_FIELDS,
+    Params: {"flow_i": PF_FIELDS,
              "queue_i": PQ_FIELDS, "cpu_i": PC_FIELDS, "cm_i": PE_FIELDS},
     NicState: {"ring": RG_FIELDS, "ring32": RN_FIELDS},
     SoftnetData: {"bl": BL_FIELDS, "bl32": BN_FIELDS, "lists": NL_FIELDS},
-    SockState: {"sq": SQ_FIELDS, "sq32": SN_FIELDS, "thread": ST_FIELDS, "flow": SF_FIELDS},
+    SockState: {"sq": SQ_FIELDS, "sq32": SN_FIELDS, "flow": SF_FIELDS},
     RfsState: {"dev": RD_FIELDS},
     ArfsState: {"entry": AE_FIELDS, "glob": AG_FIELDS},
     CpumapState: {"bq": BQ_FIELDS, "bq32": QN_FIELDS, "ring": CR_FIELDS, "ring32": CN_FIELDS,
                   "entry": CE_FIELDS},
 }
 INT32_GROUPS = {"ring32", "bl32", "sq32", "bq32"}  # the rest are int64
-BOOL_ROWS = {"flow_udp", "sock_record", "sock_xsk_copy", "sock_fill_bound"}
+BOOL_ROWS = {"flow_udp"}
 RECORD_GROUPS = {  # field index last: one record per entry (see above)
-    Params: {"flow_i", "sock_i", "thread_i", "queue_i"},
+    Params: {"flow_i", "queue_i"},
     SockState: {"thread", "flow"},
     RfsState: {"dev"},
     ArfsState: {"entry"},

@@ -130,9 +130,9 @@ def assemble(m, in_flight: int) -> Result:
     ]
     apps = []
     for t, (name, cpu) in enumerate(m.threads):
-        apps.append({"app": name, "cpu": cpu, "served": int(so.th_served[t]),
-                     "served_pps": round(int(so.th_served[t]) / dur, 3),
-                     "socket_drops": int(so.so_drops[t])})
+        apps.append({"app": name, "cpu": cpu, "served": int(so.sock["th_served"][t]),
+                     "served_pps": round(int(so.sock["th_served"][t]) / dur, 3),
+                     "socket_drops": int(so.sock["so_drops"][t])})
     lat_sock = _lat(st.lat_sock, float(st.lat_sum[0]), int(cnt[CNT_LAT_SOCK_N]))
     lat_app = _lat(st.lat_app, float(st.lat_sum[1]), int(cnt[CNT_LAT_APP_N]))
     offered = int(cnt[CNT_OFFERED])
@@ -173,7 +173,7 @@ def assemble(m, in_flight: int) -> Result:
         "steering": {
             "good_queue_packets": int(cnt[CNT_GOOD_QUEUE]),
             "bad_queue_packets": int(cnt[CNT_BAD_QUEUE]),
-            "thread_migrations": int(so.th_migrations.sum()),
+            "thread_migrations": int(so.sock["th_migrations"].sum()),
         },
         "rfs": {k: int(m.rf.cnt[i]) for i, k in enumerate(RFS_CNT)},
         "arfs": {**{k.removeprefix("arfs_"): int(m.ar.cnt[i]) for i, k in enumerate(ARFS_CNT)},
