@@ -43,7 +43,6 @@ from rxlab.kernel.state import (
     N_DROP_SLOTS,
     N_RFS_CNT,
     NL_FIELDS,
-    NQ_FIELDS,
     PF_FIELDS,
     QN_FIELDS,
     RD_DEV_CPU,
@@ -51,13 +50,13 @@ from rxlab.kernel.state import (
     RD_FIELDS,
     RG_FIELDS,
     RN_FIELDS,
-    SD_FIELDS,
+    RX_RING,
     SF_FIELDS,
     SF_FLOW_MAX_SEQ,
     SN_FIELDS,
+    SOCK,
+    SOFTNET_DATA,
     SQ_FIELDS,
-    ST_FIELDS,
-    ST_THREAD_CPU,
     STAGES,
     ArfsState,
     CpumapState,
@@ -433,49 +432,54 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
         irq_delay_ns=int(round(costs["irq_latency"] + sc.nic.rx_usecs * 1000)),
         irq_cpu=np.array(irq, I64), rps_map=rps_map, rps_len=rps_len,
         flow_i=flow_i,
-        sock_thread=np.arange(nth, dtype=I64), sock_rcvbuf=np.array(sock_rcvbuf, I64),
-        sock_off=sock_off, sock_cap=sock_cap, sock_mask=sock_store - 1,
-        thread_sock=np.arange(nth, dtype=I64), thread_user_ns=np.array(th_user, np.float64),
-        thread_sys_ns=np.array(th_sys, np.float64), thread_batch=np.array(th_batch, I64),
-        sock_record=np.array(sock_record, np.bool_),
+        sock_off=sock_off,
         rfs_on=rfs_on, sock_flow_mask=max(sock_entries - 1, 0),
         rps_cpu_mask=roundup_pow_of_two(ncpu) - 1, rfs_hash32=kb.version >= (6, 15),
         arfs_model=arfs_model, arfs_protect=kb.version >= (6, 18), cpu_rmap=cpu_rmap,
         arfs_capacity=arfs.capacity if arfs else 0,
         arfs_delay_ns=int(round(arfs.delay_us * 1e3)) if arfs else 0,
         arfs_period_ns=int(round(arfs.period_s * 1e9)) if arfs else 0,
-        mig_every_ns=mig[0], mig_set=mig[1], mig_set_n=mig[2], mig_t=mig[3], mig_cpu=mig[4],
-        mig_n=mig[5], **xd, xsk_of_queue=xsk_of_queue,
-        sock_xsk_copy=np.array(xsk_copy, np.bool_), sock_fill_bound=np.array(fill_bound, np.bool_),
+        mig_set=mig[1], mig_t=mig[3], mig_cpu=mig[4], **xd, xsk_of_queue=xsk_of_queue,
     )
     R = roundup_pow_of_two(sc.nic.ring_size)
     nic = make(NicState,
         ring=np.zeros((len(RG_FIELDS), nq, R), I64),
         ring32=np.zeros((len(RN_FIELDS), nq, R), np.int32),
-        queue=np.zeros((nq, len(NQ_FIELDS)), I64),
+        queue=np.zeros(nq, RX_RING),
     )
     z = lambda dt=I64: np.zeros(ncpu, dt)  # noqa: E731
     sd = make(SoftnetData,
-        cpu=np.zeros((ncpu, len(SD_FIELDS)), I64),
+        cpu=np.zeros(ncpu, SOFTNET_DATA),
         bl=np.zeros((len(BL_FIELDS), ncpu, bl_cap), I64),
         bl32=np.zeros((len(BN_FIELDS), ncpu, bl_cap), np.int32),
         lists=np.zeros((len(NL_FIELDS), ncpu, lists), I64),
         rps_ipi_list=np.zeros((ncpu, ncpu), I64),
         fl_history=np.zeros((ncpu, hist), I64), fl_buckets=np.zeros((ncpu, tl), I64),
     )
-    sd.fl_on[:] = [c in fl_cpus for c in range(ncpu)]
+    sd.cpu["fl_on"] = [c in fl_cpus for c in range(ncpu)]
     total = int(sock_off[-1]) or 1
     nflows = len(fl)
-    thread_rec = np.zeros((nth, len(ST_FIELDS)), I64)
-    thread_rec[:, ST_THREAD_CPU] = th_cpu
     flow_rec = np.zeros((nflows, len(SF_FIELDS)), I64)
     flow_rec[:, SF_FLOW_MAX_SEQ] = -1
     so = make(SockState,
         sq=np.zeros((len(SQ_FIELDS), total), I64),
         sq32=np.zeros((len(SN_FIELDS), total), np.int32),
-        thread=thread_rec, flow=flow_rec, cpu_threads=cpu_threads,
+        sock=np.zeros(nth, SOCK), flow=flow_rec, cpu_threads=cpu_threads,
         cpu_nthreads=np.array([len(x) for x in per_cpu], I64),
     )
+    sk = so.sock  # socket i and the thread that reads it
+    sk["sock_thread"] = sk["thread_sock"] = np.arange(nth)
+    sk["sock_rcvbuf"] = sock_rcvbuf
+    sk["sock_cap"] = sock_cap
+    sk["sock_mask"] = sock_store - 1
+    sk["sock_record"] = sock_record
+    sk["sock_xsk_copy"] = xsk_copy
+    sk["sock_fill_bound"] = fill_bound
+    sk["thread_user_ns"] = th_user
+    sk["thread_sys_ns"] = th_sys
+    sk["thread_batch"] = th_batch
+    sk["thread_cpu"] = th_cpu
+    sk["mig_every_ns"], sk["mig_set_n"], sk["mig_n"] = mig[0], mig[2], mig[5]
     S = 1 << int(dev_logs.max()) if dev_logs.any() else 1
     dev = np.zeros((nq, S, len(RD_FIELDS)), I64)
     dev[..., RD_DEV_CPU] = K.RPS_NO_CPU
@@ -524,10 +528,10 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     from rxlab.nic.arfs import EV_ARFS_TIMER
 
     for th in range(nth):
-        if p.mig_n[th]:
+        if so.sock[th]["mig_n"]:
             schedule(ev, int(p.mig_t[th, 0]), PRIO_WAKE, EV_MIGRATE, th)
-        elif p.mig_every_ns[th]:
-            schedule(ev, int(p.mig_every_ns[th]), PRIO_WAKE, EV_MIGRATE, th)
+        elif so.sock[th]["mig_every_ns"]:
+            schedule(ev, int(so.sock[th]["mig_every_ns"]), PRIO_WAKE, EV_MIGRATE, th)
     if arfs_model:
         schedule(ev, p.arfs_period_ns, PRIO_TIMER, EV_ARFS_TIMER, 0)
     config = {

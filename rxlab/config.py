@@ -6,18 +6,24 @@ results must be bit-exact (hashes, u32 wrap-around) and reproducible across runs
 
 The event loop and the mechanisms it calls never allocate, so numba's reference counting
 is off there (``_nrt=False``): with it on, every read of a state array paid an atomic
-incref/decref (~75 % of the run time under perf). Mechanisms that take the whole state
-``s`` are inlined into the loop (``JIT_STATE``), because numba passes a NamedTuple of
-arrays as hundreds of flattened arguments (~100 ns per out-of-line call); leaf helpers
-that take a few arrays or scalars stay out of line (``JIT_LEAF``) to keep compile time
-down.
+incref/decref (~75 % of the run time under perf).
+
+Mechanisms that take the whole state ``s`` are compiled once each and inlined by LLVM
+(``JIT_STATE``: ``forceinline`` marks them ``alwaysinline``), so the hot path is still one
+function: an out-of-line call would pass the NamedTuple of arrays as hundreds of
+flattened values (~165 ns per call). Inlining them at numba's IR level instead
+(``inline="always"``) gave the same loop but compiled twice as long in three times the
+memory (docs/performance.md). Tiny helpers called with a constant argument (a cost
+stage, a drop reason, a CPU-time category) are inlined by numba (``JIT_HELPER``): numba
+compiles a separate specialisation of a function for every distinct literal argument.
+Leaf helpers that take a few arrays or scalars stay out of line (``JIT_LEAF``).
 """
 
 JIT = dict(cache=True, fastmath=False, nogil=True)
 JIT_LEAF = dict(JIT, _nrt=False)
-JIT_STATE = dict(JIT_LEAF, inline="always")
+JIT_STATE = dict(JIT_LEAF, forceinline=True)
+JIT_HELPER = dict(JIT_LEAF, inline="always")
 # Mechanisms that take ``s`` but run once per batch or rarely (a cpumap kthread loop, a
-# bulk flush, a timer, a migration) stay out of line: numba inlines at its IR level, so
-# every call site of an inlined mechanism is a copy that type inference and LLVM work
-# through again; out of line, compile time stays bounded at ~100 ns per call.
+# bulk flush, a timer, a migration) are not marked for inlining, so that their code is
+# not copied into every caller: ~165 ns per call is nothing at that rate.
 JIT_STATE_OUTLINE = JIT_LEAF

@@ -246,7 +246,7 @@ def _capture_flows(sc, capture) -> int:
 def estimate(sc, capture=None) -> Estimate:
     """Bytes the scenario implies, by term, computed before anything is allocated."""
     from rxlab.kernel import constants as K
-    from rxlab.kernel.state import HIST_BINS, N_CNT, SD_FIELDS, STAGES
+    from rxlab.kernel.state import HIST_BINS, N_CNT, RX_RING, SOCK, SOFTNET_DATA, STAGES
 
     ncpu, nq, k = sc.host.cpus, sc.nic.queues, sc.kernel
     terms: list[Term] = []
@@ -296,9 +296,9 @@ def estimate(sc, capture=None) -> Estimate:
             add(f"apps[{i}].rcvbuf", th * slots * SLOT_BYTES,
                 what=f"{th:,} socket queues of {slots:,} packets",
                 fix="use a smaller rcvbuf (the kernel's rmem_default is 212992)")
-        # sock_i, sock_off, thread_i, user/sys ns, SockState.thread, calendar slots,
-        # cpu_threads and mig_set rows, explicit moves; config and Model.threads entries
-        add(f"apps[{i}].cpus", th * (56 + 8 + 40 + 16 + 72 + 128 + 16 * ncpu + 16 * kmax),
+        # the socket-and-thread record, sock_off, calendar slots, cpu_threads and mig_set
+        # rows, explicit moves; config and Model.threads entries
+        add(f"apps[{i}].cpus", th * (SOCK.itemsize + 8 + 128 + 16 * ncpu + 16 * kmax),
             th * 600, f"{th:,} threads on {ncpu:,} CPUs", "use fewer threads")
 
     entries = _pow2(k.rps_sock_flow_entries) if k.rps_sock_flow_entries else 1
@@ -329,11 +329,12 @@ def estimate(sc, capture=None) -> Estimate:
 
     # per CPU: cpu_i, softnet_data, NAPI lists, rps_ipi_list, cpu_ns, cpu_nthreads,
     # calendar slots, cpumap flush count, rps_map and cpu_threads rows
-    add("host.cpus", ncpu * (16 + len(SD_FIELDS) * 8 + 3 * (nq + 2) * 8 + 8 * ncpu + 40 + 8
+    add("host.cpus", ncpu * (16 + SOFTNET_DATA.itemsize + 3 * (nq + 2) * 8 + 8 * ncpu + 40 + 8
                              + 128 + 8 + 8 * nq + 8),
         what=f"{ncpu:,} CPUs", fix="use fewer CPUs")
     # per queue: queue_i, NicState.queue, dev_log, calendar slots
-    add("nic.queues", nq * (24 + 56 + 8 + 128), what=f"{nq:,} queues", fix="use fewer queues")
+    add("nic.queues", nq * (24 + RX_RING.itemsize + 8 + 128), what=f"{nq:,} queues",
+        fix="use fewer queues")
 
     iv, n_int, notice = series_intervals(sc)
     add("metrics.interval", n_int * (ncpu * SERIES_ARRAY_CPU + SERIES_ARRAY_FIXED),

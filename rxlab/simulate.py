@@ -26,9 +26,9 @@ DEFAULT_CHUNK = 1 << 18
 def in_flight(m: Model) -> int:
     """Packets still queued anywhere (rings, backlogs, sockets, cpumap bulk queues and
     ptr_rings), counted from the queues."""
-    ring = int((m.nic.ring_tail - m.nic.ring_head).sum())
-    backlog = int((m.sd.bl_tail - m.sd.bl_head).sum())
-    sockets = int((m.so.so_tail - m.so.so_head).sum())
+    ring = int((m.nic.queue["ring_tail"] - m.nic.queue["ring_head"]).sum())
+    backlog = int((m.sd.cpu["bl_tail"] - m.sd.cpu["bl_head"]).sum())
+    sockets = int((m.so.sock["so_tail"] - m.so.sock["so_head"]).sum())
     cpumap = int(m.cm.bq_n.sum() + (m.cm.prod - m.cm.cons).sum())
     return ring + backlog + sockets + cpumap
 

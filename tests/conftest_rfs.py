@@ -391,11 +391,11 @@ class Harness:
         ok = bool(enqueue_to_backlog(self.s, int(this_cpu), int(cpu), int(h), int(f), 0, 0,
                                      64, int(t)))
         sd = self.sd
-        sd.bl_head[cpu] = sd.bl_proc[cpu] = sd.bl_tail[cpu]
-        sd.bl_sched[:] = 0
-        sd.ipi_n[:] = 0
-        sd.pl_n[:] = 0
-        sd.softirq_pending[:] = 0
+        sd.cpu["bl_head"][cpu] = sd.cpu["bl_proc"][cpu] = sd.cpu["bl_tail"][cpu]
+        sd.cpu["bl_sched"][:] = 0
+        sd.cpu["ipi_n"][:] = 0
+        sd.cpu["pl_n"][:] = 0
+        sd.cpu["softirq_pending"][:] = 0
         return ok
 
     def ent(self, q, slot):
@@ -465,9 +465,9 @@ def run_with_snapshots(m, times_s):
 
     def snap():
         snaps.append({
-            "cnt": m.st.cnt.copy(), "processed": m.sd.processed.copy(),
+            "cnt": m.st.cnt.copy(), "processed": m.sd.cpu["processed"].copy(),
             "rfs": m.rf.cnt.copy(), "arfs": m.ar.cnt.copy(),
-            "thread_cpu": m.so.thread_cpu.copy(), "delivered": m.so.flow_delivered.copy(),
+            "thread_cpu": m.so.sock["thread_cpu"].copy(), "delivered": m.so.flow_delivered.copy(),
         })
 
     for chunk in stream.chunks(1 << 16):
@@ -545,7 +545,7 @@ def ref_entries(ref: RefKernel) -> dict:
 def set_positions(h: Harness, ref: RefKernel, base: list[int]) -> None:
     """Start every CPU's head and tail at ``base[cpu]`` (u32) in both."""
     for c, v in enumerate(base):
-        h.sd.input_queue_head[c] = h.sd.input_queue_tail[c] = v
+        h.sd.cpu["input_queue_head"][c] = h.sd.cpu["input_queue_tail"][c] = v
         ref.head[c] = ref.tail[c] = v
 
 
@@ -568,7 +568,7 @@ def apply_op(h: Harness, ref: RefKernel, op: tuple, hashes: list[int], t: int):
     elif kind == "deq":  # CPU c's process_backlog delivers n of its queued packets
         _, c, n = op
         n = min(n, s32(ref.tail[c], ref.head[c]))
-        h.sd.input_queue_head[c] = (int(h.sd.input_queue_head[c]) + n) & U32
+        h.sd.cpu["input_queue_head"][c] = (int(h.sd.cpu["input_queue_head"][c]) + n) & U32
         ref.dequeue(c, n)
     elif kind == "svc":
         harness_service(h, t)

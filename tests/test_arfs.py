@@ -264,7 +264,7 @@ def test_618_active_filter_of_another_flow_is_not_overwritten(model):
     same_state(h, ref)
     # once A's entry is stale (10 << log packets later) B may take the slot
     step(h, ref, ("deq", 2, 2), hashes, 5 * MS)
-    h.sd.input_queue_head[2] = ref.head[2] = (ref.head[2] + (10 << log)) & U32
+    h.sd.cpu["input_queue_head"][2] = ref.head[2] = (ref.head[2] + (10 << log)) & U32
     # (on queue 1 B's own entry already says CPU 2; a packet of B on queue 0, whose
     # entry is unset, goes through set_rps_cpu towards queue 2 again)
     _, rflow = step(h, ref, ("pkt", 1, 0), hashes, 6 * MS)
@@ -370,16 +370,16 @@ def test_expiry_after_table_size_packets_on_the_flows_cpu(model, version):
     hashes = [HA]
     base = 0xFFFFFF00  # the count crosses the u32 wrap
     for c in range(4):
-        h.sd.input_queue_head[c] = h.sd.input_queue_tail[c] = base
+        h.sd.cpu["input_queue_head"][c] = h.sd.cpu["input_queue_tail"][c] = base
         ref.head[c] = ref.tail[c] = base
     setup_active_filter(h, ref, hashes)
     last = (base + 1) & U32  # the tail after A's one enqueue on CPU 2
     fid = ref_rfs_slot(HA, log, hash32_rule(version))
     assert h.ent(2, fid)[2] == last and hw(h) == {0: 2}
-    h.sd.input_queue_head[2] = ref.head[2] = (last + limit - 1) & U32
+    h.sd.cpu["input_queue_head"][2] = ref.head[2] = (last + limit - 1) & U32
     step(h, ref, ("scan",), hashes, 10 * MS)
     assert hw(h) == {0: 2} and acnt(h)["expire"] == 0  # one packet short: kept
-    h.sd.input_queue_head[2] = ref.head[2] = (last + limit) & U32
+    h.sd.cpu["input_queue_head"][2] = ref.head[2] = (last + limit) & U32
     step(h, ref, ("scan",), hashes, 20 * MS)
     assert hw(h) == {} and acnt(h)["expire"] == 1 and sim_entries(h) == {}
     assert int(h.ar.hw_count[0]) == 0
@@ -492,7 +492,7 @@ def test_sequences_against_reference(model, version, seeds, base, ops):
     log = h.log(0)
     hashes = hash_set(seeds, log, hash32_rule(version))
     for c in range(4):
-        h.sd.input_queue_head[c] = h.sd.input_queue_tail[c] = base
+        h.sd.cpu["input_queue_head"][c] = h.sd.cpu["input_queue_tail"][c] = base
         ref.head[c] = ref.tail[c] = base
     t = 0
     for op in ops:

@@ -96,7 +96,7 @@ class Harness:
 
     def reset(self):
         sd = self.m.sd
-        for a in (sd.fl_history, sd.fl_head, sd.fl_buckets, sd.flow_limit_count):
+        for a in (sd.fl_history, sd.cpu["fl_head"], sd.fl_buckets, sd.cpu["flow_limit_count"]):
             a[...] = 0
 
     def ref(self) -> RefFlowLimit:
@@ -107,10 +107,10 @@ class Harness:
 
     def assert_state(self, cpu: int, ref: RefFlowLimit):
         sd = self.m.sd
-        assert int(sd.fl_head[cpu]) == ref.head
+        assert int(sd.cpu["fl_head"][cpu]) == ref.head
         assert sd.fl_history[cpu].tolist() == ref.history
         assert sd.fl_buckets[cpu].tolist() == ref.buckets
-        assert int(sd.flow_limit_count[cpu]) == ref.count
+        assert int(sd.cpu["flow_limit_count"][cpu]) == ref.count
 
 
 @pytest.fixture(scope="module")
@@ -151,15 +151,15 @@ def test_fast_path_below_half_backlog_records_nothing(hx):
     hx.assert_state(1, hx.ref())  # untouched
     # at exactly max_backlog >> 1 the packet is recorded
     assert hx.call(1, 7, hx.max_backlog >> 1) is False
-    assert int(hx.m.sd.fl_head[1]) == 1
+    assert int(hx.m.sd.cpu["fl_head"][1]) == 1
 
 
 @pytest.mark.parametrize("hx", ["hash32"], indirect=True)
 def test_cpu_without_table_never_accounts(hx):
     for _ in range(300):
         assert hx.call(0, 5, hx.max_backlog) is False
-    assert hx.m.sd.fl_head.tolist() == [0, 0]
-    assert hx.m.sd.flow_limit_count.tolist() == [0, 0]
+    assert hx.m.sd.cpu["fl_head"].tolist() == [0, 0]
+    assert hx.m.sd.cpu["flow_limit_count"].tolist() == [0, 0]
     assert not hx.m.sd.fl_buckets.any()
 
 
@@ -172,7 +172,7 @@ def test_lone_flow_shed_after_64_packets(hx):
     assert got == [False] * 64 + [True] * 236
     b = hx.m.sd.fl_buckets[1]
     assert b[5] == HISTORY and b.sum() == HISTORY  # window full of this flow
-    assert hx.m.sd.flow_limit_count.tolist() == [0, 236]  # on the enqueuing CPU
+    assert hx.m.sd.cpu["flow_limit_count"].tolist() == [0, 236]  # on the enqueuing CPU
 
 
 @pytest.mark.parametrize("hx", ["hash32", "mask"], indirect=True)
@@ -184,7 +184,7 @@ def test_lone_flow_in_bucket_0_is_never_shed(hx):
     (h,) = hashes_in_buckets(ref, [0])
     assert not any(hx.call(1, h, hx.max_backlog) for _ in range(400))
     assert hx.m.sd.fl_buckets[1, 0] == 1
-    assert hx.m.sd.flow_limit_count[1] == 0
+    assert hx.m.sd.cpu["flow_limit_count"][1] == 0
 
 
 @pytest.mark.parametrize("hx", ["hash32", "mask"], indirect=True)
@@ -204,7 +204,7 @@ def test_flow_at_exactly_half_passes_heavier_flow_is_shed(hx):
     heavy_drops = [d for h, d in zip(seq, got, strict=True) if h == heavy]
     assert heavy_drops == [False] * 64 + [True] * (n_heavy - 64)
     assert not any(d for h, d in zip(seq, got, strict=True) if h != heavy)
-    assert hx.m.sd.flow_limit_count[1] == n_heavy - 64
+    assert hx.m.sd.cpu["flow_limit_count"][1] == n_heavy - 64
 
 
 @pytest.mark.parametrize("hx", ["hash32"], indirect=True)
@@ -224,10 +224,10 @@ def test_tables_are_per_enqueuing_cpu(hx):
     for _ in range(100):
         hx.call(0, h, hx.max_backlog)
     # CPU 0's table sheds the flow; CPU 1's table has seen nothing and lets it pass
-    assert hx.m.sd.flow_limit_count.tolist() == [36, 0]
+    assert hx.m.sd.cpu["flow_limit_count"].tolist() == [36, 0]
     assert hx.call(1, h, hx.max_backlog) is False
     assert hx.call(0, h, hx.max_backlog) is True
-    assert hx.m.sd.flow_limit_count.tolist() == [37, 0]
+    assert hx.m.sd.cpu["flow_limit_count"].tolist() == [37, 0]
 
 
 # ----------------------------------------------------------------- property -------
@@ -257,7 +257,7 @@ def test_matches_reference_on_random_sequences(harnesses, key, pool, steps):
         want = ref(h, q, mb) if cpu == 1 else False  # only CPU 1 has a table
         assert hx.call(cpu, h, q) is want, (i, h, q, cpu)
     hx.assert_state(1, ref)
-    assert int(hx.m.sd.flow_limit_count[0]) == 0
+    assert int(hx.m.sd.cpu["flow_limit_count"][0]) == 0
 
 
 # ----------------------------------------------------------------- end to end -----

@@ -148,7 +148,7 @@ def test_rps_flow_is_active_threshold(hx, version, last):
     h.rf.dev_last_qtail[Q, slot] = last
     for delta, active in ((0, True), (limit - 1, True), (limit, False), (limit + 1, False),
                           (-5, True), (1 << 31, True)):  # 2^31 reads as negative
-        h.sd.input_queue_head[2] = (last + delta) & U32
+        h.sd.cpu["input_queue_head"][2] = (last + delta) & U32
         assert bool(rps_flow_is_active(h.s, Q, slot, 2)) is active, (delta, active)
         assert ref_is_active((last + delta) & U32, last, 2, 4, log, version != "6.14") is active
     # an unset CPU is never active
@@ -173,7 +173,7 @@ def test_rps_may_expire_flow_five_cases():
         rf.dev_cpu[q, f] = 3
         rf.dev_filter[q, f] = filt
         rf.dev_last_qtail[q, f] = 0xFFFFFFF0
-    sd.input_queue_head[3] = 0xFFFFFFF0 + 100 & U32  # wrapped, 100 packets later
+    sd.cpu["input_queue_head"][3] = 0xFFFFFFF0 + 100 & U32  # wrapped, 100 packets later
     expire = lambda q, f, flt: bool(rps_may_expire_flow(h.s, q, f, flt))  # noqa: E731
     assert expire(0, fid, filt) is False  # the keep case
     assert expire(1, fid, filt) is True  # 1. queue without a table
@@ -183,9 +183,9 @@ def test_rps_may_expire_flow_five_cases():
     rf.dev_cpu[0, fid] = RPS_NO_CPU
     assert expire(0, fid, filt) is True  # 4. CPU unset
     rf.dev_cpu[0, fid] = 3
-    sd.input_queue_head[3] = (0xFFFFFFF0 + (10 << log0) - 1) & U32
+    sd.cpu["input_queue_head"][3] = (0xFFFFFFF0 + (10 << log0) - 1) & U32
     assert expire(0, fid, filt) is False  # still active one packet before the limit
-    sd.input_queue_head[3] = (0xFFFFFFF0 + (10 << log0)) & U32
+    sd.cpu["input_queue_head"][3] = (0xFFFFFFF0 + (10 << log0)) & U32
     assert expire(0, fid, filt) is True  # 5. stale
 
 
@@ -196,9 +196,9 @@ def test_rps_may_expire_flow_before_6_15_uses_ten_times_mask():
     h.rf.dev_cpu[0, 5] = 1
     h.rf.dev_filter[0, 5] = 9
     h.rf.dev_last_qtail[0, 5] = 50
-    h.sd.input_queue_head[1] = 50 + 10 * 1023 - 1
+    h.sd.cpu["input_queue_head"][1] = 50 + 10 * 1023 - 1
     assert not rps_may_expire_flow(h.s, 0, 5, 9)
-    h.sd.input_queue_head[1] = 50 + 10 * 1023
+    h.sd.cpu["input_queue_head"][1] = 50 + 10 * 1023
     assert rps_may_expire_flow(h.s, 0, 5, 9)
 
 
@@ -206,7 +206,7 @@ def test_rps_may_expire_flow_before_6_15_uses_ten_times_mask():
 def test_keep_when_tcpu_equals_next_cpu(h19):
     h19.record(H, 2)
     slot = put(h19, H, 2, 500)
-    h19.sd.input_queue_head[2] = 100  # not caught up: irrelevant when tcpu == next_cpu
+    h19.sd.cpu["input_queue_head"][2] = 100  # not caught up: irrelevant when tcpu == next_cpu
     cpu, rflow = h19.get_rps_cpu(Q, H)
     assert (cpu, rflow) == (2, (Q, slot))
     assert h19.ent(Q, slot)[:3] == [2, RPS_NO_FILTER, 500]  # untouched
@@ -218,8 +218,8 @@ def test_unset_tcpu_switches_and_resets_last_qtail_to_head(h19):
     h19.record(H, 3)
     slot = slot_of(h19, H)
     assert h19.ent(Q, slot)[0] == RPS_NO_CPU  # tables start with RPS_NO_CPU
-    h19.sd.input_queue_head[3] = 0xABCDEF01
-    h19.sd.input_queue_tail[3] = 0xABCDEF01
+    h19.sd.cpu["input_queue_head"][3] = 0xABCDEF01
+    h19.sd.cpu["input_queue_tail"][3] = 0xABCDEF01
     cpu, rflow = h19.get_rps_cpu(Q, H)
     assert (cpu, rflow) == (3, (Q, slot))
     # set_rps_cpu without aRFS: last_qtail = head[next_cpu], cpu = next_cpu
@@ -244,8 +244,8 @@ def test_unset_tcpu_switches_and_resets_last_qtail_to_head(h19):
 def test_move_rule_with_u32_wrap(h19, head, last_qtail, switch):
     h19.record(H, 3)  # the application now reads on CPU 3
     slot = put(h19, H, 1, last_qtail)  # the flow is steered to CPU 1
-    h19.sd.input_queue_head[1] = head
-    h19.sd.input_queue_head[3] = 777
+    h19.sd.cpu["input_queue_head"][1] = head
+    h19.sd.cpu["input_queue_head"][3] = 777
     cpu, rflow = h19.get_rps_cpu(Q, H)
     c = counters(h19)
     assert rflow == (Q, slot)
@@ -328,7 +328,7 @@ def test_move_rule_random_against_reference(h6, data):
     ref.ent(q, slot)[0], ref.ent(q, slot)[2] = tcpu, lq
     for c in range(6):
         v = data.draw(st.one_of(u32s, st.integers(-3, 3).map(lambda d: (lq + d) & U32)))
-        h6.sd.input_queue_head[c] = v
+        h6.sd.cpu["input_queue_head"][c] = v
         ref.head[c] = v
     got = h6.get_rps_cpu(q, hv)
     want = ref.get_rps_cpu(q, hv, 0)
@@ -359,8 +359,8 @@ def test_move_rule_sequences_against_reference(h6, hashes, base, ops):
     for op in ops:
         got, want = apply_op(h6, ref, op, hashes, 0)
         assert got == want, op
-    assert h6.sd.input_queue_tail.tolist() == ref.tail
-    assert h6.sd.input_queue_head.tolist() == ref.head
+    assert h6.sd.cpu["input_queue_tail"].tolist() == ref.tail
+    assert h6.sd.cpu["input_queue_head"].tolist() == ref.head
     sim, exp = rfs_tables_of(h6, ref, with_hash=False)
     assert sim == exp
     c = counters(h6)
@@ -370,23 +370,23 @@ def test_move_rule_sequences_against_reference(h6, hashes, base, ops):
 # --------------------------------------------- enqueue and backlog positions ------
 def test_enqueue_stores_new_tail_in_the_chosen_rflow(h19):
     h19.record(H, 1)
-    h19.sd.input_queue_head[1] = h19.sd.input_queue_tail[1] = 0xFFFFFFFE
+    h19.sd.cpu["input_queue_head"][1] = h19.sd.cpu["input_queue_tail"][1] = 0xFFFFFFFE
     cpu, rflow = h19.get_rps_cpu(Q, H)
     slot = rflow[1]
     assert cpu == 1 and h19.ent(Q, slot)[2] == 0xFFFFFFFE  # head at the switch
     assert h19.enqueue(0, cpu, 0, H)
-    assert int(h19.sd.input_queue_tail[1]) == 0xFFFFFFFF
+    assert int(h19.sd.cpu["input_queue_tail"][1]) == 0xFFFFFFFF
     assert h19.ent(Q, slot)[2] == 0xFFFFFFFF  # *qtail = ++tail
     h19.get_rps_cpu(Q, H)
     h19.enqueue(0, cpu, 0, H)
-    assert int(h19.sd.input_queue_tail[1]) == 0  # wrapped
+    assert int(h19.sd.cpu["input_queue_tail"][1]) == 0  # wrapped
     assert h19.ent(Q, slot)[2] == 0
     # the consumer moves to CPU 2 while both packets are still queued on CPU 1
     h19.record(H, 2)
     assert h19.get_rps_cpu(Q, H)[0] == 1  # (int)(0xfffffffe - 0) < 0: hold
-    h19.sd.input_queue_head[1] = 0xFFFFFFFF  # one of the two dequeued
+    h19.sd.cpu["input_queue_head"][1] = 0xFFFFFFFF  # one of the two dequeued
     assert h19.get_rps_cpu(Q, H)[0] == 1
-    h19.sd.input_queue_head[1] = 0  # both dequeued (head wrapped too)
+    h19.sd.cpu["input_queue_head"][1] = 0  # both dequeued (head wrapped too)
     assert h19.get_rps_cpu(Q, H)[0] == 2
     assert counters(h19)["rfs_held"] == 2
 
@@ -398,7 +398,7 @@ def test_rps_choice_does_not_touch_any_rflow():
     cpu, rflow = h.get_rps_cpu(Q, H)  # nothing recorded: RPS
     assert rflow is None and cpu == ref_reciprocal_scale(H, 4)
     h.enqueue(0, cpu, 0, H)
-    assert int(h.sd.input_queue_tail[cpu]) == 1
+    assert int(h.sd.cpu["input_queue_tail"][cpu]) == 1
     assert np.array_equal(h.rf.dev_last_qtail, before)
 
 
@@ -409,9 +409,9 @@ def test_process_backlog_advances_head_once_per_call_and_releases_the_flow(h19):
 
     f = 0
     hv = int(h19.p.flow_hash[f])
-    c = int(h19.m.so.thread_cpu[h19.p.sock_thread[h19.p.flow_sock[f]]])
+    c = int(h19.m.so.sock["thread_cpu"][h19.m.so.sock["sock_thread"][h19.p.flow_sock[f]]])
     other = (c + 1) % 4
-    h19.sd.input_queue_head[c] = h19.sd.input_queue_tail[c] = 0xFFFFFFFD
+    h19.sd.cpu["input_queue_head"][c] = h19.sd.cpu["input_queue_tail"][c] = 0xFFFFFFFD
     h19.record(hv, c)
     slot = None
     from rxlab.kernel.backlog import enqueue_to_backlog
@@ -421,13 +421,13 @@ def test_process_backlog_advances_head_once_per_call_and_releases_the_flow(h19):
         assert cpu == c
         slot = rflow[1]
         assert enqueue_to_backlog(h19.s, 0, c, hv, f, 0, k, 64, 0)
-    assert int(h19.sd.input_queue_tail[c]) == 2 and h19.ent(Q, slot)[2] == 2
+    assert int(h19.sd.cpu["input_queue_tail"][c]) == 2 and h19.ent(Q, slot)[2] == 2
     h19.record(hv, other)  # consumer migrates
     work, _ = process_backlog(h19.s, c, 10, 3)  # quota 3: three delivered
-    assert work == 3 and int(h19.sd.input_queue_head[c]) == 0
+    assert work == 3 and int(h19.sd.cpu["input_queue_head"][c]) == 0
     assert h19.get_rps_cpu(Q, hv, f)[0] == c  # two still queued: hold
     work, _ = process_backlog(h19.s, c, 10, 64)
-    assert work == 2 and int(h19.sd.input_queue_head[c]) == 2
+    assert work == 2 and int(h19.sd.cpu["input_queue_head"][c]) == 2
     assert h19.get_rps_cpu(Q, hv, f)[0] == other  # caught up: move
 
 
@@ -560,7 +560,7 @@ def placement_gap(m, snaps, a, b):
     sa, sb = snaps[a], snaps[b]
     proc = sb["processed"] - sa["processed"]
     deliv = sb["delivered"] - sa["delivered"]
-    thread = m.params.sock_thread[m.params.flow_sock]
+    thread = m.so.sock["sock_thread"][m.params.flow_sock]
     expected = np.bincount(sb["thread_cpu"][thread], weights=deliv, minlength=m.params.ncpu)
     gap = np.abs(proc - expected).sum() / 2 / max(1, proc.sum())
     return proc, expected, gap
@@ -596,7 +596,7 @@ def test_e2e_migration_moves_flows_in_order(e2e):
     m, snaps = e2e["rfs"]
     from rxlab.kernel.state import CNT_REORDERED, RFS_MOVES
 
-    assert int(m.so.th_migrations.sum()) == 2
+    assert int(m.so.sock["th_migrations"].sum()) == 2
     # before the migration the only moves come from flows of different consumers that
     # share a (queue, slot) entry (2 such pairs among these 64 flows): a low rate
     background = int(snaps[1]["rfs"][RFS_MOVES] - snaps[0]["rfs"][RFS_MOVES]) / 20e-3
@@ -613,8 +613,8 @@ def test_e2e_every_steered_packet_went_through_a_backlog(e2e):
     from rxlab.kernel.state import RFS_STEERED
 
     sd = m.sd
-    assert (sd.input_queue_head == sd.input_queue_tail).all()  # all drained
-    assert int(sd.input_queue_tail.sum()) == int(m.rf.cnt[RFS_STEERED])
+    assert (sd.cpu["input_queue_head"] == sd.cpu["input_queue_tail"]).all()  # all drained
+    assert int(sd.cpu["input_queue_tail"].sum()) == int(m.rf.cnt[RFS_STEERED])
 
 
 def test_e2e_unconnected_sockets_are_not_recorded(e2e):
@@ -638,7 +638,7 @@ def test_e2e_guard_holds_flows_under_load_and_keeps_order():
 
     m = build(scenario_from_dict(rfs_dict(cpus=4, groups=groups, apps=apps, duration=0.03)))
     run_model(m)
-    assert int(m.so.th_migrations.sum()) == 20
+    assert int(m.so.sock["th_migrations"].sum()) == 20
     assert int(m.rf.cnt[RFS_MOVES]) > 64
     assert int(m.rf.cnt[RFS_HELD]) > 0
     assert int(m.st.cnt[CNT_REORDERED]) == 0
@@ -653,6 +653,6 @@ def test_e2e_random_migration_keeps_order():
 
     m = build(scenario_from_dict(rfs_dict(cpus=4, groups=groups, apps=apps, duration=0.03)))
     run_model(m)
-    assert int(m.so.th_migrations.sum()) > 10
+    assert int(m.so.sock["th_migrations"].sum()) > 10
     assert int(m.rf.cnt[RFS_MOVES]) > 0
     assert int(m.st.cnt[CNT_REORDERED]) == 0

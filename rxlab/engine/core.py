@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from rxlab.config import JIT_LEAF
+from rxlab.config import JIT_HELPER, JIT_LEAF
 
 INF_TIME = np.int64(2**62)
 
@@ -81,9 +81,17 @@ def _heap_push(ev, t, key, kind, arg):
     h[i, H_ARG] = arg
 
 
-@njit(**JIT_LEAF)
+@njit(**JIT_HELPER)
 def schedule(ev, t, prio, kind, arg):
-    """Add an event; raises if the preallocated calendar is full (a sizing bug)."""
+    """Add an event; raises if the preallocated calendar is full (a sizing bug).
+
+    Callers pass constants (``PRIO_CPU``, ``EV_CPU``); numba would compile ``_schedule``
+    once per combination of literal arguments, so they are passed on as int64."""
+    _schedule(ev, np.int64(t), np.int64(prio), np.int64(kind), np.int64(arg))
+
+
+@njit(**JIT_LEAF)
+def _schedule(ev, t, prio, kind, arg):
     key = (np.int64(prio) << _SEQ_BITS) | ev.n[1]
     ev.n[1] += 1
     f = ev.first

@@ -7,7 +7,7 @@ conservation check in ``rxlab.simulate`` relies on that single exit per outcome.
 import numpy as np
 from numba import njit
 
-from rxlab.config import JIT_LEAF, JIT_STATE
+from rxlab.config import JIT_HELPER, JIT_LEAF
 from rxlab.engine.rng import jittered
 from rxlab.kernel.state import (
     CNT_DROP0,
@@ -16,7 +16,7 @@ from rxlab.kernel.state import (
 )
 
 
-@njit(**JIT_STATE)
+@njit(**JIT_HELPER)
 def cost(s, stage):
     """ns of CPU time for one unit of a stage (jittered for per-packet stages)."""
     p = s.p
@@ -26,7 +26,7 @@ def cost(s, stage):
     return np.int64(m + 0.5)
 
 
-@njit(**JIT_STATE)
+@njit(**JIT_HELPER)
 def work_ns(s, mean):
     """Jittered application work (mean ns) as an integer number of ns."""
     p, st = s.p, s.st
@@ -46,7 +46,7 @@ def _interval(interval_ns, inv, n_intervals, t):
     return min(max(i, 0), n_intervals - 1)
 
 
-@njit(**JIT_STATE)
+@njit(**JIT_HELPER)
 def interval_of(s, t):
     """The series interval of t; the last one found is cached with its bounds, since
     most packets of a run fall in the same interval as the previous one."""
@@ -75,12 +75,13 @@ def _account(cpu_ns, ts_cpu, interval_ns, inv, n_intervals, c, cat, t0, t1):
         t = end
 
 
-@njit(**JIT_STATE)
+@njit(**JIT_HELPER)
 def account(s, c, cat, t0, t1):
     """Charge CPU c's time [t0, t1) to a category, split over the series intervals."""
     p = s.p
-    _account(s.st.cpu_ns, s.st.ts_cpu, p.interval_ns, p.interval_inv, p.n_intervals, c, cat,
-             t0, t1)
+    # np.int64(): one compiled _account, not one per literal category
+    _account(s.st.cpu_ns, s.st.ts_cpu, p.interval_ns, p.interval_inv, p.n_intervals, c,
+             np.int64(cat), t0, t1)
 
 
 @njit(**JIT_LEAF)
@@ -91,12 +92,13 @@ def _drop(cnt, ts_drop, ts_pkt, interval_ns, inv, n_intervals, reason, t):
     ts_pkt[i, TS_DROPPED] += 1
 
 
-@njit(**JIT_STATE)
+@njit(**JIT_HELPER)
 def drop(s, reason, t):
     """The one exit for a dropped packet: counted by reason and in the series."""
     st = s.st
     p = s.p
-    _drop(st.cnt, st.ts_drop, st.ts_pkt, p.interval_ns, p.interval_inv, p.n_intervals, reason, t)
+    _drop(st.cnt, st.ts_drop, st.ts_pkt, p.interval_ns, p.interval_inv, p.n_intervals,
+          np.int64(reason), t)  # np.int64(): one compiled _drop, not one per literal reason
 
 
 @njit(**JIT_LEAF)

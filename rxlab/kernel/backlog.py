@@ -28,16 +28,6 @@ from rxlab.kernel.state import (
     DROP_FLOW_LIMIT,
     NL_POLL_LIST,
     RD_DEV_LAST_QTAIL,
-    SD_BL_HEAD,
-    SD_BL_PROC,
-    SD_BL_SCHED,
-    SD_BL_TAIL,
-    SD_DROPPED,
-    SD_INPUT_QUEUE_HEAD,
-    SD_INPUT_QUEUE_TAIL,
-    SD_IPI_N,
-    SD_PL_N,
-    SD_SOFTIRQ_PENDING,
     U32,
 )
 
@@ -48,9 +38,9 @@ EV_IPI = 3  # event kind: an RPS IPI reaches its target CPU (handled in rx_loop)
 def napi_list_add(s, c, napi):
     """____napi_schedule: append a NAPI to sd->poll_list and raise NET_RX_SOFTIRQ."""
     sd = s.sd
-    sd.lists[NL_POLL_LIST, c, sd.cpu[c, SD_PL_N]] = napi
-    sd.cpu[c, SD_PL_N] += 1
-    sd.cpu[c, SD_SOFTIRQ_PENDING] = 1
+    sd.lists[NL_POLL_LIST, c, sd.cpu[c].pl_n] = napi
+    sd.cpu[c].pl_n += 1
+    sd.cpu[c].softirq_pending = 1
 
 
 @njit(**JIT_STATE)
@@ -60,8 +50,8 @@ def napi_schedule_rps(s, this_cpu, target):
     if target == this_cpu:
         napi_list_add(s, this_cpu, p.nq + target)
     else:
-        sd.rps_ipi_list[this_cpu, sd.cpu[this_cpu, SD_IPI_N]] = target
-        sd.cpu[this_cpu, SD_IPI_N] += 1
+        sd.rps_ipi_list[this_cpu, sd.cpu[this_cpu].ipi_n] = target
+        sd.cpu[this_cpu].ipi_n += 1
 
 
 @njit(**JIT_STATE)
@@ -69,30 +59,30 @@ def enqueue_to_backlog(s, this_cpu, cpu, skb_hash, f, tarr, seq, length, t):
     """Queue a packet on CPU ``cpu``'s backlog; returns True if queued, False if dropped."""
     p, sd = s.p, s.sd
     # input_pkt_queue length (lockless read)
-    qlen = sd.cpu[cpu, SD_BL_TAIL] - sd.cpu[cpu, SD_BL_PROC]
+    qlen = sd.cpu[cpu].bl_tail - sd.cpu[cpu].bl_proc
     if qlen > p.max_backlog:
-        sd.cpu[cpu, SD_DROPPED] += 1
+        sd.cpu[cpu].dropped += 1
         drop(s, DROP_BACKLOG, t)
         return False
     if skb_flow_limit(s, this_cpu, skb_hash, qlen):
-        sd.cpu[cpu, SD_DROPPED] += 1
+        sd.cpu[cpu].dropped += 1
         drop(s, DROP_FLOW_LIMIT, t)
         return False
-    if qlen == 0 and sd.cpu[cpu, SD_BL_SCHED] == 0:
-        sd.cpu[cpu, SD_BL_SCHED] = 1  # __test_and_set_bit(NAPI_STATE_SCHED)
+    if qlen == 0 and sd.cpu[cpu].bl_sched == 0:
+        sd.cpu[cpu].bl_sched = 1  # __test_and_set_bit(NAPI_STATE_SCHED)
         napi_schedule_rps(s, this_cpu, cpu)
-    slot = sd.cpu[cpu, SD_BL_TAIL] & p.bl_mask
+    slot = sd.cpu[cpu].bl_tail & p.bl_mask
     sd.bl32[BN_BL_FLOW, cpu, slot] = f
     sd.bl[BL_BL_TARR, cpu, slot] = tarr
     sd.bl[BL_BL_SEQ, cpu, slot] = seq
     sd.bl32[BN_BL_LEN, cpu, slot] = length
     sd.bl[BL_BL_STAMP, cpu, slot] = t
     sd.bl32[BN_BL_SRC, cpu, slot] = this_cpu
-    sd.cpu[cpu, SD_BL_TAIL] += 1
-    sd.cpu[cpu, SD_INPUT_QUEUE_TAIL] = (sd.cpu[cpu, SD_INPUT_QUEUE_TAIL] + 1) & U32
+    sd.cpu[cpu].bl_tail += 1
+    sd.cpu[cpu].input_queue_tail = (sd.cpu[cpu].input_queue_tail + 1) & U32
     rf = s.rf
     if rf.out[0] >= 0:  # *qtail = ++sd->input_queue_tail into the chosen rflow
-        rf.dev[rf.out[0], rf.out[1], RD_DEV_LAST_QTAIL] = sd.cpu[cpu, SD_INPUT_QUEUE_TAIL]
+        rf.dev[rf.out[0], rf.out[1], RD_DEV_LAST_QTAIL] = sd.cpu[cpu].input_queue_tail
     return True
 
 
@@ -102,9 +92,9 @@ def process_backlog(s, c, t, quota):
     p, sd, ev = s.p, s.sd, s.ev
     work = 0
     while True:
-        while sd.cpu[c, SD_BL_HEAD] < sd.cpu[c, SD_BL_PROC]:
-            slot = sd.cpu[c, SD_BL_HEAD] & p.bl_mask
-            sd.cpu[c, SD_BL_HEAD] += 1
+        while sd.cpu[c].bl_head < sd.cpu[c].bl_proc:
+            slot = sd.cpu[c].bl_head & p.bl_mask
+            sd.cpu[c].bl_head += 1
             t = netif_receive_skb_core(
                 s, c, sd.bl32[BN_BL_SRC, c, slot], sd.bl32[BN_BL_FLOW, c, slot],
                 sd.bl[BL_BL_TARR, c, slot], sd.bl[BL_BL_SEQ, c, slot],
@@ -114,23 +104,23 @@ def process_backlog(s, c, t, quota):
             if work >= quota:
                 # input_queue_head advances once per call (v6.10+); with atomic
                 # segments this equals the older per-packet update at segment end
-                sd.cpu[c, SD_INPUT_QUEUE_HEAD] = (sd.cpu[c, SD_INPUT_QUEUE_HEAD] + work) & U32
+                sd.cpu[c].input_queue_head = (sd.cpu[c].input_queue_head + work) & U32
                 return work, t
         # splice the visible part of input_pkt_queue behind process_queue
-        k = sd.cpu[c, SD_BL_PROC]
-        while k < sd.cpu[c, SD_BL_TAIL] and sd.bl[BL_BL_STAMP, c, k & p.bl_mask] <= t:
+        k = sd.cpu[c].bl_proc
+        while k < sd.cpu[c].bl_tail and sd.bl[BL_BL_STAMP, c, k & p.bl_mask] <= t:
             k += 1
-        if k == sd.cpu[c, SD_BL_PROC]:
-            sd.cpu[c, SD_BL_SCHED] = 0  # queue empty: napi completes, SCHED cleared
-            if sd.cpu[c, SD_BL_TAIL] > k:
+        if k == sd.cpu[c].bl_proc:
+            sd.cpu[c].bl_sched = 0  # queue empty: napi completes, SCHED cleared
+            if sd.cpu[c].bl_tail > k:
                 # packets enqueued later in simulated time found the queue empty and
                 # not scheduled: their enqueuer IPIs this CPU (approximated at stamp)
-                sd.cpu[c, SD_BL_SCHED] = 1
+                sd.cpu[c].bl_sched = 1
                 stamp = sd.bl[BL_BL_STAMP, c, k & p.bl_mask]
                 schedule(ev, max(stamp + cost(s, C_IPI_LATENCY), t), PRIO_HARDIRQ,
                          EV_IPI, c)
             break
-        sd.cpu[c, SD_BL_PROC] = k
+        sd.cpu[c].bl_proc = k
     if work:
-        sd.cpu[c, SD_INPUT_QUEUE_HEAD] = (sd.cpu[c, SD_INPUT_QUEUE_HEAD] + work) & U32
+        sd.cpu[c].input_queue_head = (sd.cpu[c].input_queue_head + work) & U32
     return work, t

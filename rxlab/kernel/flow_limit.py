@@ -9,11 +9,6 @@ from numba import njit
 
 from rxlab.config import JIT_STATE
 from rxlab.kernel.hashfn import hash_32
-from rxlab.kernel.state import (
-    SD_FL_HEAD,
-    SD_FL_ON,
-    SD_FLOW_LIMIT_COUNT,
-)
 
 
 @njit(**JIT_STATE)
@@ -32,18 +27,18 @@ def skb_flow_limit(s, this_cpu, skb_hash, qlen):
     # fast path: no accounting while the target queue is under half of max_backlog
     if qlen < (p.max_backlog >> 1):
         return False
-    if not sd.cpu[this_cpu, SD_FL_ON]:
+    if not sd.cpu[this_cpu].fl_on:
         return False
     new_flow = flow_limit_bucket(s, skb_hash)
-    head = sd.cpu[this_cpu, SD_FL_HEAD]
+    head = sd.cpu[this_cpu].fl_head
     old_flow = sd.fl_history[this_cpu, head]
     sd.fl_history[this_cpu, head] = new_flow
-    sd.cpu[this_cpu, SD_FL_HEAD] = (head + 1) & (p.fl_history - 1)
+    sd.cpu[this_cpu].fl_head = (head + 1) & (p.fl_history - 1)
     if sd.fl_buckets[this_cpu, old_flow] > 0:
         sd.fl_buckets[this_cpu, old_flow] -= 1
     sd.fl_buckets[this_cpu, new_flow] += 1
     # drop once the flow holds more than half of the recent history
     if sd.fl_buckets[this_cpu, new_flow] > (p.fl_history >> 1):
-        sd.cpu[this_cpu, SD_FLOW_LIMIT_COUNT] += 1
+        sd.cpu[this_cpu].flow_limit_count += 1
         return True
     return False

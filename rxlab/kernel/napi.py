@@ -24,32 +24,12 @@ from rxlab.kernel.state import (
     NL_LOCAL_LIST,
     NL_POLL_LIST,
     NL_REPOLL,
-    NQ_NAPI_SCHED,
-    NQ_Q_POLLS,
-    NQ_RING_HEAD,
-    NQ_RING_TAIL,
     PF_FLOW_HASH,
     RG_RING_DEQ,
     RG_RING_SEQ,
     RG_RING_TARR,
     RN_RING_FLOW,
     RN_RING_LEN,
-    SD_BUDGET,
-    SD_HS_ACTIVE,
-    SD_HS_END_J,
-    SD_HS_RESTART,
-    SD_IN_RX_ACTION,
-    SD_IPI_N,
-    SD_KSOFTIRQD,
-    SD_LL_N,
-    SD_LL_POS,
-    SD_PL_N,
-    SD_RP_N,
-    SD_SEG_WORK,
-    SD_SOFTIRQ_PENDING,
-    SD_TIME_LIMIT_J,
-    SD_TIME_SQUEEZE,
-    ST_TH_STATE,
     T_KSOFTIRQD,
     T_SOFTIRQ,
     TH_RUNNABLE,
@@ -71,13 +51,13 @@ def jiffies(s, t):
 def driver_poll(s, c, q, t):
     """The driver's NAPI poll of rx queue q: up to napi_weight descriptors."""
     p, nic = s.p, s.nic
-    nic.queue[q, NQ_Q_POLLS] += 1
-    n = min(nic.queue[q, NQ_RING_TAIL] - nic.queue[q, NQ_RING_HEAD], p.napi_weight)
+    nic.queue[q].q_polls += 1
+    n = min(nic.queue[q].ring_tail - nic.queue[q].ring_head, p.napi_weight)
     for _ in range(n):
-        idx = nic.queue[q, NQ_RING_HEAD]
+        idx = nic.queue[q].ring_head
         slot = idx & p.ring_mask
         nic.ring[RG_RING_DEQ, q, slot] = t  # the descriptor goes back to the NIC from now on
-        nic.queue[q, NQ_RING_HEAD] = idx + 1
+        nic.queue[q].ring_head = idx + 1
         f = nic.ring32[RN_RING_FLOW, q, slot]
         tarr = nic.ring[RG_RING_TARR, q, slot]
         seq = nic.ring[RG_RING_SEQ, q, slot]
@@ -106,7 +86,7 @@ def driver_poll(s, c, q, t):
 def has_runnable_thread(s, c):
     so = s.so
     for k in range(so.cpu_nthreads[c]):
-        if so.thread[so.cpu_threads[c, k], ST_TH_STATE] == TH_RUNNABLE:
+        if so.sock[so.cpu_threads[c, k]].th_state == TH_RUNNABLE:
             return True
     return False
 
@@ -121,11 +101,11 @@ def thread_runnable(s, c):
 def net_rps_send_ipi(s, c, t):
     """Send the IPIs queued on CPU c's rps_ipi_list; returns the time after sending."""
     sd, ev = s.sd, s.ev
-    for k in range(sd.cpu[c, SD_IPI_N]):
+    for k in range(sd.cpu[c].ipi_n):
         t += cost(s, C_IPI_SEND)
         schedule(ev, t + cost(s, C_IPI_LATENCY), PRIO_HARDIRQ, EV_IPI,
                  sd.rps_ipi_list[c, k])
-    sd.cpu[c, SD_IPI_N] = 0
+    sd.cpu[c].ipi_n = 0
     return t
 
 
@@ -133,12 +113,12 @@ def net_rps_send_ipi(s, c, t):
 def _take_poll_list(s, c):
     """list_splice_init(&sd->poll_list, &list): net_rx_action's private list."""
     sd = s.sd
-    n = sd.cpu[c, SD_PL_N]
+    n = sd.cpu[c].pl_n
     for k in range(n):
         sd.lists[NL_LOCAL_LIST, c, k] = sd.lists[NL_POLL_LIST, c, k]
-    sd.cpu[c, SD_LL_POS] = 0
-    sd.cpu[c, SD_LL_N] = n
-    sd.cpu[c, SD_PL_N] = 0
+    sd.cpu[c].ll_pos = 0
+    sd.cpu[c].ll_n = n
+    sd.cpu[c].pl_n = 0
 
 
 @njit(**JIT_STATE)
@@ -148,30 +128,30 @@ def net_rx_action_step(s, c, t):
     Returns (segment end time, napi id); napi id -1 means net_rx_action returned.
     """
     p, sd = s.p, s.sd
-    if not sd.cpu[c, SD_IN_RX_ACTION]:
-        if not sd.cpu[c, SD_HS_ACTIVE] and not sd.cpu[c, SD_KSOFTIRQD]:
+    if not sd.cpu[c].in_rx_action:
+        if not sd.cpu[c].hs_active and not sd.cpu[c].ksoftirqd:
             # handle_softirqs(): restart window of MAX_SOFTIRQ_TIME and 10 restarts
-            sd.cpu[c, SD_HS_ACTIVE] = 1
-            sd.cpu[c, SD_HS_END_J] = jiffies(s, t) + p.max_softirq_jiffies
-            sd.cpu[c, SD_HS_RESTART] = 10
-        sd.cpu[c, SD_IN_RX_ACTION] = 1
-        sd.cpu[c, SD_SOFTIRQ_PENDING] = 0
-        sd.cpu[c, SD_BUDGET] = p.netdev_budget
-        sd.cpu[c, SD_TIME_LIMIT_J] = jiffies(s, t) + p.budget_jiffies
+            sd.cpu[c].hs_active = 1
+            sd.cpu[c].hs_end_j = jiffies(s, t) + p.max_softirq_jiffies
+            sd.cpu[c].hs_restart = 10
+        sd.cpu[c].in_rx_action = 1
+        sd.cpu[c].softirq_pending = 0
+        sd.cpu[c].budget = p.netdev_budget
+        sd.cpu[c].time_limit_j = jiffies(s, t) + p.budget_jiffies
         _take_poll_list(s, c)
-    while sd.cpu[c, SD_LL_POS] >= sd.cpu[c, SD_LL_N]:
-        if sd.cpu[c, SD_RP_N] == 0 and sd.cpu[c, SD_PL_N] > 0:
+    while sd.cpu[c].ll_pos >= sd.cpu[c].ll_n:
+        if sd.cpu[c].rp_n == 0 and sd.cpu[c].pl_n > 0:
             _take_poll_list(s, c)  # the poll list was refilled meanwhile: goto start
             continue
         return finish_rx_action(s, c, t), -1
-    napi = sd.lists[NL_LOCAL_LIST, c, sd.cpu[c, SD_LL_POS]]
-    sd.cpu[c, SD_LL_POS] += 1
+    napi = sd.lists[NL_LOCAL_LIST, c, sd.cpu[c].ll_pos]
+    sd.cpu[c].ll_pos += 1
     t += cost(s, C_NAPI_POLL)
     if napi < p.nq:
         work, t = driver_poll(s, c, napi, t)
     else:
         work, t = process_backlog(s, c, t, p.dev_rx_weight)
-    sd.cpu[c, SD_SEG_WORK] = work
+    sd.cpu[c].seg_work = work
     return t, napi
 
 
@@ -179,21 +159,21 @@ def net_rx_action_step(s, c, t):
 def napi_segment_end(s, c, napi, t):
     """What net_rx_action does after __napi_poll returned ``seg_work`` packets."""
     p, nic, sd, ev = s.p, s.nic, s.sd, s.ev
-    work = sd.cpu[c, SD_SEG_WORK]
+    work = sd.cpu[c].seg_work
     weight = p.napi_weight if napi < p.nq else p.dev_rx_weight
     if work >= weight:
-        sd.lists[NL_REPOLL, c, sd.cpu[c, SD_RP_N]] = napi  # still owned: polled again next round
-        sd.cpu[c, SD_RP_N] += 1
+        sd.lists[NL_REPOLL, c, sd.cpu[c].rp_n] = napi  # still owned: polled again next round
+        sd.cpu[c].rp_n += 1
     elif napi < p.nq:
         # napi_complete_done: interrupts re-enabled; descriptors that arrived during the
         # poll raise the interrupt again at once
-        nic.queue[napi, NQ_NAPI_SCHED] = 0
-        if nic.queue[napi, NQ_RING_TAIL] > nic.queue[napi, NQ_RING_HEAD]:
-            nic.queue[napi, NQ_NAPI_SCHED] = 1
+        nic.queue[napi].napi_sched = 0
+        if nic.queue[napi].ring_tail > nic.queue[napi].ring_head:
+            nic.queue[napi].napi_sched = 1
             schedule(ev, t + p.irq_delay_ns, PRIO_HARDIRQ, EV_IRQ, napi)
-    sd.cpu[c, SD_BUDGET] -= work
-    if sd.cpu[c, SD_BUDGET] <= 0 or jiffies(s, t) >= sd.cpu[c, SD_TIME_LIMIT_J]:
-        sd.cpu[c, SD_TIME_SQUEEZE] += 1
+    sd.cpu[c].budget -= work
+    if sd.cpu[c].budget <= 0 or jiffies(s, t) >= sd.cpu[c].time_limit_j:
+        sd.cpu[c].time_squeeze += 1
         return finish_rx_action(s, c, t)
     return t
 
@@ -205,42 +185,42 @@ def finish_rx_action(s, c, t):
     # remaining = rest of our list + newly scheduled + repoll, in that order; built in
     # place: the rest of our list moves to the front of local_list first
     n = 0
-    for k in range(sd.cpu[c, SD_LL_POS], sd.cpu[c, SD_LL_N]):
+    for k in range(sd.cpu[c].ll_pos, sd.cpu[c].ll_n):
         sd.lists[NL_LOCAL_LIST, c, n] = sd.lists[NL_LOCAL_LIST, c, k]
         n += 1
-    for k in range(sd.cpu[c, SD_PL_N]):
+    for k in range(sd.cpu[c].pl_n):
         sd.lists[NL_LOCAL_LIST, c, n] = sd.lists[NL_POLL_LIST, c, k]
         n += 1
-    for k in range(sd.cpu[c, SD_RP_N]):
+    for k in range(sd.cpu[c].rp_n):
         sd.lists[NL_LOCAL_LIST, c, n] = sd.lists[NL_REPOLL, c, k]
         n += 1
     for k in range(n):
         sd.lists[NL_POLL_LIST, c, k] = sd.lists[NL_LOCAL_LIST, c, k]
-    sd.cpu[c, SD_PL_N] = n
-    sd.cpu[c, SD_LL_N] = 0
-    sd.cpu[c, SD_LL_POS] = 0
-    sd.cpu[c, SD_RP_N] = 0
-    sd.cpu[c, SD_IN_RX_ACTION] = 0
+    sd.cpu[c].pl_n = n
+    sd.cpu[c].ll_n = 0
+    sd.cpu[c].ll_pos = 0
+    sd.cpu[c].rp_n = 0
+    sd.cpu[c].in_rx_action = 0
     t = net_rps_send_ipi(s, c, t)
     if n > 0:
-        sd.cpu[c, SD_SOFTIRQ_PENDING] = 1
-        if sd.cpu[c, SD_HS_ACTIVE]:
-            sd.cpu[c, SD_HS_RESTART] -= 1
+        sd.cpu[c].softirq_pending = 1
+        if sd.cpu[c].hs_active:
+            sd.cpu[c].hs_restart -= 1
             if (
-                jiffies(s, t) >= sd.cpu[c, SD_HS_END_J]
-                or sd.cpu[c, SD_HS_RESTART] <= 0
+                jiffies(s, t) >= sd.cpu[c].hs_end_j
+                or sd.cpu[c].hs_restart <= 0
                 or thread_runnable(s, c)  # need_resched()
             ):
-                sd.cpu[c, SD_HS_ACTIVE] = 0
-                sd.cpu[c, SD_KSOFTIRQD] = 1  # wakeup_softirqd()
+                sd.cpu[c].hs_active = 0
+                sd.cpu[c].ksoftirqd = 1  # wakeup_softirqd()
     else:
-        sd.cpu[c, SD_SOFTIRQ_PENDING] = 0
-        sd.cpu[c, SD_HS_ACTIVE] = 0
-        sd.cpu[c, SD_KSOFTIRQD] = 0  # nothing left: ksoftirqd goes back to sleep
+        sd.cpu[c].softirq_pending = 0
+        sd.cpu[c].hs_active = 0
+        sd.cpu[c].ksoftirqd = 0  # nothing left: ksoftirqd goes back to sleep
     return t
 
 
 @njit(**JIT_STATE)
 def softirq_context(s, c):
     sd = s.sd
-    return T_KSOFTIRQD if sd.cpu[c, SD_KSOFTIRQD] else T_SOFTIRQ
+    return T_KSOFTIRQD if sd.cpu[c].ksoftirqd else T_SOFTIRQ

@@ -19,7 +19,6 @@ from rxlab.kernel.state import (
     RD_DEV_HASH,
     RD_DEV_LAST_QTAIL,
     RFS_ARFS_CALLS,
-    SD_INPUT_QUEUE_HEAD,
     U32,
 )
 from rxlab.nic.arfs_steer import ndo_rx_flow_steer
@@ -41,7 +40,7 @@ def rps_flow_is_active(s, q, slot, cpu):
         return False
     log = s.rf.dev_log[q]
     limit = (10 << log) if s.p.rfs_hash32 else 10 * ((1 << log) - 1)
-    head = s.sd.cpu[cpu, SD_INPUT_QUEUE_HEAD]
+    head = s.sd.cpu[cpu].input_queue_head
     return s32_diff(head, s.rf.dev[q, slot, RD_DEV_LAST_QTAIL]) < limit
 
 
@@ -91,7 +90,7 @@ def set_rps_cpu(s, q, slot, next_cpu, skb_hash, f, t):
                         rf.dev[rq, rs, RD_DEV_HASH] = skb_hash
                         if old_filter == rc:
                             rf.dev[q, slot, RD_DEV_FILTER] = RPS_NO_FILTER
-        rf.dev[rq, rs, RD_DEV_LAST_QTAIL] = sd.cpu[next_cpu, SD_INPUT_QUEUE_HEAD]
+        rf.dev[rq, rs, RD_DEV_LAST_QTAIL] = sd.cpu[next_cpu].input_queue_head
     rf.dev[rq, rs, RD_DEV_CPU] = next_cpu
     return rq, rs
 

@@ -17,7 +17,6 @@ from rxlab.kernel.state import (
     RFS_HELD,
     RFS_MOVES,
     RFS_STEERED,
-    SD_INPUT_QUEUE_HEAD,
     U32,
 )
 
@@ -49,7 +48,7 @@ def get_rps_cpu(s, rxq, skb_hash, f, t):
             rs = slot
             if tcpu != next_cpu:
                 # move only once the old CPU has dequeued this flow's last packet
-                if tcpu >= p.ncpu or s32_diff(sd.cpu[tcpu, SD_INPUT_QUEUE_HEAD],
+                if tcpu >= p.ncpu or s32_diff(sd.cpu[tcpu].input_queue_head,
                                               rf.dev[rxq, slot, RD_DEV_LAST_QTAIL]) >= 0:
                     if tcpu < p.ncpu:
                         rf.cnt[RFS_MOVES] += 1

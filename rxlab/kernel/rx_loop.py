@@ -38,50 +38,22 @@ from rxlab.kernel.state import (
     CNT_OFFERED,
     DROP_NIC_OVERRUN,
     DROP_RING_FULL,
-    NQ_NAPI_SCHED,
-    NQ_Q_DROPS,
-    NQ_Q_PACKETS,
-    NQ_RING_HEAD,
-    NQ_RING_REL,
-    NQ_RING_TAIL,
     PC_CM_ENTRY,
     PE_CM_CPU,
     PF_FLOW_HASH,
     PF_FLOW_RXQ,
     PF_FLOW_SOCK,
     PQ_IRQ_CPU,
-    PS_SOCK_THREAD,
-    PT_MIG_EVERY_NS,
-    PT_MIG_N,
-    PT_MIG_SET_N,
     RG_RING_DEQ,
     RG_RING_SEQ,
     RG_RING_TARR,
     RN_RING_FLOW,
     RN_RING_LEN,
-    SD_APP_VRT,
-    SD_EV_PENDING,
-    SD_IN_RX_ACTION,
-    SD_IPI_N,
-    SD_IRQ_DEBT,
-    SD_KS_VRT,
-    SD_KSOFTIRQD,
-    SD_RECEIVED_RPS,
-    SD_RR,
-    SD_SEG_ARG,
-    SD_SEG_CTX,
-    SD_SEG_KIND,
-    SD_SOFTIRQ_PENDING,
-    SD_SYS_DEBT,
     SEG_APP,
     SEG_CPUMAP,
     SEG_NAPI,
     SEG_NONE,
     SF_FLOW_NEXT_SEQ,
-    ST_TH_MIG_K,
-    ST_TH_MIGRATIONS,
-    ST_TH_STATE,
-    ST_THREAD_CPU,
     T_HARDIRQ,
     T_KSOFTIRQD,
     T_SYSTEM,
@@ -136,8 +108,8 @@ def shape(t_gen, length, link_ps_per_byte, svc_ns, fifo, port_state, t_nic, over
 def kick_cpu(s, c, t):
     """Make sure CPU c will dispatch at t (it is idle: no segment, no pending event)."""
     sd, ev = s.sd, s.ev
-    if sd.cpu[c, SD_EV_PENDING] == 0:
-        sd.cpu[c, SD_EV_PENDING] = 1
+    if sd.cpu[c].ev_pending == 0:
+        sd.cpu[c].ev_pending = 1
         schedule(ev, t, PRIO_CPU, EV_CPU, c)
 
 
@@ -158,35 +130,35 @@ def ingest(s, f, length, t, overrun):
     sk = p.flow_i[f, PF_FLOW_SOCK]
     if sk >= 0 and t >= p.warmup_ns:
         # good: the queue's interrupt lands where the flow's consumer runs now
-        if p.queue_i[q, PQ_IRQ_CPU] == so.thread[p.sock_i[sk, PS_SOCK_THREAD], ST_THREAD_CPU]:
+        if p.queue_i[q, PQ_IRQ_CPU] == so.sock[so.sock[sk].sock_thread].thread_cpu:
             st.cnt[CNT_GOOD_QUEUE] += 1
         else:
             st.cnt[CNT_BAD_QUEUE] += 1
     if p.netif_rx:
         netif_rx(s, q, f, length, t, seq)
         return
-    if nic.queue[q, NQ_RING_TAIL] - nic.queue[q, NQ_RING_REL] >= p.ring_size:
+    if nic.queue[q].ring_tail - nic.queue[q].ring_rel >= p.ring_size:
         # descriptors the driver has taken by now are free again. Counted only when the
         # stale count says full: it can only overstate the occupancy, so the outcome is
         # the same as counting at every arrival (deq stamps rise with the index)
-        rel = nic.queue[q, NQ_RING_REL]
-        while (rel < nic.queue[q, NQ_RING_HEAD]
+        rel = nic.queue[q].ring_rel
+        while (rel < nic.queue[q].ring_head
                and nic.ring[RG_RING_DEQ, q, rel & p.ring_mask] <= t):
             rel += 1
-        nic.queue[q, NQ_RING_REL] = rel
-        if nic.queue[q, NQ_RING_TAIL] - rel >= p.ring_size:
-            nic.queue[q, NQ_Q_DROPS] += 1
+        nic.queue[q].ring_rel = rel
+        if nic.queue[q].ring_tail - rel >= p.ring_size:
+            nic.queue[q].q_drops += 1
             drop(s, DROP_RING_FULL, t)
             return
-    slot = nic.queue[q, NQ_RING_TAIL] & p.ring_mask
+    slot = nic.queue[q].ring_tail & p.ring_mask
     nic.ring32[RN_RING_FLOW, q, slot] = f
     nic.ring[RG_RING_TARR, q, slot] = t
     nic.ring[RG_RING_SEQ, q, slot] = seq
     nic.ring32[RN_RING_LEN, q, slot] = length
-    nic.queue[q, NQ_RING_TAIL] += 1
-    nic.queue[q, NQ_Q_PACKETS] += 1
-    if nic.queue[q, NQ_NAPI_SCHED] == 0:
-        nic.queue[q, NQ_NAPI_SCHED] = 1  # interrupt raised; masked until napi_complete_done
+    nic.queue[q].ring_tail += 1
+    nic.queue[q].q_packets += 1
+    if nic.queue[q].napi_sched == 0:
+        nic.queue[q].napi_sched = 1  # interrupt raised; masked until napi_complete_done
         schedule(ev, t + p.irq_delay_ns, 0, EV_IRQ, q)
 
 
@@ -200,19 +172,19 @@ def netif_rx(s, q, f, length, t, seq):
     """
     p, nic, sd = s.p, s.nic, s.sd
     c = p.queue_i[q, PQ_IRQ_CPU]
-    nic.queue[q, NQ_Q_PACKETS] += 1
-    sd.cpu[c, SD_IRQ_DEBT] += cost(s, C_DRIVER_RX)
+    nic.queue[q].q_packets += 1
+    sd.cpu[c].irq_debt += cost(s, C_DRIVER_RX)
     cpu = c
     s.rf.out[0] = -1
     if p.rps_needed:
         cpu = get_rps_cpu(s, q, p.flow_i[f, PF_FLOW_HASH], f, t)
-        sd.cpu[c, SD_IRQ_DEBT] += s.rf.out[2]
+        sd.cpu[c].irq_debt += s.rf.out[2]
         if cpu < 0:
             cpu = c
         else:
-            sd.cpu[c, SD_IRQ_DEBT] += cost(s, C_RPS_ENQUEUE)
+            sd.cpu[c].irq_debt += cost(s, C_RPS_ENQUEUE)
     enqueue_to_backlog(s, c, cpu, p.flow_i[f, PF_FLOW_HASH], f, t, seq, length, t)
-    if sd.cpu[c, SD_IPI_N] > 0:
+    if sd.cpu[c].ipi_n > 0:
         net_rps_send_ipi(s, c, t)  # simplification: sent at once, not at softirq end
     kick_cpu(s, c, t)  # charges the receive work now, runs the softirq if one is pending
 
@@ -221,11 +193,11 @@ def netif_rx(s, q, f, length, t, seq):
 def interrupt(s, c, napi, irq_cost, t):
     """Hard interrupt on CPU c that schedules a NAPI and raises NET_RX_SOFTIRQ."""
     p, sd = s.p, s.sd
-    sd.cpu[c, SD_IRQ_DEBT] += irq_cost
+    sd.cpu[c].irq_debt += irq_cost
     napi_list_add(s, c, napi)
-    if sd.cpu[c, SD_KSOFTIRQD] and not p.ksoftirqd_defers:
+    if sd.cpu[c].ksoftirqd and not p.ksoftirqd_defers:
         # since v6.5 irq_exit runs pending softirqs inline even while ksoftirqd is awake
-        sd.cpu[c, SD_KSOFTIRQD] = 0
+        sd.cpu[c].ksoftirqd = 0
     kick_cpu(s, c, t)
 
 
@@ -233,73 +205,73 @@ def interrupt(s, c, napi, irq_cost, t):
 def dispatch(s, c, t):
     """CPU c finished its segment at t: bookkeeping, then start the next segment."""
     sd, so, ev = s.sd, s.so, s.ev
-    sd.cpu[c, SD_EV_PENDING] = 0
-    kind = sd.cpu[c, SD_SEG_KIND]
-    sd.cpu[c, SD_SEG_KIND] = SEG_NONE
+    sd.cpu[c].ev_pending = 0
+    kind = sd.cpu[c].seg_kind
+    sd.cpu[c].seg_kind = SEG_NONE
     if kind == SEG_NAPI:
         t0 = t
-        ctx = sd.cpu[c, SD_SEG_CTX]
-        t = napi_segment_end(s, c, sd.cpu[c, SD_SEG_ARG], t)
+        ctx = sd.cpu[c].seg_ctx
+        t = napi_segment_end(s, c, sd.cpu[c].seg_arg, t)
         account(s, c, ctx, t0, t)
     elif kind == SEG_APP:
-        app_after_read(s, sd.cpu[c, SD_SEG_ARG], t)
+        app_after_read(s, sd.cpu[c].seg_arg, t)
     elif kind == SEG_CPUMAP:
-        cpumap_after_batch(s, sd.cpu[c, SD_SEG_ARG], t)
-    if sd.cpu[c, SD_IRQ_DEBT] > 0:
-        account(s, c, T_HARDIRQ, t, t + sd.cpu[c, SD_IRQ_DEBT])
-        t += sd.cpu[c, SD_IRQ_DEBT]
-        sd.cpu[c, SD_IRQ_DEBT] = 0
-    if sd.cpu[c, SD_SYS_DEBT] > 0:
-        account(s, c, T_SYSTEM, t, t + sd.cpu[c, SD_SYS_DEBT])
-        t += sd.cpu[c, SD_SYS_DEBT]
-        sd.cpu[c, SD_SYS_DEBT] = 0
-    soft = sd.cpu[c, SD_SOFTIRQ_PENDING] or sd.cpu[c, SD_IN_RX_ACTION]
+        cpumap_after_batch(s, sd.cpu[c].seg_arg, t)
+    if sd.cpu[c].irq_debt > 0:
+        account(s, c, T_HARDIRQ, t, t + sd.cpu[c].irq_debt)
+        t += sd.cpu[c].irq_debt
+        sd.cpu[c].irq_debt = 0
+    if sd.cpu[c].sys_debt > 0:
+        account(s, c, T_SYSTEM, t, t + sd.cpu[c].sys_debt)
+        t += sd.cpu[c].sys_debt
+        sd.cpu[c].sys_debt = 0
+    soft = sd.cpu[c].softirq_pending or sd.cpu[c].in_rx_action
     app = has_runnable_thread(s, c)
     kt = kthread_runnable(s, c)
     e = s.p.cpu_i[PC_CM_ENTRY, c]
     # CFS between ksoftirqd, the cpumap kthread and application threads: least runtime
-    vmin = sd.cpu[c, SD_APP_VRT]
+    vmin = sd.cpu[c].app_vrt
     if kt and (not app or s.cm.entry[CE_KT_VRT, e] < vmin):
         vmin = s.cm.entry[CE_KT_VRT, e]
-    if soft and (not sd.cpu[c, SD_KSOFTIRQD] or not (app or kt) or sd.cpu[c, SD_KS_VRT] <= vmin):
-        was_ks = sd.cpu[c, SD_KSOFTIRQD]
+    if soft and (not sd.cpu[c].ksoftirqd or not (app or kt) or sd.cpu[c].ks_vrt <= vmin):
+        was_ks = sd.cpu[c].ksoftirqd
         ctx = softirq_context(s, c)
         t_end, napi = net_rx_action_step(s, c, t)
         account(s, c, ctx, t, t_end)
         if was_ks:
-            sd.cpu[c, SD_KS_VRT] += t_end - t
-        if sd.cpu[c, SD_KSOFTIRQD] and not was_ks:
-            sd.cpu[c, SD_KS_VRT] = vmin  # a woken thread starts level in CFS
+            sd.cpu[c].ks_vrt += t_end - t
+        if sd.cpu[c].ksoftirqd and not was_ks:
+            sd.cpu[c].ks_vrt = vmin  # a woken thread starts level in CFS
         if napi >= 0:
-            sd.cpu[c, SD_SEG_KIND] = SEG_NAPI
-            sd.cpu[c, SD_SEG_ARG] = napi
-            sd.cpu[c, SD_SEG_CTX] = ctx
-        sd.cpu[c, SD_EV_PENDING] = 1
+            sd.cpu[c].seg_kind = SEG_NAPI
+            sd.cpu[c].seg_arg = napi
+            sd.cpu[c].seg_ctx = ctx
+        sd.cpu[c].ev_pending = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
-    elif kt and (not app or s.cm.entry[CE_KT_VRT, e] <= sd.cpu[c, SD_APP_VRT]):
+    elif kt and (not app or s.cm.entry[CE_KT_VRT, e] <= sd.cpu[c].app_vrt):
         t_end = cpumap_kthread_step(s, c, e, t)
         account(s, c, T_SYSTEM, t, t_end)
         s.cm.entry[CE_KT_VRT, e] += t_end - t
-        sd.cpu[c, SD_SEG_KIND] = SEG_CPUMAP
-        sd.cpu[c, SD_SEG_ARG] = e
-        sd.cpu[c, SD_EV_PENDING] = 1
+        sd.cpu[c].seg_kind = SEG_CPUMAP
+        sd.cpu[c].seg_arg = e
+        sd.cpu[c].ev_pending = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
     elif app:
         nth = so.cpu_nthreads[c]
         th = -1
         for k in range(nth):
-            cand = so.cpu_threads[c, (sd.cpu[c, SD_RR] + k) % nth]
-            if so.thread[cand, ST_TH_STATE] == TH_RUNNABLE:
+            cand = so.cpu_threads[c, (sd.cpu[c].rr + k) % nth]
+            if so.sock[cand].th_state == TH_RUNNABLE:
                 th = cand
-                sd.cpu[c, SD_RR] = (sd.cpu[c, SD_RR] + k + 1) % nth
+                sd.cpu[c].rr = (sd.cpu[c].rr + k + 1) % nth
                 break
         t_end, n, sys_ns, user_ns = app_read(s, th, t)
         account(s, c, T_SYSTEM, t, t + sys_ns)
         account(s, c, T_USER, t + sys_ns, t_end)
-        sd.cpu[c, SD_APP_VRT] += t_end - t
-        sd.cpu[c, SD_SEG_KIND] = SEG_APP
-        sd.cpu[c, SD_SEG_ARG] = th
-        sd.cpu[c, SD_EV_PENDING] = 1
+        sd.cpu[c].app_vrt += t_end - t
+        sd.cpu[c].seg_kind = SEG_APP
+        sd.cpu[c].seg_arg = th
+        sd.cpu[c].ev_pending = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
     # else: idle until an interrupt, IPI or wake-up kicks it
 
@@ -311,7 +283,7 @@ def charge_system(s, t, ns):
     Simplification: the unbound kworker is charged to CPU 0, after its current segment.
     """
     if ns > 0:
-        s.sd.cpu[0, SD_SYS_DEBT] += ns
+        s.sd.cpu[0].sys_debt += ns
         kick_cpu(s, 0, t)
 
 
@@ -319,18 +291,18 @@ def charge_system(s, t, ns):
 def migrate_thread(s, th, t):
     """Move a thread to another CPU (an explicit move, or a random one every period)."""
     p, so = s.p, s.so
-    k = so.thread[th, ST_TH_MIG_K]
+    k = so.sock[th].th_mig_k
     new = -1
-    if k < p.thread_i[th, PT_MIG_N]:
+    if k < so.sock[th].mig_n:
         new = p.mig_cpu[th, k]
-        so.thread[th, ST_TH_MIG_K] = k + 1
-        if k + 1 < p.thread_i[th, PT_MIG_N]:
+        so.sock[th].th_mig_k = k + 1
+        if k + 1 < so.sock[th].mig_n:
             schedule(s.ev, p.mig_t[th, k + 1], PRIO_WAKE, EV_MIGRATE, th)
-    elif p.thread_i[th, PT_MIG_EVERY_NS] > 0:
-        n = p.thread_i[th, PT_MIG_SET_N]
+    elif so.sock[th].mig_every_ns > 0:
+        n = so.sock[th].mig_set_n
         new = p.mig_set[th, np.int64(uniform(s.st.rng) * n) % n]
-        schedule(s.ev, t + p.thread_i[th, PT_MIG_EVERY_NS], PRIO_WAKE, EV_MIGRATE, th)
-    old = so.thread[th, ST_THREAD_CPU]
+        schedule(s.ev, t + so.sock[th].mig_every_ns, PRIO_WAKE, EV_MIGRATE, th)
+    old = so.sock[th].thread_cpu
     if new < 0 or new == old:
         return
     # unlink from the old CPU's list, append to the new one's
@@ -342,9 +314,9 @@ def migrate_thread(s, th, t):
             break
     so.cpu_threads[new, so.cpu_nthreads[new]] = th
     so.cpu_nthreads[new] += 1
-    so.thread[th, ST_THREAD_CPU] = new
-    so.thread[th, ST_TH_MIGRATIONS] += 1
-    if so.thread[th, ST_TH_STATE] == TH_RUNNABLE:
+    so.sock[th].thread_cpu = new
+    so.sock[th].th_migrations += 1
+    if so.sock[th].th_state == TH_RUNNABLE:
         kick_cpu(s, new, t)
 
 
@@ -357,12 +329,12 @@ def handle_event(s, t, kind, arg):
         c = p.queue_i[arg, PQ_IRQ_CPU]
         interrupt(s, c, arg, cost(s, C_HARDIRQ), t)
     elif kind == EV_IPI:
-        sd.cpu[arg, SD_RECEIVED_RPS] += 1  # rps_trigger_softirq on the target
+        sd.cpu[arg].received_rps += 1  # rps_trigger_softirq on the target
         interrupt(s, arg, p.nq + arg, cost(s, C_IPI_RECV), t)
     elif kind == EV_WAKE:
-        if so.thread[arg, ST_TH_STATE] == TH_WAKING:
-            so.thread[arg, ST_TH_STATE] = TH_RUNNABLE
-            kick_cpu(s, so.thread[arg, ST_THREAD_CPU], t)
+        if so.sock[arg].th_state == TH_WAKING:
+            so.sock[arg].th_state = TH_RUNNABLE
+            kick_cpu(s, so.sock[arg].thread_cpu, t)
     elif kind == EV_MIGRATE:
         migrate_thread(s, arg, t)
     elif kind == EV_ARFS_SVC:
@@ -373,7 +345,7 @@ def handle_event(s, t, kind, arg):
             c = p.cm_i[PE_CM_CPU, arg]
             s.cm.entry[CE_KT_STATE, arg] = TH_RUNNABLE
             # CFS placement
-            s.cm.entry[CE_KT_VRT, arg] = max(s.cm.entry[CE_KT_VRT, arg], sd.cpu[c, SD_APP_VRT])
+            s.cm.entry[CE_KT_VRT, arg] = max(s.cm.entry[CE_KT_VRT, arg], sd.cpu[c].app_vrt)
             kick_cpu(s, c, t)
     elif kind == EV_ARFS_TIMER:
         charge_system(s, t, arfs_expire_scan(s, t) + arfs_program_pending(s, t))

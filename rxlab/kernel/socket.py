@@ -28,14 +28,6 @@ from rxlab.kernel.state import (
     DROP_SOCKET_RCVBUF,
     PF_FLOW_HASH,
     PF_FLOW_SOCK,
-    PS_SOCK_CAP,
-    PS_SOCK_MASK,
-    PS_SOCK_RCVBUF,
-    PS_SOCK_RECORD,
-    PS_SOCK_THREAD,
-    PT_THREAD_BATCH,
-    PT_THREAD_SOCK,
-    SD_PROCESSED,
     SF_FLOW_DELIVERED,
     SF_FLOW_MAX_SEQ,
     SN_SO_FLOW,
@@ -43,13 +35,6 @@ from rxlab.kernel.state import (
     SQ_SO_SEQ,
     SQ_SO_STAMP,
     SQ_SO_TARR,
-    ST_SO_DROPS,
-    ST_SO_HEAD,
-    ST_SO_RMEM,
-    ST_SO_TAIL,
-    ST_TH_SERVED,
-    ST_TH_STATE,
-    ST_THREAD_CPU,
     TH_RUNNABLE,
     TH_SLEEP,
     TH_WAKING,
@@ -69,7 +54,7 @@ def truesize(length):
 def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t):
     """Protocol processing of one packet on CPU c at time t; returns the new time."""
     p, sd, so, st = s.p, s.sd, s.so, s.st
-    sd.cpu[c, SD_PROCESSED] += 1
+    sd.cpu[c].processed += 1
     st.ts_pkt[interval_of(s, t), TS_PROCESSED] += 1
     if rx_cpu != c:
         t += cost(s, C_CROSS_CPU)  # skb head and data are cold on this CPU
@@ -78,9 +63,9 @@ def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t):
     if sk < 0:
         drop(s, DROP_NO_SOCKET, t)
         return t
-    if (so.thread[sk, ST_SO_RMEM] > p.sock_i[sk, PS_SOCK_RCVBUF]
-            or so.thread[sk, ST_SO_TAIL] - so.thread[sk, ST_SO_HEAD] >= p.sock_i[sk, PS_SOCK_CAP]):
-        so.thread[sk, ST_SO_DROPS] += 1
+    if (so.sock[sk].so_rmem > so.sock[sk].sock_rcvbuf
+            or so.sock[sk].so_tail - so.sock[sk].so_head >= so.sock[sk].sock_cap):
+        so.sock[sk].so_drops += 1
         drop(s, DROP_SOCKET_RCVBUF, t)
         return t
     t += cost(s, C_SOCKET_ENQUEUE)
@@ -92,14 +77,14 @@ def sock_queue_tail(s, sk, f, tarr, seq, length, t):
     """Append to socket sk's queue (room already checked) and wake its reader."""
     p, so, st, ev = s.p, s.so, s.st, s.ev
     ts = truesize(length)
-    slot = p.sock_off[sk] + (so.thread[sk, ST_SO_TAIL] & p.sock_i[sk, PS_SOCK_MASK])
+    slot = p.sock_off[sk] + (so.sock[sk].so_tail & so.sock[sk].sock_mask)
     so.sq32[SN_SO_FLOW, slot] = f
     so.sq[SQ_SO_TARR, slot] = tarr
     so.sq[SQ_SO_SEQ, slot] = seq
     so.sq32[SN_SO_LEN, slot] = length
     so.sq[SQ_SO_STAMP, slot] = t
-    so.thread[sk, ST_SO_TAIL] += 1
-    so.thread[sk, ST_SO_RMEM] += ts
+    so.sock[sk].so_tail += 1
+    so.sock[sk].so_rmem += ts
     st.cnt[CNT_SOCKET_IN] += 1
     lat = t - tarr
     st.lat_sock[hist_index(lat)] += 1
@@ -109,9 +94,9 @@ def sock_queue_tail(s, sk, f, tarr, seq, length, t):
         st.cnt[CNT_REORDERED] += 1
     else:
         so.flow[f, SF_FLOW_MAX_SEQ] = seq
-    th = p.sock_i[sk, PS_SOCK_THREAD]
-    if so.thread[th, ST_TH_STATE] == TH_SLEEP:
-        so.thread[th, ST_TH_STATE] = TH_WAKING
+    th = so.sock[sk].sock_thread
+    if so.sock[th].th_state == TH_SLEEP:
+        so.sock[th].th_state = TH_WAKING
         schedule(ev, t + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_WAKE, th)
     return t
 
@@ -123,27 +108,27 @@ def app_read(s, th, t):
     Returns (end time, packets, system ns, user ns).
     """
     p, so, st = s.p, s.so, s.st
-    sk = p.thread_i[th, PT_THREAD_SOCK]
+    sk = so.sock[th].thread_sock
     n = 0
     sys_ns = np.int64(0)
     user_ns = np.int64(0)
-    while (n < p.thread_i[th, PT_THREAD_BATCH]
-           and so.thread[sk, ST_SO_HEAD] < so.thread[sk, ST_SO_TAIL]):
-        slot = p.sock_off[sk] + (so.thread[sk, ST_SO_HEAD] & p.sock_i[sk, PS_SOCK_MASK])
+    while (n < so.sock[th].thread_batch
+           and so.sock[sk].so_head < so.sock[sk].so_tail):
+        slot = p.sock_off[sk] + (so.sock[sk].so_head & so.sock[sk].sock_mask)
         if so.sq[SQ_SO_STAMP, slot] > t:
             break  # queued by a segment that, in simulated time, has not happened yet
-        ds = work_ns(s, p.thread_sys_ns[th])
-        du = work_ns(s, p.thread_user_ns[th])
+        ds = work_ns(s, so.sock[th].thread_sys_ns)
+        du = work_ns(s, so.sock[th].thread_user_ns)
         sys_ns += ds
         user_ns += du
         t += ds + du
-        so.thread[sk, ST_SO_RMEM] -= truesize(so.sq32[SN_SO_LEN, slot])
-        so.thread[sk, ST_SO_HEAD] += 1
+        so.sock[sk].so_rmem -= truesize(so.sq32[SN_SO_LEN, slot])
+        so.sock[sk].so_head += 1
         f = so.sq32[SN_SO_FLOW, slot]
         so.flow[f, SF_FLOW_DELIVERED] += 1
-        if p.sock_i[sk, PS_SOCK_RECORD]:
+        if so.sock[sk].sock_record:
             # recvmsg -> sock_rps_record_flow: RFS learns where the consumer runs
-            sock_rps_record_flow(s, p.flow_i[f, PF_FLOW_HASH], so.thread[th, ST_THREAD_CPU])
+            sock_rps_record_flow(s, p.flow_i[f, PF_FLOW_HASH], so.sock[th].thread_cpu)
         lat = t - so.sq[SQ_SO_TARR, slot]
         st.lat_app[hist_index(lat)] += 1
         st.lat_sum[1] += lat
@@ -151,7 +136,7 @@ def app_read(s, th, t):
         st.cnt[CNT_DELIVERED] += 1
         st.ts_pkt[interval_of(s, t), TS_DELIVERED] += 1
         n += 1
-    so.thread[th, ST_TH_SERVED] += n
+    so.sock[th].th_served += n
     return t, n, sys_ns, user_ns
 
 
@@ -159,15 +144,15 @@ def app_read(s, th, t):
 def app_after_read(s, th, t):
     """Thread state after a read: runnable, waking for a queued packet, or asleep."""
     p, so, ev = s.p, s.so, s.ev
-    sk = p.thread_i[th, PT_THREAD_SOCK]
-    if so.thread[sk, ST_SO_HEAD] < so.thread[sk, ST_SO_TAIL]:
-        head = so.thread[sk, ST_SO_HEAD]
-        stamp = so.sq[SQ_SO_STAMP, p.sock_off[sk] + (head & p.sock_i[sk, PS_SOCK_MASK])]
+    sk = so.sock[th].thread_sock
+    if so.sock[sk].so_head < so.sock[sk].so_tail:
+        head = so.sock[sk].so_head
+        stamp = so.sq[SQ_SO_STAMP, p.sock_off[sk] + (head & so.sock[sk].sock_mask)]
         if stamp <= t:
-            so.thread[th, ST_TH_STATE] = TH_RUNNABLE
+            so.sock[th].th_state = TH_RUNNABLE
         else:
-            so.thread[th, ST_TH_STATE] = TH_WAKING
+            so.sock[th].th_state = TH_WAKING
             schedule(ev, stamp + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_WAKE, th)
     else:
-        so.thread[th, ST_TH_STATE] = TH_SLEEP
+        so.sock[th].th_state = TH_SLEEP
 

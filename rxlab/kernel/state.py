@@ -148,6 +148,14 @@ SEG_NONE, SEG_NAPI, SEG_APP, SEG_CPUMAP = 0, 1, 2, 3
 U32 = 0xFFFFFFFF
 
 
+def struct(*fields) -> np.dtype:
+    """A numpy structured dtype from ``(name, type)`` pairs: one record per entry, the
+    fields of an entry side by side as in the kernel's struct. Compiled code reads and
+    writes ``table[i].name``; Python reads a field over all entries as ``table["name"]``
+    (a view)."""
+    return np.dtype(list(fields), align=True)  # aligned: numba emits natural-width access
+
+
 # Row groups: per-flow, per-socket, per-thread, per-queue and per-entry scalars are rows
 # of one int64 array each (numba passes every array as ~8 flattened values; one array
 # per group instead of one per field keeps the compiled loop smaller and faster).
@@ -155,7 +163,7 @@ U32 = 0xFFFFFFFF
 # row, a writable view; boolean fields are read as a boolean copy).
 #
 # Record groups (RECORD_GROUPS) are stored the other way round, one record per entry
-# (``p.flow_i[f, PF_FLOW_HASH]``, ``sd.cpu[c, SD_PROCESSED]``), as the kernel's own
+# (``p.flow_i[f, PF_FLOW_HASH]``, ``so.flow[f, SF_FLOW_DELIVERED]``), as the kernel's own
 # structs are (struct softnet_data, struct sock, struct rps_dev_flow): the fields of one
 # entry that a mechanism reads together then share a cache line or two instead of each
 # costing a miss in its own row. These are the tables indexed at random by CPU, queue,
@@ -180,29 +188,6 @@ PF_FIELDS = (  # fields of Params.flow_i records
     PF_FLOW_UDP, PF_XDP_ACT, PF_XDP_RULE, PF_XDP_CPU, PF_FLOW_SW_HASH, PF_FLOW_RSS_HASH
 ) = range(12)
 
-PS_FIELDS = (  # fields of Params.sock_i records
-    "sock_thread",  # int64[nsock]
-    "sock_rcvbuf",  # int64[nsock] bytes
-    "sock_cap",  # int64[nsock]: packets a socket queue may hold
-    "sock_mask",  # int64[nsock]: its storage (a power of two >= cap) - 1
-    "sock_record",  # bool[nsock]: connected/TCP: recvmsg records the flow (RFS)
-    "sock_xsk_copy",  # bool[nsock]: AF_XDP socket bound in copy mode
-    "sock_fill_bound",  # bool[nsock]: its FILL ring / UMEM, not RX, is smaller
-)
-(
-    PS_SOCK_THREAD, PS_SOCK_RCVBUF, PS_SOCK_CAP, PS_SOCK_MASK, PS_SOCK_RECORD,
-    PS_SOCK_XSK_COPY, PS_SOCK_FILL_BOUND
-) = range(7)
-
-PT_FIELDS = (  # fields of Params.thread_i records
-    "thread_sock",  # int64[nthreads]
-    "thread_batch",  # int64[nthreads]
-    "mig_every_ns",  # int64[nthreads], 0 = never
-    "mig_set_n",  # int64[nthreads]
-    "mig_n",  # int64[nthreads]
-)
-(PT_THREAD_SOCK, PT_THREAD_BATCH, PT_MIG_EVERY_NS, PT_MIG_SET_N, PT_MIG_N) = range(5)
-
 PQ_FIELDS = (  # fields of Params.queue_i records
     "irq_cpu",  # int64[nq]
     "rps_len",  # int64[nq]
@@ -223,35 +208,6 @@ PE_FIELDS = (  # rows of Params.cm_i
 )
 (PE_CM_CPU, PE_CM_QSIZE, PE_CM_BATCH) = range(3)
 
-NQ_FIELDS = (  # fields of NicState.queue records
-    "ring_tail",  # int64[nq]: descriptors filled
-    "ring_head",  # int64[nq]: descriptors taken by NAPI polls
-    "ring_rel",  # int64[nq]: descriptors returned to the NIC by time now
-    "napi_sched",  # int8[nq]: 1 = interrupt raised / NAPI scheduled
-    "q_packets",  # int64[nq]
-    "q_drops",  # int64[nq]
-    "q_polls",  # int64[nq]
-)
-(
-    NQ_RING_TAIL, NQ_RING_HEAD, NQ_RING_REL, NQ_NAPI_SCHED, NQ_Q_PACKETS, NQ_Q_DROPS,
-    NQ_Q_POLLS
-) = range(7)
-
-ST_FIELDS = (  # fields of SockState.thread records: a thread reads one socket, same index
-    "so_head",  # int64[nsock]
-    "so_tail",  # int64[nsock]
-    "so_rmem",  # int64[nsock]: sk_rmem_alloc (truesize bytes)
-    "so_drops",  # int64[nsock]
-    "th_state",  # int8[nthreads]
-    "th_served",  # int64[nthreads]
-    "thread_cpu",  # int64[nthreads]: where each thread runs now
-    "th_mig_k",  # int64[nthreads]: next explicit move
-    "th_migrations",  # int64[nthreads]
-)
-(
-    ST_SO_HEAD, ST_SO_TAIL, ST_SO_RMEM, ST_SO_DROPS, ST_TH_STATE, ST_TH_SERVED,
-    ST_THREAD_CPU, ST_TH_MIG_K, ST_TH_MIGRATIONS
-) = range(9)
 
 SF_FIELDS = (  # fields of SockState.flow records
     "flow_next_seq",  # int64[nflows]
@@ -390,11 +346,7 @@ class Params(NamedTuple):
     queue_i: np.ndarray  # int64[nq, len(PQ_FIELDS)]: records PQ_*
     rps_map: np.ndarray  # int64[nq, ncpu]
     flow_i: np.ndarray  # int64[nflows, len(PF_FIELDS)]: records PF_*
-    sock_i: np.ndarray  # int64[nsock, len(PS_FIELDS)]: records PS_*
     sock_off: np.ndarray  # int64[nsock + 1]: storage of each socket queue
-    thread_i: np.ndarray  # int64[nthreads, len(PT_FIELDS)]: records PT_*
-    thread_user_ns: np.ndarray  # float64[nthreads]
-    thread_sys_ns: np.ndarray  # float64[nthreads]
     # RFS / aRFS (reference sec. 4-5)
     rfs_on: bool  # rps_sock_flow_entries and some queue's rps_flow_cnt are set
     sock_flow_mask: int  # rps_sock_flow_entries (rounded) - 1
@@ -419,65 +371,74 @@ class Params(NamedTuple):
     cm_i: np.ndarray  # int64[len(PE_FIELDS), E]: rows PE_*
     cm_gro: bool  # v6.15+: the kthread hands skbs to GRO
 
+# The driver's rx ring (ice ``struct ice_rx_ring``, mlx5 ``struct mlx5e_rq``) and its
+# NAPI state, one record per rx queue. Descriptor positions are free-running counts.
+RX_RING = struct(
+    ("ring_tail", np.int64),  # descriptors filled
+    ("ring_head", np.int64),  # descriptors taken by NAPI polls
+    ("ring_rel", np.int64),  # descriptors returned to the NIC by time now
+    ("napi_sched", np.int64),  # 1 = interrupt raised / NAPI scheduled
+    ("q_packets", np.int64),
+    ("q_drops", np.int64),
+    ("q_polls", np.int64),
+)
+
+
 class NicState(NamedTuple):
-    """Per rx queue descriptor rings and NAPI state (the driver's view)."""
+    """Per rx queue descriptor rings and NAPI state (the driver's view).
+
+    Compiled code reads queue q's fields as ``nic.queue[q].<field>``; Python reads a
+    field of every queue as ``nic.queue["<field>"]``.
+    """
 
     ring: np.ndarray  # int64[len(RG_FIELDS), nq, ring]: planes RG_*
     ring32: np.ndarray  # int32[len(RN_FIELDS), nq, ring]: planes RN_*
-    queue: np.ndarray  # int64[nq, len(NQ_FIELDS)]: records NQ_*
+    queue: np.ndarray  # RX_RING[nq]
 
 
-# Per-CPU scalars of ``struct softnet_data`` and the CPU's scheduling state: one record
-# per CPU in SoftnetData.cpu (int64[ncpu, len(SD_FIELDS)]), so that the compiled loop
-# takes one array where it took 36 (numba passes every array as ~8 flattened values).
-SD_FIELDS = (
+# ``struct softnet_data`` (include/linux/netdevice.h) and the CPU's scheduling state, one
+# record per CPU. All int64 so far (the kernel's u32 queue positions are kept masked).
+SOFTNET_DATA = struct(
     # backlog: one FIFO, [head, proc) = process_queue, [proc, tail) = input_pkt_queue
-    "bl_head", "bl_proc", "bl_tail",
-    "bl_sched",  # backlog NAPI_STATE_SCHED
-    "input_queue_head", "input_queue_tail",  # u32 values
+    ("bl_head", np.int64), ("bl_proc", np.int64), ("bl_tail", np.int64),
+    ("bl_sched", np.int64),  # backlog NAPI_STATE_SCHED
+    ("input_queue_head", np.int64), ("input_queue_tail", np.int64),  # u32 values
     # NAPI lists (napi id: rx queue q, or nq + cpu for the backlog): lengths, positions
-    "pl_n", "ll_pos", "ll_n", "rp_n", "ipi_n",
+    ("pl_n", np.int64), ("ll_pos", np.int64), ("ll_n", np.int64), ("rp_n", np.int64),
+    ("ipi_n", np.int64),
     # net_rx_action / handle_softirqs state
-    "softirq_pending", "in_rx_action", "budget",
-    "time_limit_j",  # jiffies
-    "hs_active",  # inside handle_softirqs (inline)
-    "hs_end_j", "hs_restart",
-    "ksoftirqd",  # softirq work deferred to ksoftirqd/<cpu>
-    "ks_vrt",  # ksoftirqd runtime (CFS share against threads)
-    "app_vrt",
+    ("softirq_pending", np.int64), ("in_rx_action", np.int64), ("budget", np.int64),
+    ("time_limit_j", np.int64),  # jiffies
+    ("hs_active", np.int64),  # inside handle_softirqs (inline)
+    ("hs_end_j", np.int64), ("hs_restart", np.int64),
+    ("ksoftirqd", np.int64),  # softirq work deferred to ksoftirqd/<cpu>
+    ("ks_vrt", np.int64),  # ksoftirqd runtime (CFS share against threads)
+    ("app_vrt", np.int64),
     # the segment the CPU is running
-    "ev_pending",  # a PRIO_CPU event is in the calendar
-    "seg_kind",
-    "seg_arg",  # napi id or thread
-    "seg_work",
-    "seg_ctx",  # T_SOFTIRQ or T_KSOFTIRQD for NAPI segments
-    "irq_debt",  # hardirq time taken while a segment ran
-    "sys_debt",  # kworker time (aRFS filter programming)
-    "rr",  # round-robin position over the CPU's threads
+    ("ev_pending", np.int64),  # a PRIO_CPU event is in the calendar
+    ("seg_kind", np.int64),
+    ("seg_arg", np.int64),  # napi id or thread
+    ("seg_work", np.int64),
+    ("seg_ctx", np.int64),  # T_SOFTIRQ or T_KSOFTIRQD for NAPI segments
+    ("irq_debt", np.int64),  # hardirq time taken while a segment ran
+    ("sys_debt", np.int64),  # kworker time (aRFS filter programming)
+    ("rr", np.int64),  # round-robin position over the CPU's threads
     # flow limit (struct sd_flow_limit)
-    "fl_on", "fl_head",
+    ("fl_on", np.int64), ("fl_head", np.int64),
     # softnet_stat counters
-    "processed", "dropped", "time_squeeze", "received_rps", "flow_limit_count",
+    ("processed", np.int64), ("dropped", np.int64), ("time_squeeze", np.int64),
+    ("received_rps", np.int64), ("flow_limit_count", np.int64),
 )
-(
-    SD_BL_HEAD, SD_BL_PROC, SD_BL_TAIL, SD_BL_SCHED, SD_INPUT_QUEUE_HEAD,
-    SD_INPUT_QUEUE_TAIL, SD_PL_N, SD_LL_POS, SD_LL_N, SD_RP_N, SD_IPI_N,
-    SD_SOFTIRQ_PENDING, SD_IN_RX_ACTION, SD_BUDGET, SD_TIME_LIMIT_J, SD_HS_ACTIVE,
-    SD_HS_END_J, SD_HS_RESTART, SD_KSOFTIRQD, SD_KS_VRT, SD_APP_VRT, SD_EV_PENDING,
-    SD_SEG_KIND, SD_SEG_ARG, SD_SEG_WORK, SD_SEG_CTX, SD_IRQ_DEBT, SD_SYS_DEBT, SD_RR,
-    SD_FL_ON, SD_FL_HEAD, SD_PROCESSED, SD_DROPPED, SD_TIME_SQUEEZE, SD_RECEIVED_RPS,
-    SD_FLOW_LIMIT_COUNT,
-) = range(len(SD_FIELDS))
 
 
 class SoftnetData(NamedTuple):
     """Per-CPU ``struct softnet_data`` plus the CPU's scheduling state.
 
-    Compiled code reads a per-CPU scalar as ``sd.cpu[c, SD_<NAME>]``; Python reads it by
-    name, ``sd.<name>`` being that row (a view: writes go through).
+    Compiled code reads CPU c's fields as ``sd.cpu[c].<field>``; Python reads a field of
+    every CPU as ``sd.cpu["<field>"]`` (a view: writes go through).
     """
 
-    cpu: np.ndarray  # int64[ncpu, len(SD_FIELDS)]: records SD_*
+    cpu: np.ndarray  # SOFTNET_DATA[ncpu]
     bl: np.ndarray  # int64[len(BL_FIELDS), ncpu, bl_cap]: planes BL_*
     bl32: np.ndarray  # int32[len(BN_FIELDS), ncpu, bl_cap]: planes BN_*
     lists: np.ndarray  # int64[len(NL_FIELDS), ncpu, L]: planes NL_*
@@ -486,12 +447,38 @@ class SoftnetData(NamedTuple):
     fl_buckets: np.ndarray  # int64[ncpu, table_len]
 
 
+# A socket's receive queue (``struct sock``: sk_rcvbuf, sk_rmem_alloc, the queue) and the
+# application thread that reads it, one record per socket: socket i is read by thread i.
+SOCK = struct(
+    ("sock_thread", np.int64),  # the thread that reads it (= its index)
+    ("sock_rcvbuf", np.int64),  # sk_rcvbuf, bytes
+    ("sock_cap", np.int64),  # packets the queue may hold
+    ("sock_mask", np.int64),  # its storage (a power of two >= cap) - 1
+    ("sock_record", np.int64),  # connected/TCP: recvmsg records the flow (RFS)
+    ("sock_xsk_copy", np.int64),  # AF_XDP socket bound in copy mode
+    ("sock_fill_bound", np.int64),  # its FILL ring / UMEM, not RX, is smaller
+    ("so_head", np.int64), ("so_tail", np.int64),  # queue positions (free-running)
+    ("so_rmem", np.int64),  # sk_rmem_alloc (truesize bytes)
+    ("so_drops", np.int64),
+    ("thread_sock", np.int64),  # the socket the thread reads (= its index)
+    ("thread_batch", np.int64),  # packets per read
+    ("thread_user_ns", np.float64), ("thread_sys_ns", np.float64),  # mean work per packet
+    ("mig_every_ns", np.int64),  # 0 = never
+    ("mig_set_n", np.int64), ("mig_n", np.int64),
+    ("th_state", np.int64),  # TH_SLEEP / TH_WAKING / TH_RUNNABLE
+    ("th_served", np.int64),
+    ("thread_cpu", np.int64),  # where the thread runs now
+    ("th_mig_k", np.int64),  # next explicit move
+    ("th_migrations", np.int64),
+)
+
+
 class SockState(NamedTuple):
     """Socket receive queues (flattened, per-socket slots) and application threads."""
 
     sq: np.ndarray  # int64[len(SQ_FIELDS), total]: planes SQ_*
     sq32: np.ndarray  # int32[len(SN_FIELDS), total]: planes SN_*
-    thread: np.ndarray  # int64[nthreads, len(ST_FIELDS)]: records ST_* (socket = thread)
+    sock: np.ndarray  # SOCK[nsock]: compiled code reads so.sock[sk].so_tail
     flow: np.ndarray  # int64[nflows, len(SF_FIELDS)]: records SF_*
     cpu_threads: np.ndarray  # int64[ncpu, nthreads]: threads on each CPU
     cpu_nthreads: np.ndarray  # int64[ncpu]
@@ -576,22 +563,20 @@ ARFS_MODELS = ("off", "ice-hash-match", "ice-tuple-match", "mlx5")
 
 # --- row groups: Python names for the rows, and construction by field name -----------
 ROW_GROUPS = {  # a group's fields share a shape: rows of a 2-D array, planes of a 3-D one
-    Params: {"flow_i": PF_FIELDS, "sock_i": PS_FIELDS, "thread_i": PT_FIELDS,
+    Params: {"flow_i": PF_FIELDS,
              "queue_i": PQ_FIELDS, "cpu_i": PC_FIELDS, "cm_i": PE_FIELDS},
-    NicState: {"ring": RG_FIELDS, "ring32": RN_FIELDS, "queue": NQ_FIELDS},
-    SoftnetData: {"cpu": SD_FIELDS, "bl": BL_FIELDS, "bl32": BN_FIELDS, "lists": NL_FIELDS},
-    SockState: {"sq": SQ_FIELDS, "sq32": SN_FIELDS, "thread": ST_FIELDS, "flow": SF_FIELDS},
+    NicState: {"ring": RG_FIELDS, "ring32": RN_FIELDS},
+    SoftnetData: {"bl": BL_FIELDS, "bl32": BN_FIELDS, "lists": NL_FIELDS},
+    SockState: {"sq": SQ_FIELDS, "sq32": SN_FIELDS, "flow": SF_FIELDS},
     RfsState: {"dev": RD_FIELDS},
     ArfsState: {"entry": AE_FIELDS, "glob": AG_FIELDS},
     CpumapState: {"bq": BQ_FIELDS, "bq32": QN_FIELDS, "ring": CR_FIELDS, "ring32": CN_FIELDS,
                   "entry": CE_FIELDS},
 }
 INT32_GROUPS = {"ring32", "bl32", "sq32", "bq32"}  # the rest are int64
-BOOL_ROWS = {"flow_udp", "sock_record", "sock_xsk_copy", "sock_fill_bound"}
+BOOL_ROWS = {"flow_udp"}
 RECORD_GROUPS = {  # field index last: one record per entry (see above)
-    Params: {"flow_i", "sock_i", "thread_i", "queue_i"},
-    NicState: {"queue"},
-    SoftnetData: {"cpu"},
+    Params: {"flow_i", "queue_i"},
     SockState: {"thread", "flow"},
     RfsState: {"dev"},
     ArfsState: {"entry"},
@@ -616,7 +601,7 @@ def make(cls, **fields):
     """``cls(**fields)`` where each group's fields are given one by one, by name: they
     are stacked into the group's array (as rows, or as records for RECORD_GROUPS),
     int64 or int32 (equal shapes required). A group may also be given whole, as its
-    array (``SoftnetData.cpu``: zeros, one record per CPU)."""
+    array (``SoftnetData.cpu``: zeros of ``SOFTNET_DATA``, one record per CPU)."""
     for attr, names in ROW_GROUPS.get(cls, {}).items():
         if attr in fields:
             continue

@@ -114,12 +114,13 @@ def assemble(m, in_flight: int) -> Result:
         b = busy[c] / win_ns
         soft = float(b[T_SOFTIRQ] + b[T_KSOFTIRQD])
         used = soft + float(b[T_HARDIRQ] + b[T_SYSTEM] + b[T_USER])
-        inq = int(sd.bl_tail[c] - sd.bl_proc[c])
-        prq = int(sd.bl_proc[c] - sd.bl_head[c])
+        r = sd.cpu[c]  # CPU c's struct softnet_data
+        inq = int(r["bl_tail"] - r["bl_proc"])
+        prq = int(r["bl_proc"] - r["bl_head"])
         row = {
-            "cpu": c, "processed": int(sd.processed[c]), "dropped": int(sd.dropped[c]),
-            "time_squeeze": int(sd.time_squeeze[c]), "received_rps": int(sd.received_rps[c]),
-            "flow_limit_count": int(sd.flow_limit_count[c]), "backlog_len": inq + prq,
+            "cpu": c, "processed": int(r["processed"]), "dropped": int(r["dropped"]),
+            "time_squeeze": int(r["time_squeeze"]), "received_rps": int(r["received_rps"]),
+            "flow_limit_count": int(r["flow_limit_count"]), "backlog_len": inq + prq,
             "input_pkt_queue_len": inq, "process_queue_len": prq,
         }
         softnet_rows.append(row)
@@ -133,20 +134,20 @@ def assemble(m, in_flight: int) -> Result:
             "softnet_stat": {k: v for k, v in row.items() if k != "cpu"},
         })
     queues = [
-        {"queue": q, "irq_cpu": int(p.irq_cpu[q]), "packets": int(nic.q_packets[q]),
-         "ring_full_drops": int(nic.q_drops[q]), "polls": int(nic.q_polls[q])}
+        {"queue": q, "irq_cpu": int(p.irq_cpu[q]), "packets": int(nic.queue[q]["q_packets"]),
+         "ring_full_drops": int(nic.queue[q]["q_drops"]), "polls": int(nic.queue[q]["q_polls"])}
         for q in range(p.nq)
     ]
     apps = []
     for t, (name, cpu) in enumerate(m.threads):
-        apps.append({"app": name, "cpu": cpu, "served": int(so.th_served[t]),
-                     "served_pps": round(int(so.th_served[t]) / dur, 3),
-                     "socket_drops": int(so.so_drops[t])})
+        apps.append({"app": name, "cpu": cpu, "served": int(so.sock["th_served"][t]),
+                     "served_pps": round(int(so.sock["th_served"][t]) / dur, 3),
+                     "socket_drops": int(so.sock["so_drops"][t])})
     lat_sock = _lat(st.lat_sock, float(st.lat_sum[0]), int(cnt[CNT_LAT_SOCK_N]))
     lat_app = _lat(st.lat_app, float(st.lat_sum[1]), int(cnt[CNT_LAT_APP_N]))
     offered = int(cnt[CNT_OFFERED])
     delivered = int(cnt[CNT_DELIVERED])
-    processed = int(sd.processed.sum())
+    processed = int(sd.cpu["processed"].sum())
     fl = m.flows
     by_group = {}
     for g, gname in enumerate(fl.group_names):
@@ -182,7 +183,7 @@ def assemble(m, in_flight: int) -> Result:
         "steering": {
             "good_queue_packets": int(cnt[CNT_GOOD_QUEUE]),
             "bad_queue_packets": int(cnt[CNT_BAD_QUEUE]),
-            "thread_migrations": int(so.th_migrations.sum()),
+            "thread_migrations": int(so.sock["th_migrations"].sum()),
         },
         "rfs": {k: int(m.rf.cnt[i]) for i, k in enumerate(RFS_CNT)},
         "arfs": {**{k.removeprefix("arfs_"): int(m.ar.cnt[i]) for i, k in enumerate(ARFS_CNT)},

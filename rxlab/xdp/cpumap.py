@@ -68,8 +68,6 @@ from rxlab.kernel.state import (
     PQ_RPS_LEN,
     QN_BQ_FLOW,
     QN_BQ_LEN,
-    SD_IPI_N,
-    SD_SOFTIRQ_PENDING,
     TH_RUNNABLE,
     TH_SLEEP,
     TH_WAKING,
@@ -222,8 +220,8 @@ def cpumap_kthread_step(s, c, e, t):
         n += 1
     cm.cnt[e, CM_PROCESSED] += n
     cm.cnt[e, CM_BATCHES] += 1
-    if sd.cpu[c, SD_IPI_N] > 0:
-        sd.cpu[c, SD_SOFTIRQ_PENDING] = 1  # RPS raised NET_RX_SOFTIRQ: runs at local_bh_enable
+    if sd.cpu[c].ipi_n > 0:
+        sd.cpu[c].softirq_pending = 1  # RPS raised NET_RX_SOFTIRQ: runs at local_bh_enable
     return t
 
 

@@ -20,21 +20,15 @@ from rxlab.kernel.state import (
     C_XSK_ZC,
     DROP_XSK_FILL_EMPTY,
     DROP_XSK_RX_FULL,
-    PS_SOCK_CAP,
-    PS_SOCK_FILL_BOUND,
-    PS_SOCK_XSK_COPY,
-    ST_SO_DROPS,
-    ST_SO_HEAD,
-    ST_SO_TAIL,
 )
 
 
 @njit(**JIT_STATE)
 def xsk_rcv(s, sk, f, tarr, seq, length, t):
-    p, so = s.p, s.so
-    if so.thread[sk, ST_SO_TAIL] - so.thread[sk, ST_SO_HEAD] >= p.sock_i[sk, PS_SOCK_CAP]:
-        so.thread[sk, ST_SO_DROPS] += 1
-        drop(s, DROP_XSK_FILL_EMPTY if p.sock_i[sk, PS_SOCK_FILL_BOUND] else DROP_XSK_RX_FULL, t)
+    so = s.so
+    if so.sock[sk].so_tail - so.sock[sk].so_head >= so.sock[sk].sock_cap:
+        so.sock[sk].so_drops += 1
+        drop(s, DROP_XSK_FILL_EMPTY if so.sock[sk].sock_fill_bound else DROP_XSK_RX_FULL, t)
         return t
-    t += cost(s, C_XSK_COPY if p.sock_i[sk, PS_SOCK_XSK_COPY] else C_XSK_ZC)
+    t += cost(s, C_XSK_COPY if so.sock[sk].sock_xsk_copy else C_XSK_ZC)
     return sock_queue_tail(s, sk, f, tarr, seq, length, t)
