@@ -23,6 +23,8 @@ from rxlab.kernel.state import (
     ARFS_FREE,
     ARFS_MODELS,
     CPU_MAP_BULK_SIZE,
+    FLOW,
+    FLOW_SEQ,
     HIST_BINS,
     JITTERED,
     N_ARFS_CNT,
@@ -366,6 +368,14 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
         cpu_rmap[irq[q]] = q  # cpu_rmap_lookup_index: the queue whose IRQ is on the CPU
     mig = _migration(sc, nth, ncpu, th_app)
     xd = compile_xdp(sc, fl, steer, costs, kb, xdp_program)
+    flow = np.zeros(len(fl), FLOW)  # one record per flow
+    flow["flow_rxq"], flow["flow_hash"] = steer["rxq"], steer["skb_hash"]
+    flow["flow_sock"] = flow_sock
+    flow["flow_tt"] = (fl.proto == 17).astype(I64) + 2 * fl.is_v6.astype(I64)
+    flow["flow_sport"], flow["flow_dport"] = fl.sport, fl.dport
+    flow["flow_udp"] = fl.proto == 17
+    for name in ("xdp_act", "xdp_rule", "xdp_cpu", "flow_sw_hash", "flow_rss_hash"):
+        flow[name] = xd.pop(name)
     interval_ns = int(round(sc.metrics.interval * 1e9))
     total_ns = int(round((sc.duration + sc.drain) * 1e9))
     n_int = max(1, math.ceil(total_ns / interval_ns))
@@ -390,17 +400,13 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
         cost_i=(cost_ns + 0.5).astype(I64),
         irq_delay_ns=int(round(costs["irq_latency"] + sc.nic.rx_usecs * 1000)),
         irq_cpu=np.array(irq, I64), rps_map=rps_map, rps_len=rps_len,
-        flow_rxq=steer["rxq"], flow_hash=steer["skb_hash"], flow_sock=flow_sock,
-        sock_off=sock_off,
+        flow=flow, sock_off=sock_off,
         rfs_on=rfs_on, sock_flow_mask=max(sock_entries - 1, 0),
         rps_cpu_mask=roundup_pow_of_two(ncpu) - 1, rfs_hash32=kb.version >= (6, 15),
         arfs_model=arfs_model, arfs_protect=kb.version >= (6, 18), cpu_rmap=cpu_rmap,
         arfs_capacity=arfs.capacity if arfs else 0,
         arfs_delay_ns=int(round(arfs.delay_us * 1e3)) if arfs else 0,
         arfs_period_ns=int(round(arfs.period_s * 1e9)) if arfs else 0,
-        flow_tt=((fl.proto == 17).astype(I64) + 2 * fl.is_v6.astype(I64)),
-        flow_sport=fl.sport.astype(I64), flow_dport=fl.dport.astype(I64),
-        flow_udp=fl.proto == 17,
         mig_set=mig[1], mig_t=mig[3], mig_cpu=mig[4], **xd, xsk_of_queue=xsk_of_queue,
     )
     R = roundup_pow_of_two(sc.nic.ring_size)
@@ -426,10 +432,10 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
         so_flow=np.zeros(total, np.int32), so_tarr=np.zeros(total, I64),
         so_seq=np.zeros(total, I64), so_len=np.zeros(total, np.int32),
         so_stamp=np.zeros(total, I64), sock=np.zeros(nth, SOCK),
-        flow_next_seq=np.zeros(nflows, I64), flow_max_seq=np.full(nflows, -1, I64),
-        flow_delivered=np.zeros(nflows, I64), cpu_threads=cpu_threads,
+        flow=np.zeros(nflows, FLOW_SEQ), cpu_threads=cpu_threads,
         cpu_nthreads=np.array([len(x) for x in per_cpu], I64),
     )
+    so.flow["flow_max_seq"] = -1
     sk = so.sock  # socket i and the thread that reads it
     sk["sock_thread"] = sk["thread_sock"] = np.arange(nth)
     sk["sock_rcvbuf"] = sock_rcvbuf

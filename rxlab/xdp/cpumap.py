@@ -63,8 +63,6 @@ from rxlab.kernel.state import (
     PC_CM_ENTRY,
     PE_CM_BATCH,
     PE_CM_QSIZE,
-    PF_FLOW_RSS_HASH,
-    PF_FLOW_SW_HASH,
     PQ_RPS_LEN,
     QN_BQ_FLOW,
     QN_BQ_LEN,
@@ -176,10 +174,10 @@ def kthread_runnable(s, c):
 def cpumap_deliver(s, c, f, tarr, seq, length, t):
     """netif_receive_skb_list_internal on the kthread's CPU: RPS again, or the stack."""
     p = s.p
-    h = p.flow_i[f, PF_FLOW_SW_HASH]
+    h = p.flow[f].flow_sw_hash
     sw = True
-    if p.xdp_hash_meta and p.flow_i[f, PF_FLOW_RSS_HASH] != 0:
-        h = p.flow_i[f, PF_FLOW_RSS_HASH]  # the seed's proposal: skb->hash from frame metadata
+    if p.xdp_hash_meta and p.flow[f].flow_rss_hash != 0:
+        h = p.flow[f].flow_rss_hash  # the seed's proposal: skb->hash from frame metadata
         sw = False
     s.rf.out[0] = -1
     cpu = -1
