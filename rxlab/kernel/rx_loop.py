@@ -280,7 +280,7 @@ def charge_system(s, t, ns):
     """
     if ns > 0:
         s.sd.cpu[0].sys_debt += ns
-        kick_cpu(s, 0, t)
+        kick_cpu(s, np.int64(0), t)  # int64: no second kick_cpu for a literal 0
 
 
 @njit(**JIT_STATE_OUTLINE)

@@ -23,6 +23,7 @@ socket is flushed at once, ``udp_gro_receive``), so only its cost is modelled; t
 kthread's time is system time, as /proc/stat counts a kernel thread outside softirq.
 """
 
+import numpy as np
 from numba import njit
 
 from rxlab.config import JIT_LEAF, JIT_STATE, JIT_STATE_OUTLINE
@@ -184,7 +185,9 @@ def cpumap_deliver(s, c, f, tarr, seq, length, t):
     if p.rps_needed:
         if sw and (p.queue_i[0, PQ_RPS_LEN] > 0 or s.rf.dev_log[0] > 0):
             t += cost(s, C_SW_HASH)  # skb_get_hash: flow dissector + siphash
-        cpu = get_rps_cpu(s, 0, h, f, t)  # no rx queue recorded: dev->_rx[0]
+        # no rx queue recorded: dev->_rx[0] (int64: a literal 0 would compile a second
+        # get_rps_cpu, numba specialises on literal arguments)
+        cpu = get_rps_cpu(s, np.int64(0), h, f, t)
         t += s.rf.out[2]
     if cpu >= 0:
         t += cost(s, C_RPS_ENQUEUE)
