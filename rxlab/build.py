@@ -35,6 +35,8 @@ from rxlab.kernel.state import (
     CN_FIELDS,
     CPU_MAP_BULK_SIZE,
     CR_FIELDS,
+    FLOW,
+    FLOW_SEQ,
     HIST_BINS,
     JITTERED,
     N_ARFS_CNT,
@@ -43,7 +45,6 @@ from rxlab.kernel.state import (
     N_DROP_SLOTS,
     N_RFS_CNT,
     NL_FIELDS,
-    PF_FIELDS,
     QN_FIELDS,
     RD_DEV_CPU,
     RD_DEV_FILTER,
@@ -51,8 +52,6 @@ from rxlab.kernel.state import (
     RG_FIELDS,
     RN_FIELDS,
     RX_RING,
-    SF_FIELDS,
-    SF_FLOW_MAX_SEQ,
     SN_FIELDS,
     SOCK,
     SOFTNET_DATA,
@@ -397,21 +396,19 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
         cpu_rmap[irq[q]] = q  # cpu_rmap_lookup_index: the queue whose IRQ is on the CPU
     mig = _migration(sc, nth, ncpu, th_app)
     xd = compile_xdp(sc, fl, steer, costs, kb, xdp_program)
+    flow = np.zeros(len(fl), FLOW)  # one record per flow
+    flow["flow_rxq"], flow["flow_hash"] = steer["rxq"], steer["skb_hash"]
+    flow["flow_sock"] = flow_sock
+    flow["flow_tt"] = (fl.proto == 17).astype(I64) + 2 * fl.is_v6.astype(I64)
+    flow["flow_sport"], flow["flow_dport"] = fl.sport, fl.dport
+    flow["flow_udp"] = fl.proto == 17
+    for name in ("xdp_act", "xdp_rule", "xdp_cpu", "flow_sw_hash", "flow_rss_hash"):
+        flow[name] = xd.pop(name)
     interval_ns, n_int = est.interval_ns, est.intervals  # at most max_intervals(ncpu)
     bl_cap = roundup_pow_of_two(2 * (sc.kernel.netdev_max_backlog + 1) + 8)
     lists = nq + 2
     # Large groups are allocated whole, in their final layout: given field by field,
     # make() would copy and stack each field, tripling the peak memory of build().
-    flow_cols = {
-        "flow_rxq": steer["rxq"], "flow_hash": steer["skb_hash"], "flow_sock": flow_sock,
-        "flow_tt": (fl.proto == 17).astype(I64) + 2 * fl.is_v6.astype(I64),
-        "flow_sport": fl.sport, "flow_dport": fl.dport, "flow_udp": fl.proto == 17,
-        **{k: xd.pop(k) for k in ("xdp_act", "xdp_rule", "xdp_cpu", "flow_sw_hash",
-                                  "flow_rss_hash")},
-    }
-    flow_i = np.empty((len(fl), len(PF_FIELDS)), I64)
-    for i, name in enumerate(PF_FIELDS):
-        flow_i[:, i] = flow_cols.pop(name)
 
     p = make(Params,
         ncpu=ncpu, nq=nq, nthreads=nth, ring_size=sc.nic.ring_size,
@@ -431,8 +428,7 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
         cost_i=(cost_ns + 0.5).astype(I64),
         irq_delay_ns=int(round(costs["irq_latency"] + sc.nic.rx_usecs * 1000)),
         irq_cpu=np.array(irq, I64), rps_map=rps_map, rps_len=rps_len,
-        flow_i=flow_i,
-        sock_off=sock_off,
+        flow=flow, sock_off=sock_off,
         rfs_on=rfs_on, sock_flow_mask=max(sock_entries - 1, 0),
         rps_cpu_mask=roundup_pow_of_two(ncpu) - 1, rfs_hash32=kb.version >= (6, 15),
         arfs_model=arfs_model, arfs_protect=kb.version >= (6, 18), cpu_rmap=cpu_rmap,
@@ -459,14 +455,13 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     sd.cpu["fl_on"] = [c in fl_cpus for c in range(ncpu)]
     total = int(sock_off[-1]) or 1
     nflows = len(fl)
-    flow_rec = np.zeros((nflows, len(SF_FIELDS)), I64)
-    flow_rec[:, SF_FLOW_MAX_SEQ] = -1
     so = make(SockState,
         sq=np.zeros((len(SQ_FIELDS), total), I64),
         sq32=np.zeros((len(SN_FIELDS), total), np.int32),
-        sock=np.zeros(nth, SOCK), flow=flow_rec, cpu_threads=cpu_threads,
+        sock=np.zeros(nth, SOCK), flow=np.zeros(nflows, FLOW_SEQ), cpu_threads=cpu_threads,
         cpu_nthreads=np.array([len(x) for x in per_cpu], I64),
     )
+    so.flow["flow_max_seq"] = -1
     sk = so.sock  # socket i and the thread that reads it
     sk["sock_thread"] = sk["thread_sock"] = np.arange(nth)
     sk["sock_rcvbuf"] = sock_rcvbuf

@@ -40,8 +40,8 @@ SERIES_ARRAY_CPU, SERIES_ARRAY_FIXED = 5 * 8, (4 + 16) * 8  # ts_cpu; ts_pkt + t
 # the result's lists per interval: cpu_busy and cpu_softirq (float objects, temporaries)
 SERIES_LIST_CPU, SERIES_LIST_FIXED = 112, 400
 
-# bytes per flow the model keeps: FlowTable columns (64), Params.flow_i (12 x 8),
-# SockState.flow (3 x 8), ArfsState.fdir_queue (8); aRFS adds 2 filter entries of 10 x 8
+# bytes per flow the model keeps: FlowTable columns (64), the FLOW record (96), the
+# FLOW_SEQ record (24), ArfsState.fdir_queue (8); aRFS adds 2 filter entries of 10 x 8
 FLOW_BYTES = 64 + 96 + 24 + 8
 ARFS_ENTRY = 10 * 8
 FLOW_TRANSIENT = 400  # per flow while built: generation, steering, record stacking

@@ -467,7 +467,8 @@ def run_with_snapshots(m, times_s):
         snaps.append({
             "cnt": m.st.cnt.copy(), "processed": m.sd.cpu["processed"].copy(),
             "rfs": m.rf.cnt.copy(), "arfs": m.ar.cnt.copy(),
-            "thread_cpu": m.so.sock["thread_cpu"].copy(), "delivered": m.so.flow_delivered.copy(),
+            "thread_cpu": m.so.sock["thread_cpu"].copy(),
+            "delivered": m.so.flow["flow_delivered"].copy(),
         })
 
     for chunk in stream.chunks(1 << 16):

@@ -92,12 +92,12 @@ def reference(h: Harness) -> RefKernel:
     p = h.p
     model = h.m.config["arfs"]
     fl = h.m.flows
-    buckets = {f: int(p.flow_tt[f]) * 256 + ref_mlx5_bucket(int(fl.sport[f]), int(fl.dport[f]))
-               for f in range(len(fl))}
+    buckets = {f: int(p.flow[f]["flow_tt"]) * 256
+               + ref_mlx5_bucket(int(fl.sport[f]), int(fl.dport[f])) for f in range(len(fl))}
     return RefKernel(p.ncpu, p.nq, [int(x) for x in h.rf.dev_log], h.m.scenario.host.kernel,
                      model=model, cpu_rmap=[int(c) for c in p.cpu_rmap],
                      sock_entries=p.sock_flow_mask + 1,
-                     flow_udp={f: bool(p.flow_udp[f]) for f in range(len(fl))},
+                     flow_udp={f: bool(p.flow["flow_udp"][f]) for f in range(len(fl))},
                      flow_bucket=buckets)
 
 
@@ -182,7 +182,7 @@ def test_two_colliding_flows(model, version):
     # the two keep sending; each arrives where the NIC steers it
     for k in range(6):
         for f in (A, B):
-            q = hw(h).get(f, int(h.p.flow_rxq[f]))
+            q = hw(h).get(f, int(h.p.flow["flow_rxq"][f]))
             step(h, ref, ("pkt", f, q), hashes, (5 + k) * MS)
             for c_ in range(4):
                 step(h, ref, ("deq", c_, 1000), hashes, (5 + k) * MS)
@@ -207,7 +207,7 @@ def test_mlx5_bucket_formula():
     for f in range(len(fl)):
         tt = (1 if fl.proto[f] == 17 else 0) + (2 if fl.is_v6[f] else 0)
         want = tt * 256 + ref_mlx5_bucket(int(fl.sport[f]), int(fl.dport[f]))
-        assert int(arfs_bucket(h.s, f, int(h.p.flow_hash[f]))) == want
+        assert int(arfs_bucket(h.s, f, int(h.p.flow["flow_hash"][f]))) == want
         seen.add(want // 256)
     assert seen == {0, 1, 2}
     # hand-computed: sport 0x1234 -> be 0x3412, dport 80 -> be 0x5000:
@@ -390,7 +390,7 @@ def test_expiry_after_table_size_packets_on_the_flows_cpu(model, version):
 def test_udp_filters_expire_after_5_s_in_ice_only(model):
     h = harness(model, "6.19")
     ref = reference(h)
-    udp = [f for f in range(len(h.m.flows)) if h.p.flow_udp[f]]
+    udp = [f for f in range(len(h.m.flows)) if h.p.flow["flow_udp"][f]]
     tcp = 0
     hashes = {tcp: HA, udp[0]: 0x0BADF00D}
     hl = [hashes.get(f, 0) for f in range(max(hashes) + 1)]
@@ -498,7 +498,7 @@ def test_sequences_against_reference(model, version, seeds, base, ops):
     for op in ops:
         t += MS
         if op[0] == "pkt" and op[2] < 0:  # arrive where the NIC steers the flow
-            op = ("pkt", op[1], ref.hw.get(op[1], int(h.p.flow_rxq[op[1]])))
+            op = ("pkt", op[1], ref.hw.get(op[1], int(h.p.flow["flow_rxq"][op[1]])))
         step(h, ref, op, hashes, t)
         assert acnt(h) == rcnt(ref), op
     same_state(h, ref)

@@ -52,10 +52,10 @@ def test_simpy_inputs_are_rxlab_decisions():
     from rxlab.build import build
 
     m = build(sc)
-    assert np.array_equal(inp.flow_rxq, m.params.flow_rxq)
+    assert np.array_equal(inp.flow_rxq, m.params.flow["flow_rxq"])
     # every flow goes to one of the RPS CPUs 2-3, chosen by the high bits of its hash
     assert set(np.unique(inp.flow_cpu)) <= {2, 3}
-    h = m.params.flow_hash.astype(np.uint64)
+    h = m.params.flow["flow_hash"].astype(np.uint64)
     assert np.array_equal(inp.flow_cpu, 2 + ((h * np.uint64(2)) >> np.uint64(32)).astype(int))
     assert np.all(np.diff(inp.t_nic) >= 0)
 

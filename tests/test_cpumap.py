@@ -222,8 +222,8 @@ def test_rps_after_the_hop_uses_the_software_hash(scenario_dict, udp_group, meta
                duration=0.01, cpus=6)
     m = build(sc)
     rps_cpus = [2, 3, 4, 5]
-    sw = _per_cpu(sc, _final_cpu(m.params.flow_sw_hash, rps_cpus), 6)
-    hw = _per_cpu(sc, _final_cpu(m.params.flow_rss_hash, rps_cpus), 6)
+    sw = _per_cpu(sc, _final_cpu(m.params.flow["flow_sw_hash"], rps_cpus), 6)
+    hw = _per_cpu(sc, _final_cpu(m.params.flow["flow_rss_hash"], rps_cpus), 6)
     assert sw != hw  # the two hashes spread the flows differently: the test can fail
     d = simulate(sc).data
     assert d["packets"]["dropped"] == d["packets"]["dropped_by_reason"]["no_socket"]

@@ -193,7 +193,7 @@ def test_rps_packets_land_where_reciprocal_scale_says(rps):
     sc, m, res = rps
     assert res["packets"]["dropped"] == 0
     rps_map = np.array([0, 1, 3])  # the mask's CPUs in increasing order (sec. 3.2)
-    h = m.params.flow_hash.astype(np.uint64) & np.uint64(0xFFFFFFFF)
+    h = m.params.flow["flow_hash"].astype(np.uint64) & np.uint64(0xFFFFFFFF)
     idx = (h * np.uint64(len(rps_map))) >> np.uint64(32)  # reciprocal_scale
     target = rps_map[idx.astype(np.int64)]
     target[h == 0] = 0  # hash 0: get_rps_cpu returns -1, processed on the IRQ CPU

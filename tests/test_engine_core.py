@@ -123,12 +123,13 @@ def test_record_groups_keep_an_entrys_fields_together():
                 field = arr[..., i] if record else arr[i]
                 assert view.shape == field.shape
                 checked += 1
-    assert checked > 60
+    assert checked > 40
     # one record per CPU: a CPU's softnet_data fields are adjacent in memory
     assert m.sd.cpu.dtype == S.SOFTNET_DATA and m.sd.cpu.shape == (m.params.ncpu,)
     m.sd.cpu["processed"][1] = 9  # a field written by name lands in CPU 1's record
     assert m.sd.cpu[1]["processed"] == 9
     assert m.nic.queue.dtype == S.RX_RING and m.nic.queue.shape == (m.params.nq,)
     assert m.so.sock.dtype == S.SOCK and m.so.sock.shape == (m.params.nthreads,)
-    m.params.flow_hash[3] = 12345  # a record field written by name lands in its record
-    assert m.params.flow_i[3, S.PF_FLOW_HASH] == 12345
+    assert m.params.flow.dtype == S.FLOW and m.so.flow.dtype == S.FLOW_SEQ
+    m.params.flow["flow_hash"][3] = 12345  # a field written by name lands in flow 3's record
+    assert m.params.flow[3]["flow_hash"] == 12345

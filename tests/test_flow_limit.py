@@ -286,7 +286,7 @@ def e2e_run(sc):
         offered += np.bincount(ch.flow, minlength=len(m.flows))
     run_model(m)
     res = assemble(m, in_flight(m)).data
-    delivered = m.so.flow_delivered.copy()
+    delivered = m.so.flow["flow_delivered"].copy()
     return res, offered, delivered
 
 

@@ -408,8 +408,8 @@ def test_process_backlog_advances_head_once_per_call_and_releases_the_flow(h19):
     from rxlab.kernel.backlog import process_backlog
 
     f = 0
-    hv = int(h19.p.flow_hash[f])
-    c = int(h19.m.so.sock["thread_cpu"][h19.m.so.sock["sock_thread"][h19.p.flow_sock[f]]])
+    hv = int(h19.p.flow["flow_hash"][f])
+    c = int(h19.m.so.sock["thread_cpu"][h19.m.so.sock["sock_thread"][h19.p.flow["flow_sock"][f]]])
     other = (c + 1) % 4
     h19.sd.cpu["input_queue_head"][c] = h19.sd.cpu["input_queue_tail"][c] = 0xFFFFFFFD
     h19.record(hv, c)
@@ -560,7 +560,7 @@ def placement_gap(m, snaps, a, b):
     sa, sb = snaps[a], snaps[b]
     proc = sb["processed"] - sa["processed"]
     deliv = sb["delivered"] - sa["delivered"]
-    thread = m.so.sock["sock_thread"][m.params.flow_sock]
+    thread = m.so.sock["sock_thread"][m.params.flow["flow_sock"]]
     expected = np.bincount(sb["thread_cpu"][thread], weights=deliv, minlength=m.params.ncpu)
     gap = np.abs(proc - expected).sum() / 2 / max(1, proc.sum())
     return proc, expected, gap

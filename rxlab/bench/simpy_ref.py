@@ -110,9 +110,9 @@ def model_inputs(sc) -> Inputs:
         ovs.append(ov)
     # get_rps_cpu per flow: rps_map[q][reciprocal_scale(hash, len)], -1 without a map
     # or with hash 0
-    q = p.flow_rxq
+    q = p.flow["flow_rxq"]
     n = p.rps_len[q]
-    h = p.flow_hash.astype(np.uint64) & np.uint64(0xFFFFFFFF)
+    h = p.flow["flow_hash"].astype(np.uint64) & np.uint64(0xFFFFFFFF)
     idx = ((h * n.astype(np.uint64)) >> np.uint64(32)).astype(np.int64)
     flow_cpu = np.where((n > 0) & (h != 0), p.rps_map[q, np.minimum(idx, p.ncpu - 1)], -1)
     if not p.rps_needed:

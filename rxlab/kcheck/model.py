@@ -74,7 +74,7 @@ def flow_hashes(d: dict) -> dict[int, int]:
     from rxlab.build import build
     m = build(to_scenario(d))
     return {int(p): int(h) & 0xFFFFFFFF
-            for p, h in zip(m.flows.sport, m.params.flow_hash, strict=True)}
+            for p, h in zip(m.flows.sport, m.params.flow["flow_hash"], strict=True)}
 
 
 def rps_cpu(h: int, cpus: list[int], *, low_bits: bool = False) -> int:

@@ -9,6 +9,7 @@ its start time; the packets it enqueues carry the time of their enqueue (``bl_st
 and a consumer only takes packets whose stamp is not in its future.
 """
 
+import numpy as np
 from numba import njit
 
 from rxlab.config import JIT_STATE
@@ -96,7 +97,9 @@ def process_backlog(s, c, t, quota):
             slot = sd.cpu[c].bl_head & p.bl_mask
             sd.cpu[c].bl_head += 1
             t = netif_receive_skb_core(
-                s, c, sd.bl32[BN_BL_SRC, c, slot], sd.bl32[BN_BL_FLOW, c, slot],
+                # the source CPU as int64, as the other callers pass it: one compiled
+                # netif_receive_skb_core, not one per argument type
+                s, c, np.int64(sd.bl32[BN_BL_SRC, c, slot]), sd.bl32[BN_BL_FLOW, c, slot],
                 sd.bl[BL_BL_TARR, c, slot], sd.bl[BL_BL_SEQ, c, slot],
                 sd.bl32[BN_BL_LEN, c, slot], t,
             )

@@ -24,7 +24,6 @@ from rxlab.kernel.state import (
     NL_LOCAL_LIST,
     NL_POLL_LIST,
     NL_REPOLL,
-    PF_FLOW_HASH,
     RG_RING_DEQ,
     RG_RING_SEQ,
     RG_RING_TARR,
@@ -69,12 +68,12 @@ def driver_poll(s, c, q, t):
         t += cost(s, C_DRIVER_RX) + cost(s, C_GRO)
         cpu = -1
         if p.rps_needed:
-            cpu = get_rps_cpu(s, q, p.flow_i[f, PF_FLOW_HASH], f, t)
+            cpu = get_rps_cpu(s, q, p.flow[f].flow_hash, f, t)
             t += s.rf.out[2]
         if cpu >= 0:
             # netif_receive_skb with RPS: always through a backlog, even the local one
             t += cost(s, C_RPS_ENQUEUE)
-            enqueue_to_backlog(s, c, cpu, p.flow_i[f, PF_FLOW_HASH], f, tarr, seq, length, t)
+            enqueue_to_backlog(s, c, cpu, p.flow[f].flow_hash, f, tarr, seq, length, t)
         else:
             t = netif_receive_skb_core(s, c, c, f, tarr, seq, length, t)
     if p.xdp_on:

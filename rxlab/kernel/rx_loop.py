@@ -40,9 +40,6 @@ from rxlab.kernel.state import (
     DROP_RING_FULL,
     PC_CM_ENTRY,
     PE_CM_CPU,
-    PF_FLOW_HASH,
-    PF_FLOW_RXQ,
-    PF_FLOW_SOCK,
     PQ_IRQ_CPU,
     RG_RING_DEQ,
     RG_RING_SEQ,
@@ -53,7 +50,6 @@ from rxlab.kernel.state import (
     SEG_CPUMAP,
     SEG_NAPI,
     SEG_NONE,
-    SF_FLOW_NEXT_SEQ,
     T_HARDIRQ,
     T_KSOFTIRQD,
     T_SYSTEM,
@@ -119,15 +115,15 @@ def ingest(s, f, length, t, overrun):
     p, nic, so, st, ev = s.p, s.nic, s.so, s.st, s.ev
     st.cnt[CNT_OFFERED] += 1
     st.ts_pkt[interval_of(s, t), TS_OFFERED] += 1
-    seq = so.flow[f, SF_FLOW_NEXT_SEQ]
-    so.flow[f, SF_FLOW_NEXT_SEQ] = seq + 1
+    seq = so.flow[f].flow_next_seq
+    so.flow[f].flow_next_seq = seq + 1
     if overrun:
         drop(s, DROP_NIC_OVERRUN, t)
         return
-    q = p.flow_i[f, PF_FLOW_RXQ]
+    q = p.flow[f].flow_rxq
     if p.arfs_model != 0 and s.ar.fdir_queue[f] >= 0:
         q = s.ar.fdir_queue[f]  # an aRFS filter for this 5-tuple overrides RSS
-    sk = p.flow_i[f, PF_FLOW_SOCK]
+    sk = p.flow[f].flow_sock
     if sk >= 0 and t >= p.warmup_ns:
         # good: the queue's interrupt lands where the flow's consumer runs now
         if p.queue_i[q, PQ_IRQ_CPU] == so.sock[so.sock[sk].sock_thread].thread_cpu:
@@ -177,13 +173,13 @@ def netif_rx(s, q, f, length, t, seq):
     cpu = c
     s.rf.out[0] = -1
     if p.rps_needed:
-        cpu = get_rps_cpu(s, q, p.flow_i[f, PF_FLOW_HASH], f, t)
+        cpu = get_rps_cpu(s, q, p.flow[f].flow_hash, f, t)
         sd.cpu[c].irq_debt += s.rf.out[2]
         if cpu < 0:
             cpu = c
         else:
             sd.cpu[c].irq_debt += cost(s, C_RPS_ENQUEUE)
-    enqueue_to_backlog(s, c, cpu, p.flow_i[f, PF_FLOW_HASH], f, t, seq, length, t)
+    enqueue_to_backlog(s, c, cpu, p.flow[f].flow_hash, f, t, seq, length, t)
     if sd.cpu[c].ipi_n > 0:
         net_rps_send_ipi(s, c, t)  # simplification: sent at once, not at softirq end
     kick_cpu(s, c, t)  # charges the receive work now, runs the softirq if one is pending
@@ -284,7 +280,7 @@ def charge_system(s, t, ns):
     """
     if ns > 0:
         s.sd.cpu[0].sys_debt += ns
-        kick_cpu(s, 0, t)
+        kick_cpu(s, np.int64(0), t)  # int64: no second kick_cpu for a literal 0
 
 
 @njit(**JIT_STATE_OUTLINE)

@@ -26,10 +26,6 @@ from rxlab.kernel.state import (
     CNT_SOCKET_IN,
     DROP_NO_SOCKET,
     DROP_SOCKET_RCVBUF,
-    PF_FLOW_HASH,
-    PF_FLOW_SOCK,
-    SF_FLOW_DELIVERED,
-    SF_FLOW_MAX_SEQ,
     SN_SO_FLOW,
     SN_SO_LEN,
     SQ_SO_SEQ,
@@ -59,7 +55,7 @@ def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t):
     if rx_cpu != c:
         t += cost(s, C_CROSS_CPU)  # skb head and data are cold on this CPU
     t += cost(s, C_STACK_RX)
-    sk = p.flow_i[f, PF_FLOW_SOCK]
+    sk = p.flow[f].flow_sock
     if sk < 0:
         drop(s, DROP_NO_SOCKET, t)
         return t
@@ -90,10 +86,10 @@ def sock_queue_tail(s, sk, f, tarr, seq, length, t):
     st.lat_sock[hist_index(lat)] += 1
     st.lat_sum[0] += lat
     st.cnt[CNT_LAT_SOCK_N] += 1
-    if seq < so.flow[f, SF_FLOW_MAX_SEQ]:
+    if seq < so.flow[f].flow_max_seq:
         st.cnt[CNT_REORDERED] += 1
     else:
-        so.flow[f, SF_FLOW_MAX_SEQ] = seq
+        so.flow[f].flow_max_seq = seq
     th = so.sock[sk].sock_thread
     if so.sock[th].th_state == TH_SLEEP:
         so.sock[th].th_state = TH_WAKING
@@ -125,10 +121,10 @@ def app_read(s, th, t):
         so.sock[sk].so_rmem -= truesize(so.sq32[SN_SO_LEN, slot])
         so.sock[sk].so_head += 1
         f = so.sq32[SN_SO_FLOW, slot]
-        so.flow[f, SF_FLOW_DELIVERED] += 1
+        so.flow[f].flow_delivered += 1
         if so.sock[sk].sock_record:
             # recvmsg -> sock_rps_record_flow: RFS learns where the consumer runs
-            sock_rps_record_flow(s, p.flow_i[f, PF_FLOW_HASH], so.sock[th].thread_cpu)
+            sock_rps_record_flow(s, p.flow[f].flow_hash, so.sock[th].thread_cpu)
         lat = t - so.sq[SQ_SO_TARR, slot]
         st.lat_app[hist_index(lat)] += 1
         st.lat_sum[1] += lat

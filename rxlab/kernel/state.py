@@ -163,30 +163,11 @@ def struct(*fields) -> np.dtype:
 # row, a writable view; boolean fields are read as a boolean copy).
 #
 # Record groups (RECORD_GROUPS) are stored the other way round, one record per entry
-# (``p.flow_i[f, PF_FLOW_HASH]``, ``so.flow[f, SF_FLOW_DELIVERED]``), as the kernel's own
+# (``p.queue_i[q, PQ_IRQ_CPU]``, ``ar.entry[e, AE_E_FLOW]``), as the kernel's own
 # structs are (struct softnet_data, struct sock, struct rps_dev_flow): the fields of one
 # entry that a mechanism reads together then share a cache line or two instead of each
 # costing a miss in its own row. These are the tables indexed at random by CPU, queue,
 # flow, socket, thread or table slot (docs/performance.md).
-
-PF_FIELDS = (  # fields of Params.flow_i records
-    "flow_rxq",  # int64[nflows]
-    "flow_hash",  # int64[nflows]: skb_get_hash() value (u32)
-    "flow_sock",  # int64[nflows]: socket index or -1
-    "flow_tt",  # int64[nflows]: mlx5 table (tcp4, udp4, tcp6, udp6)
-    "flow_sport",  # int64[nflows]
-    "flow_dport",  # int64[nflows]
-    "flow_udp",  # bool[nflows]
-    "xdp_act",  # int64[nflows]: XDP_* verdict of the rule the flow matches
-    "xdp_rule",  # int64[nflows]: that rule, or -1 (default verdict)
-    "xdp_cpu",  # int64[nflows]: static redirect key, or -1 = round robin
-    "flow_sw_hash",  # int64[nflows]: software skb_get_hash() (no hw hash)
-    "flow_rss_hash",  # int64[nflows]: the NIC's RSS hash (0 if rxhash is off)
-)
-(
-    PF_FLOW_RXQ, PF_FLOW_HASH, PF_FLOW_SOCK, PF_FLOW_TT, PF_FLOW_SPORT, PF_FLOW_DPORT,
-    PF_FLOW_UDP, PF_XDP_ACT, PF_XDP_RULE, PF_XDP_CPU, PF_FLOW_SW_HASH, PF_FLOW_RSS_HASH
-) = range(12)
 
 PQ_FIELDS = (  # fields of Params.queue_i records
     "irq_cpu",  # int64[nq]
@@ -208,13 +189,6 @@ PE_FIELDS = (  # rows of Params.cm_i
 )
 (PE_CM_CPU, PE_CM_QSIZE, PE_CM_BATCH) = range(3)
 
-
-SF_FIELDS = (  # fields of SockState.flow records
-    "flow_next_seq",  # int64[nflows]
-    "flow_max_seq",  # int64[nflows]: highest sequence queued on a socket
-    "flow_delivered",  # int64[nflows]
-)
-(SF_FLOW_NEXT_SEQ, SF_FLOW_MAX_SEQ, SF_FLOW_DELIVERED) = range(3)
 
 AE_FIELDS = (  # fields of ArfsState.entry records
     "e_flow",  # int64[cap]: flow whose 5-tuple the entry holds
@@ -310,6 +284,29 @@ RD_FIELDS = (  # fields of RfsState.dev records (struct rps_dev_flow)
 )
 (RD_DEV_CPU, RD_DEV_FILTER, RD_DEV_LAST_QTAIL, RD_DEV_HASH) = range(4)
 
+# A flow as the receive path sees it (its hash, rx queue, socket, the XDP program's
+# verdict), one record per flow, in the flow table's order.
+FLOW = struct(
+    ("flow_rxq", np.int64),  # rx queue by RSS
+    ("flow_hash", np.int64),  # skb_get_hash() value (u32)
+    ("flow_sock", np.int64),  # socket index or -1
+    ("flow_tt", np.int64),  # mlx5 table (tcp4, udp4, tcp6, udp6)
+    ("flow_sport", np.int64), ("flow_dport", np.int64),
+    ("flow_udp", np.int64),  # 1 = UDP
+    ("xdp_act", np.int64),  # XDP_* verdict of the rule the flow matches
+    ("xdp_rule", np.int64),  # that rule, or -1 (default verdict)
+    ("xdp_cpu", np.int64),  # static redirect key, or -1 = round robin
+    ("flow_sw_hash", np.int64),  # software skb_get_hash() (no hw hash)
+    ("flow_rss_hash", np.int64),  # the NIC's RSS hash (0 if rxhash is off)
+)
+# Per-flow sequence numbers: order of arrival at the NIC against order at the socket.
+FLOW_SEQ = struct(
+    ("flow_next_seq", np.int64),
+    ("flow_max_seq", np.int64),  # highest sequence queued on a socket
+    ("flow_delivered", np.int64),
+)
+
+
 class Params(NamedTuple):
     """Read-only configuration, already rounded the kernel's way."""
 
@@ -345,7 +342,7 @@ class Params(NamedTuple):
     irq_delay_ns: int  # irq_latency + rx_usecs
     queue_i: np.ndarray  # int64[nq, len(PQ_FIELDS)]: records PQ_*
     rps_map: np.ndarray  # int64[nq, ncpu]
-    flow_i: np.ndarray  # int64[nflows, len(PF_FIELDS)]: records PF_*
+    flow: np.ndarray  # FLOW[nflows]: compiled code reads p.flow[f].flow_hash
     sock_off: np.ndarray  # int64[nsock + 1]: storage of each socket queue
     # RFS / aRFS (reference sec. 4-5)
     rfs_on: bool  # rps_sock_flow_entries and some queue's rps_flow_cnt are set
@@ -479,7 +476,7 @@ class SockState(NamedTuple):
     sq: np.ndarray  # int64[len(SQ_FIELDS), total]: planes SQ_*
     sq32: np.ndarray  # int32[len(SN_FIELDS), total]: planes SN_*
     sock: np.ndarray  # SOCK[nsock]: compiled code reads so.sock[sk].so_tail
-    flow: np.ndarray  # int64[nflows, len(SF_FIELDS)]: records SF_*
+    flow: np.ndarray  # FLOW_SEQ[nflows]
     cpu_threads: np.ndarray  # int64[ncpu, nthreads]: threads on each CPU
     cpu_nthreads: np.ndarray  # int64[ncpu]
 
@@ -563,21 +560,19 @@ ARFS_MODELS = ("off", "ice-hash-match", "ice-tuple-match", "mlx5")
 
 # --- row groups: Python names for the rows, and construction by field name -----------
 ROW_GROUPS = {  # a group's fields share a shape: rows of a 2-D array, planes of a 3-D one
-    Params: {"flow_i": PF_FIELDS,
-             "queue_i": PQ_FIELDS, "cpu_i": PC_FIELDS, "cm_i": PE_FIELDS},
+    Params: {"queue_i": PQ_FIELDS, "cpu_i": PC_FIELDS, "cm_i": PE_FIELDS},
     NicState: {"ring": RG_FIELDS, "ring32": RN_FIELDS},
     SoftnetData: {"bl": BL_FIELDS, "bl32": BN_FIELDS, "lists": NL_FIELDS},
-    SockState: {"sq": SQ_FIELDS, "sq32": SN_FIELDS, "flow": SF_FIELDS},
+    SockState: {"sq": SQ_FIELDS, "sq32": SN_FIELDS},
     RfsState: {"dev": RD_FIELDS},
     ArfsState: {"entry": AE_FIELDS, "glob": AG_FIELDS},
     CpumapState: {"bq": BQ_FIELDS, "bq32": QN_FIELDS, "ring": CR_FIELDS, "ring32": CN_FIELDS,
                   "entry": CE_FIELDS},
 }
 INT32_GROUPS = {"ring32", "bl32", "sq32", "bq32"}  # the rest are int64
-BOOL_ROWS = {"flow_udp"}
+BOOL_ROWS: set[str] = set()  # fields read from Python as a boolean copy
 RECORD_GROUPS = {  # field index last: one record per entry (see above)
-    Params: {"flow_i", "queue_i"},
-    SockState: {"thread", "flow"},
+    Params: {"queue_i"},
     RfsState: {"dev"},
     ArfsState: {"entry"},
 }

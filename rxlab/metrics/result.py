@@ -154,8 +154,8 @@ def assemble(m, in_flight: int) -> Result:
         rows = fl.rows(g)
         by_group[gname] = {
             "flows": rows.stop - rows.start,
-            "offered": int(so.flow_next_seq[rows].sum()),
-            "delivered": int(so.flow_delivered[rows].sum()),
+            "offered": int(so.flow["flow_next_seq"][rows].sum()),
+            "delivered": int(so.flow["flow_delivered"][rows].sum()),
         }
     data = {
         "scenario": sc.name,

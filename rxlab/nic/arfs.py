@@ -38,7 +38,6 @@ from rxlab.kernel.state import (
     ARFS_INACTIVE,
     ARFS_PROGRAMMED,
     C_ARFS_PROGRAM,
-    PF_FLOW_UDP,
 )
 
 EV_ARFS_TIMER = 7  # event kind: ice service timer (expiry scan)
@@ -85,7 +84,7 @@ def _expired(s, e, t):
     if rps_may_expire_flow(s, ar.entry[e, AE_E_Q], ar.entry[e, AE_E_FLOW_ID],
                            ar.entry[e, AE_E_FLTR_ID]):
         return True
-    return p.arfs_model != 3 and p.flow_i[ar.entry[e, AE_E_FLOW], PF_FLOW_UDP] and (
+    return p.arfs_model != 3 and p.flow[ar.entry[e, AE_E_FLOW]].flow_udp and (
         t - ar.entry[e, AE_E_TIME] >= ICE_ARFS_TIME_DELTA_EXPIRATION_NS)
 
 

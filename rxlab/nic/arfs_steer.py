@@ -34,9 +34,6 @@ from rxlab.kernel.state import (
     ARFS_NO_MEMORY,
     ARFS_SKIP,
     ARFS_UPDATE,
-    PF_FLOW_DPORT,
-    PF_FLOW_SPORT,
-    PF_FLOW_TT,
 )
 
 ICE_ARFS_LST_MASK = 1023  # ICE_MAX_ARFS_LIST - 1
@@ -50,11 +47,11 @@ def arfs_bucket(s, f, skb_hash):
     if p.arfs_model == 3:
         # mlx5: l = sport | (dport << 2) on the __be16 values (byte-swapped on LE),
         # hash_long(l, 8) on 64-bit: (l * GOLDEN_RATIO_64) >> 56
-        sp = ((p.flow_i[f, PF_FLOW_SPORT] & 0xFF) << 8) | (p.flow_i[f, PF_FLOW_SPORT] >> 8)
-        dp = ((p.flow_i[f, PF_FLOW_DPORT] & 0xFF) << 8) | (p.flow_i[f, PF_FLOW_DPORT] >> 8)
+        sp = ((p.flow[f].flow_sport & 0xFF) << 8) | (p.flow[f].flow_sport >> 8)
+        dp = ((p.flow[f].flow_dport & 0xFF) << 8) | (p.flow[f].flow_dport >> 8)
         l_ = np.uint64(sp | (dp << 2))
         h = (l_ * np.uint64(0x61C8864680B583EB)) >> np.uint64(56)
-        return p.flow_i[f, PF_FLOW_TT] * MLX5_ARFS_HASH + np.int64(h)
+        return p.flow[f].flow_tt * MLX5_ARFS_HASH + np.int64(h)
     return skb_hash & ICE_ARFS_LST_MASK  # skb_get_hash_raw(skb) & ICE_ARFS_LST_MASK
 
 

@@ -232,7 +232,7 @@ def tune(
 
     # ---- RFS sizing and verdicts --------------------------------------------------------
     rq = np.where(by_table, rec_table[bucket], steer["rxq"]).astype(np.int64)
-    fs = m.params.flow_sock
+    fs = m.params.flow["flow_sock"]
     record = np.array([bool(m.so.sock["sock_record"][s]) if s >= 0 else False for s in fs])
     sizes = rfs.size_tables(steer["skb_hash"][record], rq[record], rec_table, nq,
                             collision_target, kb.version)

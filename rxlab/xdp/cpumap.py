@@ -23,6 +23,7 @@ socket is flushed at once, ``udp_gro_receive``), so only its cost is modelled; t
 kthread's time is system time, as /proc/stat counts a kernel thread outside softirq.
 """
 
+import numpy as np
 from numba import njit
 
 from rxlab.config import JIT_LEAF, JIT_STATE, JIT_STATE_OUTLINE
@@ -63,8 +64,6 @@ from rxlab.kernel.state import (
     PC_CM_ENTRY,
     PE_CM_BATCH,
     PE_CM_QSIZE,
-    PF_FLOW_RSS_HASH,
-    PF_FLOW_SW_HASH,
     PQ_RPS_LEN,
     QN_BQ_FLOW,
     QN_BQ_LEN,
@@ -176,17 +175,19 @@ def kthread_runnable(s, c):
 def cpumap_deliver(s, c, f, tarr, seq, length, t):
     """netif_receive_skb_list_internal on the kthread's CPU: RPS again, or the stack."""
     p = s.p
-    h = p.flow_i[f, PF_FLOW_SW_HASH]
+    h = p.flow[f].flow_sw_hash
     sw = True
-    if p.xdp_hash_meta and p.flow_i[f, PF_FLOW_RSS_HASH] != 0:
-        h = p.flow_i[f, PF_FLOW_RSS_HASH]  # the seed's proposal: skb->hash from frame metadata
+    if p.xdp_hash_meta and p.flow[f].flow_rss_hash != 0:
+        h = p.flow[f].flow_rss_hash  # the seed's proposal: skb->hash from frame metadata
         sw = False
     s.rf.out[0] = -1
     cpu = -1
     if p.rps_needed:
         if sw and (p.queue_i[0, PQ_RPS_LEN] > 0 or s.rf.dev_log[0] > 0):
             t += cost(s, C_SW_HASH)  # skb_get_hash: flow dissector + siphash
-        cpu = get_rps_cpu(s, 0, h, f, t)  # no rx queue recorded: dev->_rx[0]
+        # no rx queue recorded: dev->_rx[0] (int64: a literal 0 would compile a second
+        # get_rps_cpu, numba specialises on literal arguments)
+        cpu = get_rps_cpu(s, np.int64(0), h, f, t)
         t += s.rf.out[2]
     if cpu >= 0:
         t += cost(s, C_RPS_ENQUEUE)

@@ -22,9 +22,6 @@ from rxlab.kernel.state import (
     DROP_XDP_ABORTED,
     DROP_XDP_DROP,
     PC_CM_ENTRY,
-    PF_XDP_ACT,
-    PF_XDP_CPU,
-    PF_XDP_RULE,
     PQ_XSK_OF_QUEUE,
     XDP_ABORTED,
     XDP_DROP,
@@ -40,9 +37,9 @@ from rxlab.xdp.xsk_rx import xsk_rcv
 def redirect_key(s, c, f):
     """bpf_redirect_map's key: the flow's own, or the next of the rule's round robin."""
     p, cm = s.p, s.cm
-    cpu = p.flow_i[f, PF_XDP_CPU]
+    cpu = p.flow[f].xdp_cpu
     if cpu < 0:
-        r = p.flow_i[f, PF_XDP_RULE]
+        r = p.flow[f].xdp_rule
         k = cm.rr[c, r]
         cpu = p.xdp_rr_cpus[r, k]
         cm.rr[c, r] = (k + 1) % p.xdp_rr_n[r]
@@ -59,10 +56,10 @@ def xdp_rx(s, c, q, f, tarr, seq, length, t):
     p, st = s.p, s.st
     st.cnt[CNT_XDP_RUNS] += 1
     t += cost(s, C_XDP_PROG)
-    r = p.flow_i[f, PF_XDP_RULE]
+    r = p.flow[f].xdp_rule
     if r >= 0:
         t += int(p.xdp_cost_extra[r] + 0.5)  # hashing / metadata the rule's program does
-    act = p.flow_i[f, PF_XDP_ACT]
+    act = p.flow[f].xdp_act
     if act == XDP_REDIRECT:
         e = p.cpu_i[PC_CM_ENTRY, redirect_key(s, c, f)]
         if e >= 0:

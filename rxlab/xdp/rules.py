@@ -136,7 +136,7 @@ def xdp_config(sc, p) -> dict:
     """What the result's ``config`` reports about the program and the map."""
     if sc.xdp is None:
         return {"xdp": None, "cpumap": None}
-    counts = {name: int((p.xdp_act == v).sum()) for name, v in VERDICT.items()}
+    counts = {name: int((p.flow["xdp_act"] == v).sum()) for name, v in VERDICT.items()}
     out = {"xdp": {"rules": len(sc.xdp.rules), "default": sc.xdp.default,
                    "hash_metadata": sc.xdp.hash_metadata, "flows_by_verdict": counts}}
     if sc.cpumap is not None:
