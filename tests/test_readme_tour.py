@@ -1,0 +1,99 @@
+"""Every command of the README's tour runs, as a user would type it, with short durations.
+
+The tour is read from README.md itself, so a command added there is tested here. Each
+line is split at ';' and '&&' and run in order in one scratch folder (the tour's later
+commands use files its earlier ones wrote). The only changes made to a command are the
+ones that keep the suite short: a traffic duration for `run`, `--quick` for `reproduce`
+and `bench`, one refresh for `top`, and the user's own files (`my-host.yaml`,
+`capture.pcap`) stood in for by the built-in default scenario and a small capture.
+`rxlab kernel-check` is the one command not run here: tests/test_kcheck_kernel.py runs
+the same checks against the real kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+COVERED_ELSEWHERE = {"kernel-check": "tests/test_kcheck_kernel.py runs the same checks"}
+
+
+def tour_commands() -> list[list[str]]:
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"## A short tour\s+```sh\n(.*?)```", text, re.S)
+    assert block, "README.md has no '## A short tour' sh block"
+    out = []
+    for line in block.group(1).splitlines():
+        line = line.split(" #", 1)[0].strip()
+        for part in re.split(r";|&&", line):
+            if part.strip():
+                out.append(shlex.split(part))
+    return out
+
+
+def _pcap(path: Path) -> None:
+    """Two UDP packets and one ARP record (libpcap format, microseconds)."""
+    def udp(sport: int) -> bytes:
+        ip = bytes([0x45, 0, 0, 46, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 192, 168, 0, 1])
+        return bytes(12) + b"\x08\x00" + ip + struct.pack(">HHHH", sport, 9000, 26, 0) + bytes(18)
+
+    def rec(us: int, data: bytes) -> bytes:
+        return struct.pack("<IIII", 0, us, len(data), len(data)) + data
+
+    arp = bytes(12) + b"\x08\x06" + bytes(28)
+    path.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
+                     + rec(100, udp(1000)) + rec(500, arp) + rec(2100, udp(1001)))
+
+
+def shortened(argv: list[str], tmp: Path) -> list[str]:
+    """The tour's command with the suite's short durations and stand-in files."""
+    assert argv[0] == "rxlab", argv
+    args = [{"my-host.yaml": str(tmp / "my-host.yaml"),
+             "capture.pcap": str(tmp / "capture.pcap"),
+             "examples/sweeps/queues.yaml": str(ROOT / "examples/sweeps/queues.yaml")
+             }.get(a, a) for a in argv[1:]]
+    cmd = args[0] if args else ""
+    if cmd == "run" and "--pcap" not in args:
+        args += ["--duration", "0.005"]
+    elif cmd == "reproduce" and "--quick" not in args:
+        args.append("--quick")
+    elif cmd == "bench":
+        args += ["--quick", "--skip-arfs"]
+    elif cmd == "top":
+        args += ["--count", "1", "--interval", "0.1"]
+    elif cmd == "tune":
+        args += ["--json"]
+    return [sys.executable, "-m", "rxlab.cli.main", *args]
+
+
+def test_every_tour_command_runs(tmp_path):
+    shutil.copy(ROOT / "rxlab/scenarios/default.yaml", tmp_path / "my-host.yaml")
+    _pcap(tmp_path / "capture.pcap")
+    cmds = tour_commands()
+    assert len(cmds) >= 20  # the parser found the tour
+    ran = []
+    for argv in cmds:
+        if len(argv) > 1 and argv[1] in COVERED_ELSEWHERE:
+            continue
+        full = shortened(argv, tmp_path)
+        p = subprocess.run(full, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, f"{shlex.join(argv)} -> exit {p.returncode}\n{p.stderr[-2000:]}"
+        if "--json" in full:
+            json.loads(p.stdout)
+        ran.append(shlex.join(argv))
+    assert (tmp_path / "r.html").is_file() and (tmp_path / "host.yaml").is_file()
+    print(f"\nREADME tour: {len(ran)} commands ran, kernel-check covered elsewhere")
+
+
+@pytest.mark.parametrize("name", sorted(COVERED_ELSEWHERE))
+def test_commands_covered_elsewhere_are_in_the_tour(name):
+    assert any(len(a) > 1 and a[1] == name for a in tour_commands())
