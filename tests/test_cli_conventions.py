@@ -45,3 +45,11 @@ def test_every_reproduction_runs_and_names_the_kernel_asked_for():
     for name, mod in EXPERIMENTS.items():
         assert kernels_of(mod.cases(True, "6.12")) == ["6.12"], name
         assert len(kernels_of(mod.cases(True, None))) == 1, name  # a default is named
+
+
+def test_explain_arfs_defaults_to_the_reports_setup(capsys):
+    import json
+
+    assert main(["explain", "arfs", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["flows"], out["queues"], out["tables"][0]["rps_flow_cnt"]) == (16384, 144, 512)

@@ -1,4 +1,7 @@
-"""``rxlab explain arfs --flows N --rps-flow-cnt S --queues Q [--kernel V] [--json]``.
+"""``rxlab explain arfs [--flows N] [--rps-flow-cnt S] [--queues Q] [--kernel V] [--json]``.
+
+Without options it explains the setup of the ice aRFS collision report (16,384 netperf
+TCP sessions, rps_flow_cnt 512, 144 queues on a 144-CPU host; seed 000).
 
 "With my connections and table size, how many flows fight over filters, and what does a
 larger table cost?" The birthday model of ice's (bucket, flow_id) key, per table size.
@@ -15,9 +18,11 @@ from rxlab.jsonout import dumps
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("explain", help="explain a mechanism with numbers (arfs)")
     p.add_argument("topic", choices=["arfs"], metavar="TOPIC", help="arfs")
-    p.add_argument("--flows", type=int, required=True, help="concurrent connections")
-    p.add_argument("--rps-flow-cnt", type=int, required=True, help="per-queue table size")
-    p.add_argument("--queues", type=int, required=True, help="rx queues")
+    p.add_argument("--flows", type=int, default=16384,
+                   help="concurrent connections (default 16384, the ice aRFS report's)")
+    p.add_argument("--rps-flow-cnt", type=int, default=512,
+                   help="per-queue table size (default 512)")
+    p.add_argument("--queues", type=int, default=144, help="rx queues (default 144)")
     p.add_argument("--kernel", default="6.19", help="kernel version (flow_id rule)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
