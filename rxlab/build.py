@@ -20,9 +20,21 @@ from rxlab.kernel import constants as K
 from rxlab.kernel.flow_hash import skb_get_hash_flows
 from rxlab.kernel.hashfn import ilog2, roundup_pow_of_two
 from rxlab.kernel.state import (
+    AE_E_NEXT,
+    AE_E_STATE,
+    AE_FIELDS,
+    AE_FREE,
+    AG_FIELDS,
+    AG_FREE_N,
     ARFS_FREE,
     ARFS_MODELS,
+    BL_FIELDS,
+    BN_FIELDS,
+    BQ_FIELDS,
+    CE_FIELDS,
+    CN_FIELDS,
     CPU_MAP_BULK_SIZE,
+    CR_FIELDS,
     FLOW,
     FLOW_SEQ,
     HIST_BINS,
@@ -32,9 +44,18 @@ from rxlab.kernel.state import (
     N_CPUMAP_CNT,
     N_DROP_SLOTS,
     N_RFS_CNT,
+    NL_FIELDS,
+    QN_FIELDS,
+    RD_DEV_CPU,
+    RD_DEV_FILTER,
+    RD_FIELDS,
+    RG_FIELDS,
+    RN_FIELDS,
     RX_RING,
+    SN_FIELDS,
     SOCK,
     SOFTNET_DATA,
+    SQ_FIELDS,
     STAGES,
     ArfsState,
     CpumapState,
@@ -47,6 +68,7 @@ from rxlab.kernel.state import (
     make,
 )
 from rxlab.kernel.versions import KernelBehaviour, behaviour
+from rxlab.memory_budget import check as check_memory
 from rxlab.nic import indirection
 from rxlab.nic.toeplitz import MS_RSS_KEY, parse_key, rss_hash_flows, v4_mapped
 from rxlab.profiles import stage_costs
@@ -76,6 +98,7 @@ class Model:
     capture: object = None  # rxlab.capture.pcap.Capture when traffic replays a pcap
     threads: list = field(default_factory=list)  # (app name, cpu) per thread
     port_state: np.ndarray = field(default_factory=lambda: np.zeros(2, I64))
+    notices: list = field(default_factory=list)  # what the run changed, for the user
 
 
 def _indirection(spec, size: int, queues: int, where: str) -> np.ndarray:
@@ -252,11 +275,23 @@ def _migration(sc: Scenario, nth: int, ncpu: int, app_of_thread: list[int]):
     return every, mset, mset_n, mt, mc, mn
 
 
-def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
+def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Model:
     """Compile a scenario; ``capture`` is an already opened pcap for ``traffic.pcap``;
-    ``xdp_program`` a vectorised per-flow XDP program (``rxlab.xdp.rules``)."""
+    ``xdp_program`` a vectorised per-flow XDP program (``rxlab.xdp.rules``).
+
+    The memory the scenario implies is checked against ``max_memory`` (bytes or a size
+    such as '8GiB'; default: ``rxlab.memory_budget.default_limit``) before anything is
+    allocated; over it, a one-line UsageError names the field."""
     kb = behaviour(sc.host.kernel)
     ncpu, nq = sc.host.cpus, sc.nic.queues
+    tl = sc.kernel.flow_limit_table_len
+    if tl & (tl - 1):
+        raise UsageError(
+            f"kernel.flow_limit_table_len: {tl} is not a power of two (the kernel "
+            "returns -EINVAL); use e.g. 4096"
+        )
+    sock_entries, dev_logs = _rfs_tables(sc, kb)  # its limits first: sharper errors
+    est = check_memory(sc, max_memory, capture)
     if sc.traffic.pcap is not None:
         if capture is None:
             from rxlab.capture.pcap import open_capture
@@ -270,12 +305,6 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
     steer = flow_steering(sc, fl)
 
     # --- kernel knobs, rounded / validated the kernel's way -------------------------
-    tl = sc.kernel.flow_limit_table_len
-    if tl & (tl - 1):
-        raise UsageError(
-            f"kernel.flow_limit_table_len: {tl} is not a power of two (the kernel "
-            "returns -EINVAL); use e.g. 4096"
-        )
     fl_cpus = hex_mask_to_cpus(sc.kernel.flow_limit_cpu_bitmap)
     if any(c >= ncpu for c in fl_cpus):
         raise UsageError(
@@ -354,7 +383,6 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
     for c, lst in enumerate(per_cpu):
         cpu_threads[c, : len(lst)] = lst
 
-    sock_entries, dev_logs = _rfs_tables(sc, kb)
     rfs_on = bool(sock_entries) and bool(dev_logs.any())
     arfs = sc.nic.arfs
     arfs_model = ARFS_MODELS.index(arfs.model) if arfs else 0
@@ -376,11 +404,11 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
     flow["flow_udp"] = fl.proto == 17
     for name in ("xdp_act", "xdp_rule", "xdp_cpu", "flow_sw_hash", "flow_rss_hash"):
         flow[name] = xd.pop(name)
-    interval_ns = int(round(sc.metrics.interval * 1e9))
-    total_ns = int(round((sc.duration + sc.drain) * 1e9))
-    n_int = max(1, math.ceil(total_ns / interval_ns))
+    interval_ns, n_int = est.interval_ns, est.intervals  # at most max_intervals(ncpu)
     bl_cap = roundup_pow_of_two(2 * (sc.kernel.netdev_max_backlog + 1) + 8)
     lists = nq + 2
+    # Large groups are allocated whole, in their final layout: given field by field,
+    # make() would copy and stack each field, tripling the peak memory of build().
 
     p = make(Params,
         ncpu=ncpu, nq=nq, nthreads=nth, ring_size=sc.nic.ring_size,
@@ -411,28 +439,26 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
     )
     R = roundup_pow_of_two(sc.nic.ring_size)
     nic = make(NicState,
-        ring_flow=np.zeros((nq, R), np.int32), ring_tarr=np.zeros((nq, R), I64),
-        ring_seq=np.zeros((nq, R), I64), ring_len=np.zeros((nq, R), np.int32),
-        ring_deq=np.zeros((nq, R), I64), queue=np.zeros(nq, RX_RING),
+        ring=np.zeros((len(RG_FIELDS), nq, R), I64),
+        ring32=np.zeros((len(RN_FIELDS), nq, R), np.int32),
+        queue=np.zeros(nq, RX_RING),
     )
     z = lambda dt=I64: np.zeros(ncpu, dt)  # noqa: E731
     sd = make(SoftnetData,
         cpu=np.zeros(ncpu, SOFTNET_DATA),
-        bl_flow=np.zeros((ncpu, bl_cap), np.int32), bl_tarr=np.zeros((ncpu, bl_cap), I64),
-        bl_seq=np.zeros((ncpu, bl_cap), I64), bl_len=np.zeros((ncpu, bl_cap), np.int32),
-        bl_stamp=np.zeros((ncpu, bl_cap), I64), bl_src=np.zeros((ncpu, bl_cap), np.int16),
-        poll_list=np.zeros((ncpu, lists), I64), local_list=np.zeros((ncpu, lists), I64),
-        repoll=np.zeros((ncpu, lists), I64), rps_ipi_list=np.zeros((ncpu, ncpu), I64),
+        bl=np.zeros((len(BL_FIELDS), ncpu, bl_cap), I64),
+        bl32=np.zeros((len(BN_FIELDS), ncpu, bl_cap), np.int32),
+        lists=np.zeros((len(NL_FIELDS), ncpu, lists), I64),
+        rps_ipi_list=np.zeros((ncpu, ncpu), I64),
         fl_history=np.zeros((ncpu, hist), I64), fl_buckets=np.zeros((ncpu, tl), I64),
     )
     sd.cpu["fl_on"] = [c in fl_cpus for c in range(ncpu)]
     total = int(sock_off[-1]) or 1
     nflows = len(fl)
     so = make(SockState,
-        so_flow=np.zeros(total, np.int32), so_tarr=np.zeros(total, I64),
-        so_seq=np.zeros(total, I64), so_len=np.zeros(total, np.int32),
-        so_stamp=np.zeros(total, I64), sock=np.zeros(nth, SOCK),
-        flow=np.zeros(nflows, FLOW_SEQ), cpu_threads=cpu_threads,
+        sq=np.zeros((len(SQ_FIELDS), total), I64),
+        sq32=np.zeros((len(SN_FIELDS), total), np.int32),
+        sock=np.zeros(nth, SOCK), flow=np.zeros(nflows, FLOW_SEQ), cpu_threads=cpu_threads,
         cpu_nthreads=np.array([len(x) for x in per_cpu], I64),
     )
     so.flow["flow_max_seq"] = -1
@@ -450,39 +476,38 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
     sk["thread_cpu"] = th_cpu
     sk["mig_every_ns"], sk["mig_set_n"], sk["mig_n"] = mig[0], mig[2], mig[5]
     S = 1 << int(dev_logs.max()) if dev_logs.any() else 1
+    dev = np.zeros((nq, S, len(RD_FIELDS)), I64)
+    dev[..., RD_DEV_CPU] = K.RPS_NO_CPU
+    dev[..., RD_DEV_FILTER] = K.RPS_NO_FILTER
     rf = make(RfsState,
-        sock_flow=np.full(max(sock_entries, 1), K.RPS_NO_CPU, I64),
-        dev_cpu=np.full((nq, S), K.RPS_NO_CPU, I64),
-        dev_filter=np.full((nq, S), K.RPS_NO_FILTER, I64),
-        dev_last_qtail=np.zeros((nq, S), I64), dev_hash=np.zeros((nq, S), I64),
+        sock_flow=np.full(max(sock_entries, 1), K.RPS_NO_CPU, I64), dev=dev,
         dev_log=dev_logs, out=np.zeros(3, I64), cnt=np.zeros(N_RFS_CNT, I64),
     )
     cap = max(2 * nflows, arfs.capacity) if arfs else 1
     nb = 4 * 256 if arfs_model == 3 else 1024
+    entry = np.zeros((cap, len(AE_FIELDS)), I64)
+    entry[:, AE_E_STATE] = ARFS_FREE
+    entry[:, AE_E_NEXT] = -1
+    entry[:, AE_FREE] = np.arange(cap - 1, -1, -1)  # the free stack pops entry 0 first
+    glob = np.zeros((len(AG_FIELDS), 1), I64)
+    glob[AG_FREE_N, 0] = cap
     ar = make(ArfsState,
-        e_flow=np.zeros(cap, I64), e_flow_id=np.zeros(cap, I64),
-        e_fltr_id=np.zeros(cap, I64), e_q=np.zeros(cap, I64),
-        e_state=np.full(cap, ARFS_FREE, I64), e_next=np.full(cap, -1, I64),
-        e_time=np.zeros(cap, I64), bucket=np.full(nb, -1, I64),
-        free=np.arange(cap, dtype=I64)[::-1].copy(), free_n=np.array([cap], I64),
-        last_fltr_id=np.zeros(1, I64), fdir_queue=np.full(nflows, -1, I64),
-        hw_count=np.zeros(1, I64), svc=np.zeros(2, I64), pend=np.zeros(cap, I64),
-        pend_n=np.zeros(1, I64), e_pend=np.zeros(cap, np.int8), cnt=np.zeros(N_ARFS_CNT, I64),
+        entry=entry, bucket=np.full(nb, -1, I64), glob=glob,
+        fdir_queue=np.full(nflows, -1, I64), svc=np.zeros(2, I64),
+        cnt=np.zeros(N_ARFS_CNT, I64),
     )
     ne, nr = len(p.cm_cpu), len(p.xdp_rr_n)
     Q = int(p.cm_qsize.max())
     B = CPU_MAP_BULK_SIZE
     cm = make(CpumapState,
-        bq_n=np.zeros((ncpu, ne), I64), bq_flow=np.zeros((ncpu, ne, B), np.int32),
-        bq_tarr=np.zeros((ncpu, ne, B), I64), bq_seq=np.zeros((ncpu, ne, B), I64),
-        bq_len=np.zeros((ncpu, ne, B), np.int32), flush_n=z(),
-        flush_list=np.zeros((ncpu, ne), I64), r_flow=np.zeros((ne, Q), np.int32),
-        r_tarr=np.zeros((ne, Q), I64), r_seq=np.zeros((ne, Q), I64),
-        r_len=np.zeros((ne, Q), np.int32), r_stamp=np.zeros((ne, Q), I64),
-        prod=np.zeros(ne, I64), cons=np.zeros(ne, I64), clear=np.zeros(ne, I64),
-        kt_state=np.zeros(ne, np.int8), kt_vrt=np.zeros(ne, I64),
-        last_flush=np.zeros(ne, I64), rr=np.zeros((ncpu, nr), I64),
-        cnt=np.zeros((ne, N_CPUMAP_CNT), I64),
+        bq_n=np.zeros((ncpu, ne), I64),
+        bq=np.zeros((len(BQ_FIELDS), ncpu, ne, B), I64),
+        bq32=np.zeros((len(QN_FIELDS), ncpu, ne, B), np.int32), flush_n=z(),
+        flush_list=np.zeros((ncpu, ne), I64),
+        ring=np.zeros((len(CR_FIELDS), ne, Q), I64),
+        ring32=np.zeros((len(CN_FIELDS), ne, Q), np.int32),
+        entry=np.zeros((len(CE_FIELDS), ne), I64),
+        rr=np.zeros((ncpu, nr), I64), cnt=np.zeros((ne, N_CPUMAP_CNT), I64),
     )
     st = Stats(
         cnt=np.zeros(N_CNT, I64), lat_sock=np.zeros(HIST_BINS, I64),
@@ -529,9 +554,11 @@ def build(sc: Scenario, capture=None, xdp_program=None) -> Model:
         "arfs": arfs.model if arfs else None,
         "arfs_protect_active": bool(arfs) and p.arfs_protect,
         "threads": [{"app": a, "cpu": c} for a, c in threads],
+        "interval_s": interval_ns / 1e9,
+        "intervals": n_int,
         **xdp_config(sc, p),
     }
     # one huge-page arena for all the loop's arrays: a TLB miss per touch otherwise
     p, nic, sd, so, st, ev, rf, ar, cm = relocate([p, nic, sd, so, st, ev, rf, ar, cm])
     return Model(sc, p, nic, sd, so, st, ev, rf, ar, cm, fl, kb, config, threads=threads,
-                 capture=capture)
+                 capture=capture, notices=[est.notice] if est.notice else [])

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
-import yaml
-
 from rxlab.errors import UsageError
+from rxlab.inputs import read_text
 from rxlab.kernel.state import STAGES
+
+MAX_COST_NS = 1e9  # one stage costs at most 1 s of CPU per unit (as host.costs)
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 
@@ -18,6 +20,8 @@ def profile_names() -> list[str]:
 
 def load_profile(ref: str) -> dict:
     """A built-in profile name or a YAML path -> {"name", "stages": {stage: {ns, source}}}."""
+    from rxlab.scenario import parse_yaml
+
     path = Path(ref)
     if not path.exists():
         path = PROFILE_DIR / f"{ref}.yaml"
@@ -25,23 +29,28 @@ def load_profile(ref: str) -> dict:
         raise UsageError(
             f"host.cost_profile: no profile {ref!r}; built-in: {', '.join(profile_names())}"
         )
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise UsageError(f"{path}: malformed YAML ({err})") from None
+    try:  # a size limit, UTF-8 only, no devices (host.cost_profile=/dev/zero)
+        data = parse_yaml(read_text(path, "cost profile"), str(path))
+    except UsageError as err:
+        raise UsageError(f"host.cost_profile: {err}") from None
+    where = f"host.cost_profile: {path}"
     stages = data.get("stages") if isinstance(data, dict) else None
     if not isinstance(stages, dict):
-        raise UsageError(f"{path}: a cost profile needs a 'stages' mapping")
+        raise UsageError(f"{where}: a cost profile needs a 'stages' mapping")
     for name, entry in stages.items():
         if name not in STAGES:
-            raise UsageError(f"{path}: stages.{name}: unknown stage; known: {', '.join(STAGES)}")
+            raise UsageError(f"{where}: stages.{name!r}: unknown stage; known: "
+                             f"{', '.join(STAGES)}")
         if not isinstance(entry, dict) or "ns" not in entry or "source" not in entry:
-            raise UsageError(f"{path}: stages.{name}: give 'ns' and 'source' (its citation)")
-        if not isinstance(entry["ns"], (int, float)) or entry["ns"] < 0:
-            raise UsageError(f"{path}: stages.{name}.ns: must be a number >= 0")
+            raise UsageError(f"{where}: stages.{name}: give 'ns' and 'source' (its citation)")
+        ns = entry["ns"]
+        if (isinstance(ns, bool) or not isinstance(ns, (int, float)) or not math.isfinite(ns)
+                or not 0 <= ns <= MAX_COST_NS):
+            raise UsageError(f"{where}: stages.{name}.ns: {ns!r} is not a cost; give "
+                             f"ns from 0 to {MAX_COST_NS:g} (1 s)")
     missing = [s for s in STAGES if s not in stages]
     if missing:
-        raise UsageError(f"{path}: stages missing: {', '.join(missing)}")
+        raise UsageError(f"{where}: stages missing: {', '.join(missing)}")
     return {"name": data.get("name", path.stem), "stages": stages}
 
 

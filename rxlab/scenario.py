@@ -4,57 +4,128 @@ A scenario describes a host (CPUs, kernel version, cost profile), its NIC (queue
 IRQ affinity), the kernel's steering knobs, the offered traffic and the applications.
 Values the kernel would round (powers of two) are rounded the kernel's way when the
 scenario is compiled (see ``rxlab.build``) and reported in the result's ``config``.
+
+The schema is the edge of the simulator: every number is finite and inside the range
+the kernel (or physics) allows, and every queue and CPU the compiled loop will index
+exists, so nothing a user writes reaches the loop unchecked. Values are read the way
+the kernel reads them: CPU lists and masks through ``rxlab.cpuset``, and a YAML number
+where text is meant (``host.kernel: 6.10``, ``rps_cpus: 10``) keeps its source text.
 """
 
 from __future__ import annotations
 
 import copy
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from rxlab import cpuset
 from rxlab.errors import UsageError
-from rxlab.traffic.spec import TrafficSpec
+from rxlab.inputs import read_text
+from rxlab.kernel.versions import parse_version
+from rxlab.profiles import MAX_COST_NS
+from rxlab.scenario_checks import KERNEL_RELEASES, check_scenario
+from rxlab.traffic.spec import MAX_PPS, MAX_SECONDS, MIN_PPS, TrafficSpec, _Strict, in_range
 
-HEX_RE = re.compile(r"^(0x)?[0-9a-fA-F,]+$")
+INT_MAX = (1 << 31) - 1  # the kernel's int sysctls (proc_dointvec)
+ICE_ITR_MAX_US = 8160  # ICE_ITR_MAX, drivers/net/ethernet/intel/ice/ice_txrx.h
+MAX_YAML_DEPTH = 64  # a scenario nests about 6 deep; PyYAML composes recursively
+MAX_YAML_NODES = 1 << 22  # values after alias expansion (an alias bomb expands to 10^9)
+MAX_PATH_PARTS = 16  # dotted --set paths: the deepest field is 6 parts
+
+_TIME_WHY = "times are int64 ns; rxlab allows up to 1e6 s"
+_STEP_WHY = "rxlab's time step is 1 ns; times are int64 ns up to 1e6 s"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-def _cpu_list(text: str | int | list[int]) -> list[int]:
-    """'0-3,6' | 5 | [0, 2] -> sorted CPU list (a cpulist, as in /sys cpu lists)."""
-    if isinstance(text, int):
-        return [text]
-    if isinstance(text, list):
-        return sorted(set(int(c) for c in text))
-    out: set[int] = set()
-    for part in str(text).split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "-" in part:
-            a, b = part.split("-", 1)
-            out.update(range(int(a), int(b) + 1))
-        else:
-            out.add(int(part))
-    return sorted(out)
+def _cpu_list(value: Any) -> list[int]:
+    """'0-3,6' | 5 | [0, 2] -> sorted CPU list (kept for callers; see rxlab.cpuset)."""
+    return cpuset.cpu_set(value)
 
 
 def hex_mask_to_cpus(mask: str) -> list[int]:
     """A sysfs CPU bitmap ('ff', '00000001,00000000') -> list of CPU numbers."""
-    digits = mask.lower().removeprefix("0x").replace(",", "")
-    value = int(digits, 16) if digits else 0
-    return [i for i in range(value.bit_length()) if value >> i & 1]
+    return cpuset.parse_mask(mask)
+
+
+# ------------------------------------------------------------------ field helpers
+
+
+def _cpus_text(v: Any) -> Any:
+    """A YAML number written other than plainly ('010') is read as a cpulist, in decimal."""
+    text = getattr(v, "yaml_text", None)
+    return text if text is not None and text != str(int(v)) else v
+
+
+def _nonempty_cpus(v: Any) -> Any:
+    """A CPU-set field: a cpulist, a CPU or a list, naming at least one CPU."""
+    try:
+        cpus = cpuset.cpu_set(v)
+    except cpuset.CpuSetError as err:
+        raise ValueError(str(err)) from None
+    if not cpus:
+        raise ValueError(f"{v!r} names no CPU; give at least one, e.g. '0-3' or [0, 1]")
+    return v
+
+
+CpuSet = Annotated[str | int | list[int], BeforeValidator(_cpus_text),
+                   AfterValidator(_nonempty_cpus)]
+
+
+def _count(v: Any, what: str, example: str) -> Any:
+    """A count is never parsed from a CPU list or range: say what to write instead."""
+    if isinstance(v, str) and not v.strip().isdigit():
+        try:
+            n = len(cpuset.parse_cpulist(v))
+        except cpuset.CpuSetError:
+            n = 0
+        hint = f" ({v!r} names {n}: write {n})" if n else ""
+        raise ValueError(f"{v!r} is not a count; {what} is a number, e.g. {example}{hint}")
+    return v
+
+
+def _mask(v: Any) -> str:
+    try:
+        return cpuset.mask_text(v)
+    except cpuset.CpuSetError as err:
+        raise ValueError(str(err)) from None
+
+
+def _kernel_version(v: Any) -> str:
+    """host.kernel as text; a YAML number keeps its text (6.10 stays "6.10")."""
+    if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+        raise ValueError(f"{v!r} is not a kernel version; write it as a string, e.g. \"6.19\"")
+    text = str(getattr(v, "yaml_text", v)).strip()
+    known = ", ".join(f"{m}.0-{m}.{last}" for m, last in KERNEL_RELEASES.items())
+    try:
+        major, minor = parse_version(text)
+    except UsageError:
+        raise ValueError(f"{text!r} is not a kernel version; write MAJOR.MINOR[.PATCH] as a "
+                         f"string, e.g. \"6.19\" (known: {known})") from None
+    if minor > KERNEL_RELEASES.get(major, -1):
+        raise ValueError(f"{text!r} is not a Linux release rxlab knows; use one of {known}")
+    return text
+
+
+# ------------------------------------------------------------------ the schema
 
 
 class Jitter(_Strict):
     dist: Literal["deterministic", "exponential", "lognormal"] = "deterministic"
-    cv: float = Field(0.5, gt=0, description="coefficient of variation for lognormal")
+    cv: Annotated[float, in_range(0, 100, "", "a larger cv puts single lognormal draws past "
+                                "int64 ns", lo_open=True)] = Field(
+        0.5, description="coefficient of variation for lognormal")
+
+
+CostNs = Annotated[float, in_range(0, MAX_COST_NS, "ns", "a stage costs at most 1 s per unit")]
 
 
 class Host(_Strict):
@@ -62,16 +133,18 @@ class Host(_Strict):
     kernel: str = "6.19"
     hz: Literal[100, 250, 300, 1000] = 1000
     cost_profile: str = "modern-x86"
-    costs: dict[str, float] = Field(default_factory=dict, description="per-stage overrides, ns")
+    costs: dict[str, CostNs] = Field(default_factory=dict, description="per-stage overrides")
     cost_jitter: Jitter = Field(default_factory=Jitter)
 
-    @field_validator("costs")
+    @field_validator("cpus", mode="before")
     @classmethod
-    def _non_negative(cls, v: dict[str, float]) -> dict[str, float]:
-        for k, ns in v.items():
-            if ns < 0:
-                raise ValueError(f"cost {k!r} is negative; costs are ns >= 0")
-        return v
+    def _cpu_count(cls, v: Any) -> Any:
+        return _count(v, "host.cpus", "16")
+
+    @field_validator("kernel", mode="before")
+    @classmethod
+    def _kernel_text(cls, v: Any) -> str:
+        return _kernel_version(v)
 
 
 class NtupleMatch(_Strict):
@@ -86,8 +159,8 @@ class NtupleRule(_Strict):
 
     match: NtupleMatch
     queue: int | None = Field(None, ge=0)
-    context: int | None = Field(None, ge=1)
-    ring_cookie: int = Field(0, ge=0)
+    context: int | None = Field(None, ge=1, le=(1 << 32) - 1)
+    ring_cookie: int = Field(0, ge=0, le=INT_MAX)
 
     @model_validator(mode="after")
     def _one_action(self):
@@ -96,11 +169,25 @@ class NtupleRule(_Strict):
         return self
 
 
-Indirection = Literal["default"] | dict[str, Any] | list[int]
+def _indirection_form(v: Any) -> Any:
+    """'default', {equal: N}, {weight: [...]} or a list of queues (checked against
+    nic.queues in rxlab.scenario_checks)."""
+    if v == "default" or isinstance(v, dict):
+        return v
+    if isinstance(v, list):
+        for k, q in enumerate(v):
+            if isinstance(q, bool) or not isinstance(q, int):
+                raise ValueError(f"entry {k} ({q!r}) is not a queue number")
+        return [int(q) for q in v]
+    raise ValueError(f"{v!r} is not a table; use default, {{equal: N}}, "
+                     "{weight: [w0, w1, ...]} or a list of queues")
+
+
+Indirection = Annotated[Any, AfterValidator(_indirection_form)]
 
 
 class RssContext(_Strict):
-    id: int = Field(ge=1)
+    id: int = Field(ge=1, le=(1 << 32) - 1)
     indirection: Indirection = "default"
 
 
@@ -112,6 +199,28 @@ class Rss(_Strict):
     indirection: Indirection = "default"
     flow_hash: dict[Literal["tcp4", "udp4", "tcp6", "udp6"], str] = Field(default_factory=dict)
     contexts: list[RssContext] = Field(default_factory=list)
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, v: str | None) -> str | None:
+        from rxlab.nic.toeplitz import parse_key
+
+        if v is not None:
+            try:
+                parse_key(v)
+            except ValueError as err:
+                raise ValueError(f"{err}; give 40+ bytes of hex, e.g. 6d:5a:56:da:...") from None
+        return v
+
+    @field_validator("table_size")
+    @classmethod
+    def _pow2(cls, v: int) -> int:
+        if v & (v - 1):
+            raise ValueError(
+                f"{v} is not a power of two; rxlab picks the entry as hash & (size - 1), as "
+                "NICs with power-of-two tables do (ixgbe 128 or 512, i40e 512, mlx5 a power "
+                "of two from 256); use e.g. 128")
+        return v
 
     @field_validator("flow_hash")
     @classmethod
@@ -129,41 +238,77 @@ class Arfs(_Strict):
 
     model: Literal["ice-hash-match", "ice-tuple-match", "mlx5"]
     capacity: int = Field(8192, ge=1, le=1 << 22, description="hardware n-tuple filters")
-    delay_us: float = Field(50.0, ge=0, description="steer request -> filter written")
-    period_s: float = Field(1.0, gt=0, description="ice service timer (expiry scan)")
+    delay_us: Annotated[float, in_range(0, MAX_SECONDS * 1e6, "us", _TIME_WHY)] = Field(
+        50.0, description="steer request -> filter written")
+    period_s: Annotated[float, in_range(1e-3, MAX_SECONDS, "s", "a kernel timer fires at most "
+                                      "once a jiffy, 1 ms at HZ=1000")] = Field(
+        1.0, description="ice service timer (expiry scan)")
 
 
 class Nic(_Strict):
     driver: str = "generic"
     queues: int = Field(4, ge=1, le=4096)
     ring_size: int = Field(1024, ge=1, le=65536)
-    link_gbps: float = Field(10.0, gt=0)
-    max_pps: float | None = Field(None, gt=0, description="NIC packet-rate ceiling")
-    nic_fifo: int = Field(512, ge=0, description="packets the NIC buffers above max_pps")
+    link_gbps: Annotated[float, in_range(0.01, 1e6, "Gb/s", "from 10BASE-T's 10 Mb/s up")] = 10.0
+    max_pps: Annotated[float | None, in_range(MIN_PPS, MAX_PPS, "packets/s",
+                                            "the traffic rate bounds")] = Field(
+        None, description="NIC packet-rate ceiling")
+    nic_fifo: int = Field(512, ge=0, le=INT_MAX, description="packets buffered above max_pps")
     irq_affinity: list[int] | None = None
     napi_weight: int = Field(64, ge=1, le=65536)
     rx_mode: Literal["napi", "netif_rx"] = Field(
         "napi", description="napi: descriptor ring + NAPI poll; netif_rx: veth/tun/legacy"
     )
-    rx_usecs: float = Field(0.0, ge=0, description="interrupt moderation delay")
+    rx_usecs: Annotated[float, in_range(0, ICE_ITR_MAX_US, "us", "the largest rx-usecs of "
+                                      "common drivers: ICE_ITR_MAX in "
+                                      "drivers/net/ethernet/intel/ice/ice_txrx.h")] = Field(
+        0.0, description="interrupt moderation delay")
     rxhash: bool = True
     rss: Rss = Field(default_factory=Rss)
     ntuple: list[NtupleRule] = Field(default_factory=list)
     arfs: Arfs | None = None
 
+    @field_validator("queues", mode="before")
+    @classmethod
+    def _queue_count(cls, v: Any) -> Any:
+        return _count(v, "nic.queues", "8")
+
+    @field_validator("irq_affinity", mode="before")
+    @classmethod
+    def _irq_cpulist(cls, v: Any) -> Any:
+        """A cpulist here means one CPU per queue, in order ('0-3': queue q on CPU q)."""
+        if v is None or isinstance(v, list):
+            return v
+        try:
+            return cpuset.cpu_set(v)
+        except cpuset.CpuSetError as err:
+            raise ValueError(str(err)) from None
+
 
 class Kernel(_Strict):
     rps_cpus: dict[int, str] | str | None = None  # per-queue hex masks, or one for all
-    netdev_max_backlog: int = Field(1000, ge=0)
-    netdev_budget: int = Field(300, ge=1)
-    netdev_budget_usecs: int | None = Field(None, ge=1)
-    dev_weight: int = Field(64, ge=1)
+    netdev_max_backlog: int = Field(1000, ge=0, le=INT_MAX)
+    netdev_budget: int = Field(300, ge=1, le=INT_MAX)
+    netdev_budget_usecs: int | None = Field(None, ge=1, le=INT_MAX)
+    dev_weight: int = Field(64, ge=1, le=INT_MAX)
     flow_limit_cpu_bitmap: str = "0"
     flow_limit_table_len: int = Field(4096, ge=2, le=1 << 20)
     flow_limit_variant: Literal["current", "2013"] = "current"
     hashrnd: str | None = None  # 32 hex chars: the boot-random flow-dissector key
-    rps_sock_flow_entries: int = Field(0, ge=0)
+    rps_sock_flow_entries: int = 0
     rps_flow_cnt: int | dict[int, int] = Field(0, description="per rx queue, or one for all")
+
+    @field_validator("flow_limit_cpu_bitmap", mode="before")
+    @classmethod
+    def _bitmap(cls, v: Any) -> str:
+        return _mask(v)
+
+    @field_validator("rps_cpus", mode="before")
+    @classmethod
+    def _rps_masks(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {q: _mask(m) for q, m in v.items()}
+        return v if v is None else _mask(v)
 
     @field_validator("rps_flow_cnt")
     @classmethod
@@ -171,22 +316,39 @@ class Kernel(_Strict):
         for n in v.values() if isinstance(v, dict) else [v]:
             if n < 0:
                 raise ValueError(f"{n} is negative; use 0 (off) or a table size")
+            if n == 1:
+                raise ValueError("1 gives log 0 and hash_32(h, 0), undefined in C "
+                                 "(store_rps_dev_flow_table_cnt); use 0 or 2 and more")
+            if n > 1 << 32:
+                raise ValueError(f"{n} is above the kernel maximum {1 << 32} (the table "
+                                 "mask is a u32: store_rps_dev_flow_table_cnt, "
+                                 "net/core/net-sysfs.c); use a smaller power of two")
         return v
 
-    @field_validator("flow_limit_cpu_bitmap")
+    @field_validator("flow_limit_table_len")
     @classmethod
-    def _hexmask(cls, v: str) -> str:
-        if not HEX_RE.match(v):
-            raise ValueError(f"{v!r} is not a hex CPU bitmap such as 'f' or '00000001'")
+    def _table_len(cls, v: int) -> int:
+        if v & (v - 1):
+            raise ValueError(f"{v} is not a power of two (flow_limit_table_len_sysctl "
+                             "returns -EINVAL); use e.g. 4096")
         return v
 
-    @field_validator("rps_cpus")
+    @field_validator("rps_sock_flow_entries")
     @classmethod
-    def _rps_masks(cls, v):
-        masks = v.values() if isinstance(v, dict) else [v] if isinstance(v, str) else []
-        for m in masks:
-            if not HEX_RE.match(str(m)):
-                raise ValueError(f"{m!r} is not a hex CPU bitmap such as 'f' or '0e'")
+    def _sock_entries(cls, v: int) -> int:
+        if not 0 <= v <= 1 << 29:
+            raise ValueError(f"{v} is out of range 0..{1 << 29} (rps_sock_flow_sysctl, "
+                             "net/core/sysctl_net_core.c, returns -EINVAL above 2^29)")
+        return v
+
+    @field_validator("hashrnd")
+    @classmethod
+    def _hashrnd(cls, v: str | None) -> str | None:
+        if v is not None:
+            s = v.strip().lower()
+            if len(s) != 32 or set(s) - set("0123456789abcdef"):
+                raise ValueError(f"{v!r} is not 32 hex digits; the flow dissector's key is "
+                                 "128 bits, e.g. '000102030405060708090a0b0c0d0e0f'")
         return v
 
 
@@ -203,7 +365,7 @@ class XdpRule(_Strict):
     match: XdpMatch = Field(default_factory=XdpMatch)
     action: Literal["pass", "drop", "tx", "aborted", "redirect-cpu", "redirect-xsk"] = Field(
         description="redirect-xsk: to the AF_XDP socket in XSKMAP[rx_queue_index]")
-    cpus: str | int | list[int] | None = Field(None, description="redirect-cpu: cpumap keys")
+    cpus: CpuSet | None = Field(None, description="redirect-cpu: cpumap keys")
     select: Literal["round-robin", "flow-hash", "rss-hash"] = Field(
         "round-robin",
         description="key per packet in turn, by a hash the program computes over the "
@@ -233,7 +395,7 @@ class Xdp(_Strict):
 class Cpumap(_Strict):
     """BPF_MAP_TYPE_CPUMAP entries: key = destination CPU, value = ptr_ring qsize."""
 
-    cpus: str | int | list[int]
+    cpus: CpuSet
     qsize: int = Field(192, ge=1, le=16384, description="> 16384 is -EOVERFLOW")
     gro: Literal["auto"] | bool = Field("auto", description="auto: on from v6.15")
 
@@ -264,26 +426,31 @@ class AfXdp(_Strict):
 
 
 class AppCost(_Strict):
-    user_ns: float = Field(0.0, ge=0, description="application work per request (user time)")
-    syscall_ns: float | None = Field(None, ge=0, description="recvmsg cost; default: profile")
+    user_ns: CostNs = Field(0.0, description="application work per request (user time)")
+    syscall_ns: CostNs | None = Field(None, description="recvmsg cost; default: profile")
+
+
+Seconds = Annotated[float, in_range(0, MAX_SECONDS, "s", _TIME_WHY)]
+Period = Annotated[float, in_range(1e-9, MAX_SECONDS, "s", _STEP_WHY)]
 
 
 class Move(_Strict):
-    at: float = Field(ge=0, description="seconds")
+    at: Seconds
     cpu: int = Field(ge=0)
 
 
 class Migrate(_Strict):
-    every_s: float = Field(gt=0, description="a random move this often")
-    cpus: str | int | list[int] = Field(description="CPUs a random move may pick")
+    every_s: Period = Field(description="a random move this often")
+    cpus: CpuSet = Field(description="CPUs a random move may pick")
 
 
 class App(_Strict):
     name: str = "app"
-    cpus: Annotated[str | int | list[int], Field(description="one thread per CPU listed")] = 0
+    cpus: CpuSet = Field(0, description="one thread per CPU listed")
     groups: list[str] | Literal["all"] = "all"
     cost: AppCost = Field(default_factory=AppCost)
-    rcvbuf: int = Field(212992, ge=1024, description="SO_RCVBUF bytes (rmem_default)")
+    rcvbuf: int = Field(212992, ge=1024, le=INT_MAX - 1,
+                        description="SO_RCVBUF bytes (sk_rcvbuf is an int)")
     batch: int = Field(8, ge=1, le=1024, description="packets a thread reads per wake-up")
     connected: bool = Field(True, description="TCP or connected UDP: recvmsg records RFS")
     migrate: Migrate | list[Move] | None = None
@@ -297,16 +464,16 @@ class App(_Strict):
 
 
 class Metrics(_Strict):
-    interval: float = Field(0.01, gt=0, description="time-series interval, seconds")
-    warmup: float = Field(0.0, ge=0, description="good/bad queue counts start after this")
+    interval: Period = Field(0.01, description="time-series interval, seconds")
+    warmup: Seconds = Field(0.0, description="good/bad queue counts start after this")
 
 
 class Scenario(_Strict):
     name: str = "scenario"
     description: str = ""
-    seed: int = Field(1, ge=0)
-    duration: float = Field(0.1, gt=0, le=1e6)
-    drain: float = Field(0.05, ge=0, description="seconds simulated after traffic stops")
+    seed: int = Field(1, ge=0, le=(1 << 64) - 1)
+    duration: Period = 0.1
+    drain: Seconds = Field(0.05, description="seconds simulated after traffic stops")
     host: Host = Field(default_factory=Host)
     nic: Nic = Field(default_factory=Nic)
     kernel: Kernel = Field(default_factory=Kernel)
@@ -318,118 +485,32 @@ class Scenario(_Strict):
 
     @model_validator(mode="after")
     def _cross_checks(self):
-        n = self.host.cpus
-        if self.nic.irq_affinity is not None:
-            if len(self.nic.irq_affinity) != self.nic.queues:
-                raise ValueError(
-                    f"nic.irq_affinity: {len(self.nic.irq_affinity)} entries for "
-                    f"{self.nic.queues} queues; give one CPU per queue"
-                )
-            for q, c in enumerate(self.nic.irq_affinity):
-                if not 0 <= c < n:
-                    raise ValueError(
-                        f"nic.irq_affinity[{q}]: CPU {c} does not exist (host.cpus = {n})"
-                    )
-        for i, app in enumerate(self.apps):
-            try:
-                cpus = app.cpu_list()
-            except ValueError:
-                raise ValueError(
-                    f"apps[{i}].cpus: {app.cpus!r} is not a CPU list like '2-7'"
-                ) from None
-            for c in cpus:
-                if not 0 <= c < n:
-                    raise ValueError(f"apps[{i}].cpus: CPU {c} does not exist (host.cpus = {n})")
-            moves = app.migrate if isinstance(app.migrate, list) else []
-            for k, mv in enumerate(moves):
-                if mv.cpu >= n:
-                    raise ValueError(
-                        f"apps[{i}].migrate[{k}].cpu: CPU {mv.cpu} does not exist (host.cpus = {n})"
-                    )
-            if isinstance(app.migrate, Migrate):
-                for c in _cpu_list(app.migrate.cpus):
-                    if not 0 <= c < n:
-                        raise ValueError(
-                            f"apps[{i}].migrate.cpus: CPU {c} does not exist (host.cpus = {n})"
-                        )
-            if app.afxdp is not None:
-                if len(app.afxdp.queues) != len(cpus):
-                    raise ValueError(
-                        f"apps[{i}].afxdp.queues: {len(app.afxdp.queues)} queues for "
-                        f"{len(cpus)} threads; give one rx queue per CPU in apps[{i}].cpus")
-                for q in app.afxdp.queues:
-                    if not 0 <= q < self.nic.queues:
-                        raise ValueError(f"apps[{i}].afxdp.queues: queue {q} does not exist "
-                                         f"(nic.queues = {self.nic.queues})")
-            names = set(self.traffic.group_names())
-            if app.groups != "all":
-                for g in app.groups:
-                    if g not in names:
-                        raise ValueError(
-                            f"apps[{i}].groups: no traffic group named {g!r} "
-                            f"(groups: {', '.join(sorted(names))})"
-                        )
-        self._xdp_checks(n)
-        for r, rule in enumerate(self.nic.ntuple):
-            if rule.queue is not None and rule.queue >= self.nic.queues:
-                raise ValueError(f"nic.ntuple[{r}].queue: queue {rule.queue} does not exist")
+        check_scenario(self)  # indices and sets against host.cpus and nic.queues
         return self
 
 
-    def _xdp_checks(self, n: int) -> None:
-        keys: set[int] = set()
-        if self.cpumap is not None:
-            try:
-                keys = set(self.cpumap.cpu_list())
-            except ValueError:
-                raise ValueError(
-                    f"cpumap.cpus: {self.cpumap.cpus!r} is not a CPU list like '1-6'") from None
-            for c in sorted(keys):
-                if not 0 <= c < n:
-                    raise ValueError(
-                        f"cpumap.cpus: CPU {c} does not exist (host.cpus = {n}); the kernel "
-                        "refuses a key that is not a possible CPU")
-        if self.xdp is None:
-            if self.cpumap is not None:
-                raise ValueError("cpumap: entries need an xdp program that redirects to them")
-            return
-        if self.nic.rx_mode == "netif_rx":
-            raise ValueError("xdp: a device with an XDP program polls with NAPI (veth "
-                             "switches to it); set nic.rx_mode: napi")
-        for i, rule in enumerate(self.xdp.rules):
-            where = f"xdp.rules[{i}]"
-            if rule.action == "redirect-cpu":
-                if self.cpumap is None:
-                    raise ValueError(f"{where}: redirect-cpu needs a cpumap section")
-                try:
-                    cpus = rule.cpu_list()
-                except ValueError:
-                    raise ValueError(
-                        f"{where}.cpus: {rule.cpus!r} is not a CPU list like '1-6'") from None
-                for c in cpus:
-                    if not 0 <= c < n:
-                        raise ValueError(
-                            f"{where}.cpus: CPU {c} does not exist (host.cpus = {n})")
-            if rule.action == "redirect-xsk" and not any(a.afxdp for a in self.apps):
-                raise ValueError(f"{where}: redirect-xsk needs an app with an afxdp section "
-                                 "(the sockets in the XSKMAP)")
-            q = rule.match.rx_queue
-            if q is not None and q >= self.nic.queues:
-                raise ValueError(f"{where}.match.rx_queue: queue {q} does not exist")
-            if q is not None and self.nic.arfs is not None:
-                raise ValueError(f"{where}.match.rx_queue: rules on the rx queue with aRFS "
-                                 "(which moves flows between queues) are not modelled")
+# ------------------------------------------------------------------ errors
+
+
+def _model_names(cls: type = _Strict) -> set[str]:
+    out = set()
+    for sub in cls.__subclasses__():
+        out |= {sub.__name__} | _model_names(sub)
+    return out
 
 
 def _fmt_loc(loc: tuple) -> str:
+    models = _model_names()  # a union's member ('Migrate') is no part of the field's path
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in ("function-after", "function-before") or "[" in str(part):
+        elif (part in ("function-after", "function-before") or "[" in str(part)
+              or part in models):
             continue
         else:
-            out += ("." if out else "") + str(part)
+            s = str(part)
+            out += ("." if out else "") + (s if s.isprintable() else repr(s))
     return out
 
 
@@ -442,6 +523,15 @@ def validation_message(err: ValidationError) -> str:
         msg = "unknown key; check the spelling against docs/scenario.md"
     elif e["type"] == "missing":
         msg = "required field is missing"
+    elif e["type"] in ("model_type", "model_attributes_type", "dict_type"):
+        got = e.get("input")
+        msg = (f"must be a mapping of keys (a section), not {type(got).__name__} "
+               f"{str(got)[:40]!r}; see docs/scenario.md")
+    elif e["type"] == "finite_number":
+        msg = "NaN and infinity are not values here; give a finite number"
+    elif e["type"] in ("int_parsing", "int_from_float") and isinstance(e.get("input"), str):
+        msg = f"{e['input']!r} is not a whole number; write one, e.g. 8"
+    msg = " ".join(msg.split())  # one line whatever the input held
     return f"{loc}: {msg}" if loc else msg
 
 
@@ -452,21 +542,157 @@ def scenario_from_dict(data: Any, source: str = "scenario") -> Scenario:
         return Scenario.model_validate(data)
     except ValidationError as err:
         raise UsageError(f"{source}: {validation_message(err)}") from None
+    except RecursionError:
+        raise UsageError(f"{source}: values nested too deeply to validate") from None
+
+
+# ------------------------------------------------------------------ YAML
+
+
+class YamlInt(int):
+    """An int from YAML that remembers how it was written ('010', '0x10', '10')."""
+
+    def __new__(cls, value: int, text: str | None = None):
+        obj = super().__new__(cls, value)
+        obj.yaml_text = str(int(value)) if text is None else text
+        return obj
+
+
+class YamlFloat(float):
+    """A float from YAML that remembers how it was written ('6.10', '1e-3')."""
+
+    def __new__(cls, value: float, text: str | None = None):
+        obj = super().__new__(cls, value)
+        obj.yaml_text = repr(float(value)) if text is None else text
+        return obj
+
+
+yaml.SafeDumper.add_representer(YamlInt, yaml.SafeDumper.represent_int)
+yaml.SafeDumper.add_representer(YamlFloat, yaml.SafeDumper.represent_float)
+
+
+class _TooMuch(yaml.MarkedYAMLError):
+    pass
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader whose numbers keep their text; nesting and alias expansion bounded
+    (PyYAML composes recursively: 20,000 nested '[' would exhaust Python's stack)."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent, index):
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise _TooMuch(problem=f"nested deeper than {MAX_YAML_DEPTH} levels, rxlab's "
+                               "limit for its files", problem_mark=self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def compose_document(self):
+        node = super().compose_document()
+        _expanded(node, {}, set())
+        return node
+
+
+def _expanded(node, memo: dict, path: set) -> tuple[int, int]:
+    """(values, depth) of a node with aliases expanded; too many or a cycle is an error."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    if key in path:
+        raise _TooMuch(problem="an alias refers to a node that contains it (a cycle)",
+                       problem_mark=node.start_mark)
+    n, depth = 1, 1
+    if isinstance(node, (yaml.SequenceNode, yaml.MappingNode)):
+        path.add(key)
+        kids = node.value if isinstance(node, yaml.SequenceNode) else [
+            x for kv in node.value for x in kv]
+        for kid in kids:
+            kn, kd = _expanded(kid, memo, path)
+            n, depth = n + kn, max(depth, kd + 1)
+        path.discard(key)
+    if n > MAX_YAML_NODES or depth > MAX_YAML_DEPTH:
+        what = (f"more than {MAX_YAML_NODES:,} values" if n > MAX_YAML_NODES
+                else f"nesting deeper than {MAX_YAML_DEPTH} levels")
+        raise _TooMuch(problem=f"aliases expand to {what}", problem_mark=node.start_mark)
+    memo[key] = (n, depth)
+    return n, depth
+
+
+def _int(loader, node):
+    try:
+        return YamlInt(yaml.SafeLoader.construct_yaml_int(loader, node), node.value)
+    except ValueError:  # more digits than Python converts (sys.int_info.str_digits_check)
+        raise _TooMuch(problem=f"an integer of {len(node.value):,} characters; no field "
+                       "takes one that long", problem_mark=node.start_mark) from None
+
+
+def _float(loader, node):
+    return YamlFloat(yaml.SafeLoader.construct_yaml_float(loader, node), node.value)
+
+
+def _timestamp(loader, node):
+    # no rxlab field is a date: an unquoted 2001-12-14 stays the text it is (and an
+    # impossible one such as 2001-13-45 is not a ValueError from datetime)
+    return loader.construct_scalar(node)
+
+
+def _unique_keys(loader, node) -> None:
+    """A key given twice in one mapping is an error (YAML 1.2 requires unique keys;
+    PyYAML keeps the last one silently). Keys merged in with '<<' may be overridden."""
+    seen: dict = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node,
+                                                                       yaml.ScalarNode):
+            continue
+        key = key_node.value
+        if key in seen:
+            raise _TooMuch(problem=f"key {key!r} given twice (first on line {seen[key] + 1}); "
+                           "keep one", problem_mark=key_node.start_mark)
+        seen[key] = key_node.start_mark.line
+
+
+def _construct_map(loader, node):
+    _unique_keys(loader, node)
+    return (yield from yaml.SafeLoader.construct_yaml_map(loader, node))
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _int)
+_Loader.add_constructor("tag:yaml.org,2002:float", _float)
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp)
+_Loader.add_constructor("tag:yaml.org,2002:map", _construct_map)
+
+
+def yaml_problem(err: yaml.YAMLError) -> str:
+    """'line N: problem' on one line."""
+    mark = getattr(err, "problem_mark", None)
+    where = f"line {mark.line + 1}: " if mark else ""
+    problem = getattr(err, "problem", None) or str(err)
+    return where + " ".join(str(problem).split())
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """YAML text -> data, numbers keeping their text; bad YAML is a one-line UsageError."""
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as err:
+        raise UsageError(f"{source}: malformed YAML ({yaml_problem(err)})") from None
+    except RecursionError:
+        raise UsageError(f"{source}: malformed YAML (nested too deeply)") from None
 
 
 def load_yaml(path: str | Path, missing: str = "no such scenario file; give a path or a "
-              "built-in name") -> dict:
-    """Parse a YAML file; a missing file or bad YAML is a one-line UsageError."""
+              "built-in name") -> Any:
+    """Parse a YAML file; a missing, unreadable or malformed file is a one-line UsageError."""
     p = Path(path)
-    if not p.is_file():
+    if not p.exists() and not p.is_symlink():
         raise UsageError(f"{p}: {missing}")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise UsageError(f"{p}:{where} malformed YAML ({getattr(err, 'problem', err)})") from None
-    return data
+    return parse_yaml(read_text(p, "YAML file"), str(p))
 
 
 BUILTIN_DIR = Path(__file__).parent / "scenarios"
@@ -476,13 +702,24 @@ def builtin_names() -> list[str]:
     return sorted(p.stem for p in BUILTIN_DIR.glob("*.yaml"))
 
 
-def load_scenario(ref: str | Path) -> Scenario:
-    """Load a scenario from a YAML path or a built-in name (e.g. 'default')."""
+def _resolve(ref: str | Path) -> Path:
+    """A path, or a built-in scenario by name with or without '.yaml'."""
     p = Path(ref)
-    if not p.exists() and (BUILTIN_DIR / f"{ref}.yaml").exists():
-        p = BUILTIN_DIR / f"{ref}.yaml"
-    data = load_yaml(p)
-    pcap = (data.get("traffic") or {}).get("pcap") if isinstance(data, dict) else None
+    if p.exists() or isinstance(ref, Path) or "/" in str(ref):
+        return p
+    name = str(ref).removesuffix(".yaml")
+    if (BUILTIN_DIR / f"{name}.yaml").is_file():
+        return BUILTIN_DIR / f"{name}.yaml"
+    return p
+
+
+def load_scenario(ref: str | Path) -> Scenario:
+    """Load a scenario from a YAML path or a built-in name ('default' or 'default.yaml')."""
+    p = _resolve(ref)
+    data = load_yaml(p, "no such scenario file; give a path or a built-in name ("
+                     + ", ".join(builtin_names()) + ")")
+    traffic = data.get("traffic") if isinstance(data, dict) else None
+    pcap = traffic.get("pcap") if isinstance(traffic, dict) else None
     if isinstance(pcap, dict) and isinstance(pcap.get("file"), str):
         f = Path(pcap["file"])
         if not f.is_absolute():
@@ -490,17 +727,57 @@ def load_scenario(ref: str | Path) -> Scenario:
     return scenario_from_dict(data, str(ref))
 
 
+# ------------------------------------------------------------------ overrides
+
+
+def _index(part: str) -> bool:
+    return part.isascii() and part.isdigit()  # '³'.isdigit() is True, int('³') fails
+
+
+def _show(path: str) -> str:
+    return path if path.isprintable() else repr(path)
+
+
+def set_path(data: dict, path: str, value: Any) -> None:
+    """Set ``data[a][b][0]...`` for the dotted path 'a.b.0'; a path that does not lead
+    anywhere is a one-line UsageError naming it and the fix."""
+    parts = path.split(".") if isinstance(path, str) else []
+    if not parts or any(not p.strip() for p in parts):
+        raise UsageError(f"{str(path)!r}: not a dotted path; write e.g. "
+                         "kernel.dev_weight=128 or apps.0.cpus=0-3")
+    if len(parts) > MAX_PATH_PARTS:
+        raise UsageError(f"{_show(path)[:60]}...: {len(parts)} parts, more than any field "
+                         f"has ({MAX_PATH_PARTS}); check the path against docs/scenario.md")
+    node: Any = data
+    for i, part in enumerate(parts):
+        where = ".".join(parts[:i]) or "the scenario"
+        if isinstance(node, list):
+            n = len(node)
+            span = {0: "it is empty", 1: f"use {where}.0"}.get(n, f"use {where}.0 .. "
+                                                              f"{where}.{n - 1}")
+            if not _index(part):
+                raise UsageError(f"{_show(path)}: {_show(part)} is not an index; {where} is a "
+                                 f"list ({span})")
+            key: Any = int(part)
+            if key >= n:
+                raise UsageError(f"{_show(path)}: {where} has no entry {key} ({span}); to "
+                                 f"add one, set the whole list: {where}=[...]")
+        elif isinstance(node, dict):
+            key = int(part) if _index(part) and int(part) in node else part
+        else:
+            raise UsageError(f"{_show(path)}: {where} is a value ({node!r}), not a section; "
+                             f"set it whole with {where}=VALUE")
+        if i == len(parts) - 1:
+            node[key] = value
+        else:
+            if isinstance(node, dict) and node.get(key) is None:
+                node[key] = {}
+            node = node[key]
+
+
 def with_overrides(sc: Scenario, overrides: dict[str, Any]) -> Scenario:
     """Return a copy with dotted-path overrides applied ('kernel.netdev_max_backlog': 2000)."""
     data = copy.deepcopy(sc.model_dump(mode="python", exclude_none=True))
     for path, value in overrides.items():
-        node = data
-        parts = path.split(".")
-        for part in parts[:-1]:
-            key: Any = int(part) if isinstance(node, list) else part
-            if isinstance(node, dict) and key not in node:
-                node[key] = {}
-            node = node[key]
-        last: Any = int(parts[-1]) if isinstance(node, list) else parts[-1]
-        node[last] = value
+        set_path(data, path, value)
     return scenario_from_dict(data, sc.name)

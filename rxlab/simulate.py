@@ -2,7 +2,8 @@
 
 Memory is bounded by flows and queues, not by run length: traffic is generated in
 chunks, shaped by the wire and the NIC, and merged with the event calendar chunk by
-chunk. Chunk size is not a model parameter (results are identical for any size).
+chunk, and the time series have at most ``rxlab.memory_budget.max_intervals``
+intervals. Chunk size is not a model parameter (results are identical for any size).
 """
 
 from __future__ import annotations
@@ -84,11 +85,16 @@ def simulate(
     chunk_packets: int = DEFAULT_CHUNK,
     progress: Callable[[int, float], None] | None = None,
     xdp_program: Callable | None = None,
+    max_memory: int | str | None = None,
 ) -> Result:
     """Simulate a scenario (object, YAML path or built-in name) and return its Result.
 
     ``xdp_program(fields) -> (verdicts, keys)`` replaces the scenario's XDP rules with a
     vectorised function over the flows (see ``rxlab.xdp.rules.apply_user_program``).
+
+    ``max_memory`` (bytes, or a size such as ``'8GiB'``) bounds the memory the scenario
+    may need; default: ``--max-memory`` / ``RXLAB_MAX_MEMORY``, else half the machine's
+    memory (``rxlab.memory_budget``). The check runs before anything is allocated.
 
     Raises ``UsageError`` for bad input and ``ConservationError`` if any packet is
     unaccounted for.
@@ -101,7 +107,7 @@ def simulate(
         ov["duration"] = duration
     if ov:
         sc = with_overrides(sc, ov)
-    m = build(sc, xdp_program=xdp_program)
+    m = build(sc, xdp_program=xdp_program, max_memory=max_memory)
     run_model(m, chunk_packets, progress)
     res = assemble(m, in_flight(m))
     if m.capture is not None:

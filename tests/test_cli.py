@@ -97,11 +97,22 @@ def test_out_refuses_a_file_and_leaves_nothing(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
 
 
+@pytest.mark.parametrize("jobs", [[], ["--jobs", "2"]])
+def test_out_under_a_file_is_refused_before_the_run(tmp_path, capsys, jobs):
+    f = tmp_path / "taken"
+    f.write_text("x")
+    code, _, err = run_cli(capsys, "run", "default", "--duration", "0.01", *jobs,
+                           "--out", str(f / "sub" / "dir"))
+    assert code == 2 and "is a file" in one_line_error(err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
+
+
 def test_softnet_flag_prints_kernel_format(capsys):
     code, out, _ = run_cli(capsys, "run", "default", "--duration", "0.01", "--softnet")
     assert code == 0
-    lines = [x for x in out.splitlines() if len(x.split()) == 15]
-    assert len(lines) == 4 and all(len(f) == 8 for f in lines[0].split())
+    lines = out.splitlines()  # the file alone, one line per CPU, no tables before it
+    assert len(lines) == 4 and all(len(x.split()) == 15 for x in lines)
+    assert all(len(f) == 8 for f in lines[0].split())
 
 
 def test_cold_cache_is_announced_once_per_run(tmp_path, monkeypatch, capsys):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -219,6 +220,89 @@ def test_rollback_files_are_validated(tmp_path):
         host_apply.load_rollback(p)
 
 
+GOOD_STEP = {"kind": "sysctl", "target": "dev_weight", "old": "64", "new": "32"}
+
+
+def _rollback_doc(**over):
+    doc = {"rxlab_rollback": 1, "device": "eth9", "netns": None, "state": "applied",
+           "steps": [GOOD_STEP]}
+    doc.update(over)
+    return json.dumps(doc)
+
+
+def _step(**over):
+    return _rollback_doc(steps=[{**GOOD_STEP, **over}])
+
+
+def _channels(value):
+    return _step(kind="channels", target="rx", old=value, new=2)
+
+
+MALFORMED = {
+    "superscript digit": (_step(old="²"), "bad sysctl value"),
+    "arabic-indic digit": (_step(old="٣"), "bad sysctl value"),
+    "10000 digits": (_step(old="9" * 10000), "bad sysctl value"),
+    "steps not a list": (_rollback_doc(steps=5), "steps must be a list"),
+    "steps a string": (_rollback_doc(steps="abc"), "steps must be a list"),
+    "deep nesting": ("[" * 100000 + "]" * 100000, "nested too deeply"),
+    "deep nesting in a step": (_step(old=json.loads("[" * 500 + "]" * 500)),
+                               "bad sysctl value"),
+    "not UTF-8": (b'{"device": "\xff\xfe"}', "not UTF-8"),
+    "UTF-16": (_rollback_doc().encode("utf-16"), "not UTF-8"),
+    "NUL byte": (_rollback_doc().replace("eth9", "eth\x00"), "NUL byte"),
+    "format true": (_rollback_doc(rxlab_rollback=True), "not an rxlab rollback file"),
+    "a list": ("[1, 2]", "not an rxlab rollback file"),
+    "unknown state": (_rollback_doc(state="done"), "state must be one of"),
+    "unknown field": (_rollback_doc(extra=1), "unknown field 'extra'"),
+    "target not a string": (_step(target=5), "malformed step"),
+    "kind a list": (_step(kind=["sysctl"]), "malformed step"),
+    "queue with a newline": (_step(kind="rps_cpus", target="rx-1\n", old="1", new="0"),
+                             "bad queue"),
+    "device with a newline": (_rollback_doc(device="eth0\n"), "bad device name"),
+    "irq as superscript": (_step(kind="irq", target="²", old="0", new="1"), "bad IRQ"),
+    "cpulist with a newline": (_step(kind="irq", target="40", old="0-1\n", new="1"),
+                               "bad irq value"),
+    "channel count true": (_step(kind="channels", target="rx", old=True, new=2),
+                           "bad channels value"),
+    "channel queues a list": (_channels({"count": 4, "rx": [1, 2]}), "bad channels value"),
+    "channel queue value a dict": (_channels({"count": 4, "rx": {"rx-3": {"rps_cpus": {}}}}),
+                                   "bad channels value"),
+    "rss key a number": (_step(kind="rxfh", target="eth9", old={"key": 5}, new={"equal": 2}),
+                         "bad rxfh value"),
+    "rss weights of bools": (_step(kind="rxfh", target="eth9", old={"weights": [True]},
+                                   new={"equal": 2}), "bad rxfh value"),
+    "flow type unknown": (_step(kind="flow_hash", target="sctp4", old="sd", new="sdfn"),
+                          "bad flow_hash value"),
+}
+
+
+@pytest.mark.parametrize("text, message", MALFORMED.values(), ids=list(MALFORMED))
+def test_malformed_rollback_files_are_one_line_errors(tmp_path, capsys, text, message):
+    p = tmp_path / "rb.json"
+    if isinstance(text, bytes):
+        p.write_bytes(text)
+    else:
+        p.write_text(text)
+    rc, out, err = run_cli(capsys, "host", "rollback", str(p))
+    assert rc == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith("rxlab: error: ") and message in err, err
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda p: p.touch() or os.truncate(p, 17 << 20),  # sparse: nothing is written
+     "more than a rollback file may have"),
+    (lambda p: p.symlink_to("/dev/zero"), "not a regular file"),
+    (lambda p: p.mkdir(), "is a directory"),
+    (lambda p: None, "no such rollback file"),
+], ids=["huge", "/dev/zero", "a directory", "missing"])
+def test_rollback_files_that_are_not_files_are_one_line_errors(tmp_path, capsys, make,
+                                                               message):
+    p = tmp_path / "rb.json"
+    make(p)
+    rc, out, err = run_cli(capsys, "host", "rollback", str(p))
+    assert rc == 2 and err.count("\n") == 1 and message in err, err
+
+
 # ----------------------------------------------------------------------------- real kernel
 
 
@@ -244,12 +328,25 @@ def lab():
 
     saved = _read_sysctls()
     try:
-        with VethLab("rxhost", queues=4) as lab:
+        with VethLab(f"rxhost{os.getpid() % 100000}", queues=4) as lab:
             yield lab
     finally:
         for name, v in saved.items():
             if (SYSCTL_DIR / name).read_text().strip() != v:
                 (SYSCTL_DIR / name).write_text(v + "\n")
+
+
+@pytest.fixture
+def sysctl_lock(lab):
+    """Tests that write the machine's net.core sysctls hold kernel-check's lock, so that
+    the two never change them at the same time."""
+    from rxlab.kcheck.host import CannotRun, run_lock
+
+    try:
+        with run_lock():
+            yield
+    except CannotRun as err:
+        pytest.skip(str(err))
 
 
 def snapshot(lab):
@@ -335,7 +432,7 @@ def _scenario(lab, tmp_path, **kernel):
     return p, data
 
 
-def test_apply_dry_run_then_yes_then_rollback(lab, capsys, tmp_path):
+def test_apply_dry_run_then_yes_then_rollback(lab, sysctl_lock, capsys, tmp_path):
     # values on queues that `ethtool -L rx 2` removes: the rollback must bring them back
     p3, p2 = qpath(lab, "rx-3", "rps_cpus"), qpath(lab, "rx-2", "rps_flow_cnt")
     in_netns(lab.ns_rx, _write, p3, "1")
@@ -354,7 +451,9 @@ def test_apply_dry_run_then_yes_then_rollback(lab, capsys, tmp_path):
         assert f"ip netns exec {lab.ns_rx} ethtool -L {lab.dev_rx} rx 2    # now rx 4" in out
         assert f"echo 3 > /sys/class/net/{lab.dev_rx}/queues/rx-1/rps_cpus" in out
         assert f"echo 100 > /sys/class/net/{lab.dev_rx}/queues/rx-0/rps_flow_cnt" in out
-        assert "sysctl -w net.core.rps_sock_flow_entries=1000    # now 0" in out
+        assert (f"sysctl -w net.core.rps_sock_flow_entries=1000    # now 0; machine-wide, "
+                f"not only netns {lab.ns_rx}\n") in out
+        assert out.count("machine-wide") == 5  # the sysctls, not the device's own values
         assert "sysctl -w net.core.netdev_max_backlog=1234" in out
         assert snapshot(lab) == before
         rb = tmp_path / "rollback.json"
@@ -372,7 +471,10 @@ def test_apply_dry_run_then_yes_then_rollback(lab, capsys, tmp_path):
         assert now["sysctls"]["rps_sock_flow_entries"] == 1024
         assert json.loads(rb.read_text())["state"] == "applied"
         rc, out, _ = run_cli(capsys, "host", "rollback", str(rb))
-        assert rc == 0 and "rolled back" in out
+        n = len(json.loads(rb.read_text())["steps"])
+        lines = out.splitlines()
+        assert rc == 0 and lines[-1] == f"rolled back {rb}: restored {n} of {n} value(s)"
+        assert sum(ln.startswith("restored: ") for ln in lines) == n
         assert snapshot(lab) == before
         assert json.loads(rb.read_text())["state"] == "rolled-back"
         assert run_cli(capsys, "host", "rollback", str(rb))[0] == 2  # not twice
@@ -381,7 +483,8 @@ def test_apply_dry_run_then_yes_then_rollback(lab, capsys, tmp_path):
         in_netns(lab.ns_rx, _write, p2, "0")
 
 
-def test_a_failing_step_rolls_everything_back(lab, capsys, tmp_path, monkeypatch):
+def test_a_failing_step_rolls_everything_back(lab, sysctl_lock, capsys, tmp_path,
+                                              monkeypatch):
     before = snapshot(lab)
     path, data = _scenario(lab, tmp_path, rps_cpus="3", netdev_max_backlog=777,
                            netdev_budget=123)
@@ -400,10 +503,41 @@ def test_a_failing_step_rolls_everything_back(lab, capsys, tmp_path, monkeypatch
                          lab.ns_rx, "--yes", "--rollback-file", str(rb))
     assert rc == 2 and err.count("\n") == 1
     assert "step 6 of 6 failed" in err and "injected failure" in err
-    assert "rolled back the 5 change(s) before it" in err
+    assert "rolled back 6 changes; the host is as before" in err  # the half-done one too
     assert snapshot(lab) == before
     assert json.loads(rb.read_text())["state"] == "rolled-back"
     assert len(calls) == 12  # 6 applied, 6 restored (the failing one too)
+    assert host_apply.pending(lab.dev_rx, lab.ns_rx) is None
+
+
+def test_a_write_refused_before_any_change_is_not_rolled_back(lab, sysctl_lock, capsys,
+                                                              tmp_path, monkeypatch):
+    # a read-only file: the write fails and the value never changed, so the rollback
+    # has nothing to restore there (and must not report it as a failure)
+    before = snapshot(lab)
+    path, _ = _scenario(lab, tmp_path, rps_cpus="3", netdev_max_backlog=777,
+                        netdev_budget=123)
+    real_write = host_apply._write_file
+    refused = str(SYSCTL_DIR / "netdev_budget")
+    tried = []
+
+    def write_file(p, value):
+        if p == refused:
+            tried.append(value)
+            raise PermissionError(13, "Permission denied")
+        real_write(p, value)
+
+    monkeypatch.setattr(host_apply, "_write_file", write_file)
+    rb = tmp_path / "rb.json"
+    rc, _, err = run_cli(capsys, "host", "apply", str(path), "--dev", lab.dev_rx, "--netns",
+                         lab.ns_rx, "--yes", "--rollback-file", str(rb))
+    assert rc == 2 and err.count("\n") == 1, err
+    assert "step 6 of 6 failed" in err and "Permission denied" in err
+    assert "rolled back 5 changes; the host is as before" in err
+    assert "INCOMPLETE" not in err
+    assert tried == ["123"]  # written once, never "restored"
+    assert snapshot(lab) == before
+    assert json.loads(rb.read_text())["state"] == "rolled-back"
 
 
 BAD = [
@@ -429,7 +563,8 @@ def test_bad_configurations_change_nothing(lab, capsys, tmp_path, bad, message):
     path, data = _scenario(lab, tmp_path, netdev_max_backlog=999)
     for sect in ("nic", "kernel"):
         data[sect].update(copy.deepcopy(bad.get(sect, {})))
-    if "irq_affinity" in data["nic"] and "cpus" in data["host"]:
+    if ("irq_affinity" in data["nic"] or "rps_cpus" in bad.get("kernel", {})) and (
+            "cpus" in data["host"]):
         data["host"]["cpus"] = 16  # let the scenario itself load
     path.write_text(yaml.safe_dump(data))
     dev = bad.get("dev", lab.dev_rx)

@@ -88,28 +88,20 @@ TABLE_KEYS = (
 )
 
 
-def _fmt(x: float) -> str:
-    a = abs(x)
-    if a == 0:
-        return "0"
-    return f"{x:,.0f}" if a >= 1000 else f"{x:.2f}" if a >= 1 else f"{x:.4f}"
+def print_table(rep: dict, console) -> None:
+    """Mean and 95 % CI per metric, each in its own unit (time, rate, percent, count)."""
+    from rxlab.report.fit import fmt_metric, print_fitted
 
-
-def table(rep: dict):
-    from rich.table import Table
-
-    t = Table(title=f"{rep['replications']} replications (seeds {rep['seeds'][0]}.."
-                    f"{rep['seeds'][-1]}, {rep['workers']} processes): mean and 95 % CI "
-                    "(Student t)")
-    t.add_column("metric", style="bold")
-    t.add_column("mean", justify="right")
-    t.add_column("± 95 % CI", justify="right")
     keys = list(TABLE_KEYS)
     keys += [k for k in rep["mean"] if k.startswith("packets.dropped_by_reason.")
              and rep["mean"][k] > 0]
     keys += [k for k in rep["mean"] if k.startswith("cpus.") and k.endswith(".util.idle")]
+    rows = []
     for k in keys:
         if k in rep["mean"]:
             h = rep["ci95"][k]
-            t.add_row(k, _fmt(rep["mean"][k]), "n/a" if h is None else _fmt(h))
-    return t
+            rows.append([k, fmt_metric(k, rep["mean"][k]),
+                         "n/a" if h is None else fmt_metric(k, h, ci=True)])
+    print_fitted(console, f"{rep['replications']} replications (seeds {rep['seeds'][0]}.."
+                 f"{rep['seeds'][-1]}, {rep['workers']} processes): mean and 95 % CI "
+                 "(Student t)", ["metric", "mean", "± 95 % CI"], rows)

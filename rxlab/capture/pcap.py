@@ -24,14 +24,32 @@ Each offered packet becomes (t_ns, flow, size):
 
 A record that runs past the end of the file, or a malformed record or block, raises
 ``UsageError`` naming its byte offset; with ``allow_truncated=True`` the intact prefix
-(every record before that offset) is replayed and ``Capture.notice`` says so.
+(every record before that offset) is replayed and ``Capture.notice`` says so. Malformed,
+by the format's own rules (draft-ietf-opsawg-pcap, draft-ietf-opsawg-pcapng) and the
+limits of the readers everyone uses (libpcap's sf-pcap.c / sf-pcapng.c):
+
+* a captured length above libpcap's MAXIMUM_SNAPLEN (262144), or above the original
+  length ("the minimum value among the Original Packet Length and the snapshot length");
+* an original length above 524280 bytes, the largest packet Linux builds (GSO_MAX_SIZE
+  = 8 * GSO_MAX_SEGS, include/linux/netdevice.h, since 5.19): the replay offers frames of
+  that length, so a corrupt length is refused rather than offered as a 4 GB frame;
+* a pcap timestamp fraction of a second or more; a pcapng timestamp (with its
+  ``if_tsoffset``) before 1970 or past int64 nanoseconds (2262); a replay time (after
+  the speed-up) past 2^62 ns.
+
+A header snap length of 0 or above 262144 means 262144, and a record longer than its
+file's snap length is cut to it before dissection, as libpcap does (pcap_adjust_snapshot;
+the rest of the record is skipped). The file is opened once per pass, must be a regular
+file of at most 4 GiB (a device or a FIFO would be read forever), and must not change
+between the scan and the replay.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -46,8 +64,15 @@ DEFAULT_CHUNK = 1 << 16
 READ_BLOCK = 1 << 22  # bytes per read; the buffer grows only for larger pcapng blocks
 MAX_BLOCK = 1 << 26  # a pcapng block longer than this is treated as corrupt
 MAX_CAPLEN = 262144  # libpcap's MAXIMUM_SNAPLEN: a larger record length means corruption
+MAX_WIRE = 8 * 65535  # Linux GSO_MAX_SIZE: no packet on a Linux host is longer
 MIN_FRAME = 64
 NO_LIMIT = (1 << 63) - 1  # replay time limit meaning "none"
+MAX_TS_S = NO_LIMIT // 1_000_000_000 - 1  # whole seconds whose ns, plus a fraction, fit
+MAX_REPLAY_NS = 1 << 62  # ~146 years: replay times keep headroom below int64 for the loop
+MAX_CAPTURE_BYTES = 4 << 30  # scanned twice per run; the flow table is bounded by it too
+MAX_PY_BLOCKS = 1 << 16  # pcapng section + interface blocks, each parsed in Python
+# speed-up range, as traffic.pcap.speedup allows: a millionth to a million times
+MIN_SPEEDUP, MAX_SPEEDUP = 1e-6, 1e6
 
 # link types (www.tcpdump.org/linktypes.html)
 LT_ETHERNET, LT_RAW, LT_SLL, LT_SLL2, LT_IPV4, LT_IPV6 = 1, 101, 113, 276, 228, 229
@@ -60,7 +85,7 @@ _NEED_MORE, _OUT_FULL, _FLOWS_FULL, _PY_BLOCK, _CORRUPT, _LIMIT = 0, 1, 2, 3, 4,
 # state slots (int64 array shared by the kernel and Python)
 (S_NFLOWS, S_OFFERED, S_RECORDS, S_SKIP_NONIP, S_SKIP_PROTO, S_SKIP_FRAG, S_SKIP_SHORT,
  S_SKIP_LINK, S_T0, S_HAVE_T0, S_LAST_T, S_REORDERED, S_NOUT, S_ERR, S_ERR_ARG, S_NEED,
- S_LAST_ABS, S_BYTES, S_SIZE) = range(19)
+ S_LAST_ABS, S_BYTES, S_SIZE, S_MAX_FLOWS, S_ERR_ARG2) = range(21)
 
 SKIP_REASONS = {
     S_SKIP_NONIP: "not IPv4/IPv6",
@@ -72,13 +97,21 @@ SKIP_REASONS = {
 
 # corruption codes -> message (S_ERR_ARG carries the offending value)
 _ERRORS = {
-    1: "record length {} exceeds the 262144-byte maximum",
+    1: "record length {} exceeds the 262144-byte maximum (libpcap's MAXIMUM_SNAPLEN)",
     2: "pcapng block length {} is not a multiple of 4 or below 12",
     3: "pcapng block length {} does not match its trailing copy",
     4: "pcapng packet block names interface {}, which no interface block defined",
     5: "pcapng packet length {} overruns its block",
     6: "pcapng block length {} exceeds 64 MiB",
-    7: "pcapng packet block before any section header",
+    7: "pcapng packet block before any interface description block",
+    8: "original (wire) length {} exceeds 524280 bytes, the largest packet Linux builds "
+       "(GSO_MAX_SIZE)",
+    9: "original (wire) length {} is below the captured length {}",
+    10: "timestamp out of range (before 1970 or past 2262 in nanoseconds)",
+    11: "record {} s after the first packet: replayed at this speed-up it lies past 2^62 ns "
+        "(146 years); use a larger speed-up",
+    12: "the file changed since it was scanned; run again",
+    13: "timestamp fraction {} is not below {} (a second's micro- or nanoseconds)",
 }
 
 _IF_DEC, _IF_BIN = 0, 1
@@ -227,13 +260,56 @@ def _rehash(keys, n, tab):
 
 
 @njit(**JIT)
-def _ts_ns(ts, mode, a, b):
+def _ts_ns(hi, lo, mode, a, b):
+    """A pcapng timestamp, unsigned 64 bits given as two 32-bit halves, in ns; -1 when it
+    does not fit int64 ns. The 64-bit value itself may not fit int64: never formed whole."""
     if mode == _IF_DEC:
-        return ts * a // b
-    # 2^-b resolution (a unused)
-    whole = ts >> b
-    frac = ts & ((np.int64(1) << b) - 1)
-    return whole * 1_000_000_000 + np.int64(frac * 1e9 / float(np.int64(1) << b))
+        if b == 1:  # units of a ns
+            if hi >> 31:
+                return -1
+            raw = (hi << 32) | lo
+            if raw > NO_LIMIT // a:
+                return -1
+            return raw * a
+        # units of 1/b ns (b a power of ten up to 10^9): raw // b, one half at a time
+        return ((hi // b) << 32) + ((((hi % b) << 32) | lo) // b)
+    # units of 2^-b s (a unused)
+    if b >= 32:
+        whole = hi >> (b - 32)
+        frac = ((hi & ((np.int64(1) << (b - 32)) - 1)) << 32) | lo
+    elif b == 0:
+        if hi >> 31:
+            return -1
+        whole = (hi << 32) | lo
+        frac = np.int64(0)
+    else:
+        whole = (hi << (32 - b)) | (lo >> b)
+        frac = lo & ((np.int64(1) << b) - 1)
+    if whole > MAX_TS_S:
+        return -1
+    if b <= 33:  # frac * 10^9 < 2^63: exact
+        return whole * 1_000_000_000 + ((frac * 1_000_000_000) >> b)
+    # finer than 2^-33 s: float, kept below the next second
+    return whole * 1_000_000_000 + min(np.int64(frac * 1e9 / float(np.int64(1) << b)),
+                                       999_999_999)
+
+
+@njit(**JIT)
+def _lengths(caplen, origlen, st):
+    """Record lengths by the format's rules; 0 = fine, else the error is set in st."""
+    if caplen > MAX_CAPLEN:
+        st[S_ERR] = 1
+        st[S_ERR_ARG] = caplen
+    elif origlen > MAX_WIRE:
+        st[S_ERR] = 8
+        st[S_ERR_ARG] = origlen
+    elif origlen < caplen:
+        st[S_ERR] = 9
+        st[S_ERR_ARG] = origlen
+        st[S_ERR_ARG2] = caplen
+    else:
+        return 0
+    return 1
 
 
 @njit(**JIT)
@@ -253,17 +329,22 @@ def _scan(buf, pos, end, fmt, be, if_lt, if_mode, if_a, if_b, if_off, if_fcs, if
                 st[S_NEED] = 16
                 break
             caplen = _u32(buf, pos + 8, be)
-            if caplen > MAX_CAPLEN:
-                st[S_ERR] = 1
-                st[S_ERR_ARG] = caplen
+            origlen = _u32(buf, pos + 12, be)
+            err = _lengths(caplen, origlen, st)
+            frac = _u32(buf, pos + 4, be)
+            if not err and frac * if_a[0] >= 1_000_000_000:  # "elapsed since that second"
+                st[S_ERR] = 13
+                st[S_ERR_ARG] = frac
+                st[S_ERR_ARG2] = 1_000_000_000 // if_a[0]
+                err = 1
+            if err:
                 st[S_NOUT] = nout
                 return _CORRUPT, pos
             if pos + 16 + caplen > end:
                 st[S_NEED] = 16 + caplen
                 break
-            origlen = _u32(buf, pos + 12, be)
             iface = 0
-            ts = _u32(buf, pos, be) * 1_000_000_000 + _u32(buf, pos + 4, be) * if_a[0]
+            ts = _u32(buf, pos, be) * 1_000_000_000 + frac * if_a[0]
             p = pos + 16
             nxt = pos + 16 + caplen
         else:  # pcapng
@@ -312,7 +393,6 @@ def _scan(buf, pos, end, fmt, be, if_lt, if_mode, if_a, if_b, if_off, if_fcs, if
                     st[S_ERR_ARG] = iface
                     st[S_NOUT] = nout
                     return _CORRUPT, pos
-                raw = (_u32(buf, pos + 12, be) << 32) | _u32(buf, pos + 16, be)
                 caplen = _u32(buf, pos + 20, be)
                 origlen = _u32(buf, pos + 24, be)
                 if caplen > blen - 32:
@@ -320,7 +400,17 @@ def _scan(buf, pos, end, fmt, be, if_lt, if_mode, if_a, if_b, if_off, if_fcs, if
                     st[S_ERR_ARG] = caplen
                     st[S_NOUT] = nout
                     return _CORRUPT, pos
-                ts = _ts_ns(raw, if_mode[iface], if_a[iface], if_b[iface]) + if_off[iface]
+                if _lengths(caplen, origlen, st):
+                    st[S_NOUT] = nout
+                    return _CORRUPT, pos
+                ts = _ts_ns(_u32(buf, pos + 12, be), _u32(buf, pos + 16, be), if_mode[iface],
+                            if_a[iface], if_b[iface])
+                off = if_off[iface]
+                if ts < 0 or (off > 0 and ts > NO_LIMIT - off) or ts + off < 0:
+                    st[S_ERR] = 10
+                    st[S_NOUT] = nout
+                    return _CORRUPT, pos
+                ts += off
                 p = pos + 28
             elif btype == 3:  # simple packet block: no timestamp, interface 0
                 if blen < 16:
@@ -336,8 +426,9 @@ def _scan(buf, pos, end, fmt, be, if_lt, if_mode, if_a, if_b, if_off, if_fcs, if
                 iface = 0
                 origlen = _u32(buf, pos + 8, be)
                 caplen = min(origlen, blen - 16)
-                if if_snap[0] > 0:
-                    caplen = min(caplen, if_snap[0])
+                if _lengths(0, origlen, st):
+                    st[S_NOUT] = nout
+                    return _CORRUPT, pos
                 ts = st[S_LAST_ABS]
                 p = pos + 12
             else:  # statistics, name resolution, custom, ...: not packets
@@ -347,11 +438,29 @@ def _scan(buf, pos, end, fmt, be, if_lt, if_mode, if_a, if_b, if_off, if_fcs, if
         st[S_RECORDS] += 1
         st[S_LAST_ABS] = ts
         lt = if_lt[iface]
-        code = _dissect(buf, p, caplen, lt, k)
+        # a record longer than the interface's snap length is cut to it (libpcap)
+        code = _dissect(buf, p, min(caplen, if_snap[iface]), lt, k)
         if code != 0:
             st[code] += 1
             pos = nxt
             continue
+        # replay time, before the flow table changes (a record refused here adds no flow)
+        t0 = st[S_T0] if st[S_HAVE_T0] else ts
+        rel = ts - t0  # |rel| < 2^63: both are in [0, 2^63)
+        if speed != 1.0:
+            r = rel / speed  # kept in range before it becomes an integer again
+            if r > MAX_REPLAY_NS:
+                rel = MAX_REPLAY_NS + 1
+            elif r < 0:
+                rel = -1
+            else:
+                rel = np.int64(r)
+        if rel > MAX_REPLAY_NS:
+            st[S_ERR] = 11
+            st[S_ERR_ARG] = (ts - t0) // 1_000_000_000
+            st[S_RECORDS] -= 1
+            st[S_NOUT] = nout
+            return _CORRUPT, pos
         s = _slot(k, tab)
         f = -1
         while tab[s] >= 0:
@@ -363,6 +472,10 @@ def _scan(buf, pos, end, fmt, be, if_lt, if_mode, if_a, if_b, if_off, if_fcs, if
             s = (s + 1) & mask
         if f < 0:
             n = st[S_NFLOWS]
+            if emit and n >= st[S_MAX_FLOWS]:  # the scan saw fewer flows: not this file
+                st[S_ERR] = 12
+                st[S_NOUT] = nout
+                return _CORRUPT, pos
             if n >= keys.shape[0] or 2 * (n + 1) > tab.size:
                 st[S_RECORDS] -= 1
                 st[S_NOUT] = nout
@@ -371,13 +484,9 @@ def _scan(buf, pos, end, fmt, be, if_lt, if_mode, if_a, if_b, if_off, if_fcs, if
             tab[s] = n
             st[S_NFLOWS] = n + 1
             f = n
-        if st[S_HAVE_T0] == 0:
-            st[S_T0] = ts
-            st[S_HAVE_T0] = 1
-        rel = ts - st[S_T0]
-        if speed != 1.0:
-            rel = np.int64(rel / speed)
-        if rel < st[S_LAST_T]:
+        st[S_T0] = t0
+        st[S_HAVE_T0] = 1
+        if rel < st[S_LAST_T]:  # stamped before its predecessor: offered right after it
             st[S_REORDERED] += 1
             rel = st[S_LAST_T]
         if emit and rel >= t_limit:
@@ -385,8 +494,7 @@ def _scan(buf, pos, end, fmt, be, if_lt, if_mode, if_a, if_b, if_off, if_fcs, if
             st[S_NOUT] = nout
             return _LIMIT, pos
         st[S_LAST_T] = rel
-        wire = max(origlen, caplen)
-        size = wire - if_fcs[iface] + 18
+        size = origlen - if_fcs[iface] + 18  # origlen >= caplen, <= MAX_WIRE (_lengths)
         if lt == 1:
             size -= 14
         elif lt == 113:
@@ -412,6 +520,11 @@ def _scan(buf, pos, end, fmt, be, if_lt, if_mode, if_a, if_b, if_off, if_fcs, if
 # --------------------------------------------------------------------------- Python side
 
 
+def _snap(snaplen: int) -> int:
+    """libpcap's pcap_adjust_snapshot: 0 or above the maximum means the maximum."""
+    return MAX_CAPLEN if snaplen <= 0 or snaplen > MAX_CAPLEN else snaplen
+
+
 @dataclass
 class _Iface:
     linktype: int
@@ -423,21 +536,27 @@ class _Iface:
     fcs: int = 0
 
 
-@dataclass
 class _Section:
-    be: bool
-    ifaces: list[_Iface] = field(default_factory=list)
+    """A pcapng section's interfaces (pcap: the one in the file header), as the columns
+    ``_scan`` takes; appending one is O(1), so many interface blocks cost linear time."""
+
+    def __init__(self, be: bool):
+        self.be = be
+        self.n = 0
+        self.cols = np.zeros((7, 4), np.int64)
+
+    def add(self, i: _Iface) -> None:
+        if self.n == self.cols.shape[1]:
+            cols = np.zeros((7, 2 * self.n), np.int64)
+            cols[:, :self.n] = self.cols
+            self.cols = cols
+        self.cols[:, self.n] = (i.linktype, i.mode, i.a, i.b, i.offset_ns, i.fcs,
+                                _snap(i.snaplen))
+        self.n += 1
 
     def arrays(self):
-        f = self.ifaces or [_Iface(0, 0)]
-        return (np.array([i.linktype for i in f], np.int64),
-                np.array([i.mode for i in f], np.int64),
-                np.array([i.a for i in f], np.int64),
-                np.array([i.b for i in f], np.int64),
-                np.array([i.offset_ns for i in f], np.int64),
-                np.array([i.fcs for i in f], np.int64),
-                np.array([i.snaplen for i in f], np.int64),
-                len(self.ifaces))
+        c = self.cols
+        return c[0], c[1], c[2], c[3], c[4], c[5], c[6], self.n
 
 
 class _Truncated(Exception):
@@ -456,7 +575,7 @@ def _fcs_bytes(network: int) -> tuple[int, int]:
 def _parse_idb(body: bytes, be: bool, at: int) -> _Iface:
     o = ">" if be else "<"
     if len(body) < 8:
-        raise _Truncated(at, "pcapng interface block shorter than 20 bytes")
+        raise _Truncated(at, "corrupt capture: pcapng interface block shorter than 20 bytes")
     lt = int.from_bytes(body[0:2], "big" if be else "little")
     snap = int.from_bytes(body[4:8], "big" if be else "little")
     iface = _Iface(lt, snap)
@@ -468,37 +587,72 @@ def _parse_idb(body: bytes, be: bool, at: int) -> _Iface:
         if code == 0:
             break
         if len(val) < ln:
-            raise _Truncated(at, f"pcapng interface option {code} overruns its block")
+            raise _Truncated(at, f"corrupt capture: pcapng interface option {code} overruns "
+                                 "its block")
         if code == 9 and ln >= 1:  # if_tsresol
             r = val[0]
             if r & 0x80:
                 if (r & 0x7F) > 62:
-                    raise _Truncated(at, f"pcapng if_tsresol 2^-{r & 0x7F} is out of range")
+                    raise _Truncated(at, f"corrupt capture: pcapng if_tsresol 2^-{r & 0x7F} "
+                                         "is out of range")
                 iface.mode, iface.a, iface.b = _IF_BIN, 1, r & 0x7F
             else:
                 if r > 18:
-                    raise _Truncated(at, f"pcapng if_tsresol 10^-{r} is out of range")
+                    raise _Truncated(at, f"corrupt capture: pcapng if_tsresol 10^-{r} is out "
+                                         "of range")
                 iface.mode = _IF_DEC
                 iface.a, iface.b = (10 ** (9 - r), 1) if r <= 9 else (1, 10 ** (r - 9))
         elif code == 14 and ln >= 8:  # if_tsoffset, seconds
-            iface.offset_ns = int(np.frombuffer(val[:8], o + "i8")[0]) * 1_000_000_000
+            off = int(np.frombuffer(val[:8], o + "i8")[0])
+            if abs(off) > MAX_TS_S:
+                raise _Truncated(at, f"corrupt capture: pcapng if_tsoffset {off} s is past "
+                                     "int64 nanoseconds")
+            iface.offset_ns = off * 1_000_000_000
         elif code == 13 and ln >= 1:  # if_fcslen
             iface.fcs = val[0]
         i += 4 + ((ln + 3) & ~3)
     return iface
 
 
-class _Parser:
-    """Drives ``_scan`` over a file read block by block."""
+def _open(path: Path):
+    """(binary file, its fstat) of a regular file of at most MAX_CAPTURE_BYTES, checked on
+    the opened descriptor (O_NONBLOCK: a FIFO put in its place does not block the open)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such capture file") from None
+    except OSError as err:
+        raise UsageError(f"{path}: cannot read the capture ({err.strerror})") from None
+    st = os.fstat(fd)
+    why = None
+    if stat.S_ISDIR(st.st_mode):
+        why = "is a directory; give a pcap or pcapng file"
+    elif not stat.S_ISREG(st.st_mode):
+        why = "not a regular file (a device or a pipe); give a pcap or pcapng file"
+    elif st.st_size > MAX_CAPTURE_BYTES:
+        why = (f"{st.st_size:,} bytes, more than a capture may have (4 GiB); replay a part, "
+               "e.g. editcap -c 1000000 (one file per million packets)")
+    if why:
+        os.close(fd)
+        raise UsageError(f"{path}: {why}")
+    return os.fdopen(fd, "rb"), st
 
-    def __init__(self, path: Path, speedup: float, stop_at: int | None = None):
-        self.path, self.speed, self.stop_at = path, float(speedup), stop_at
-        self.st = np.zeros(19, np.int64)
+
+class _Parser:
+    """Drives ``_scan`` over a file read block by block. ``expect`` (pass 2): the
+    (size, mtime_ns, flows) the scan saw; the replay refuses a file that differs."""
+
+    def __init__(self, path: Path, speedup: float, stop_at: int | None = None,
+                 expect: tuple[int, int, int] | None = None):
+        self.path, self.speed, self.stop_at, self.expect = path, float(speedup), stop_at, expect
+        self.st = np.zeros(21, np.int64)
+        self.st[S_MAX_FLOWS] = NO_LIMIT if expect is None else expect[2]
         self.keys = np.zeros((1024, 5), np.int64)
         self.counts = np.zeros(1024, np.int64)
         self.tab = np.full(4096, -1, np.int64)
         self.linktypes: set[int] = set()
         self.format = ""
+        self.size = self.mtime_ns = 0
 
     # the flow table grows by doubling; the kernel asks when it is full
     def _grow(self) -> None:
@@ -518,78 +672,91 @@ class _Parser:
         out_t = np.empty(out_cap if emit else 0, np.int64)
         out_f = np.empty(out_cap if emit else 0, np.int32)
         out_s = np.empty(out_cap if emit else 0, np.int32)
-        size = os.path.getsize(self.path)
-        limit = size if self.stop_at is None else min(size, self.stop_at)
-        with open(self.path, "rb") as fh:
-            head = fh.read(24)
-            section, fmt, start = self._header(head, fh)
-            buf = np.empty(READ_BLOCK, np.uint8)
-            base = start  # file offset of buf[0]
-            fh.seek(start)
-            end = 0
-            pos = 0
-            arrays = section.arrays()
-            eof = False
-            while True:
-                if not eof and end < buf.size:
-                    want = min(buf.size - end, limit - (base + end))
-                    if want > 0:
-                        got = fh.readinto(memoryview(buf)[end:end + want])
-                        end += got
-                        if got == 0:
-                            eof = True
-                    if base + end >= limit:
+        fh, fst = _open(self.path)
+        with fh:
+            self.size, self.mtime_ns = fst.st_size, fst.st_mtime_ns
+            if self.expect is not None and self.expect[:2] != (self.size, self.mtime_ns):
+                raise _Truncated(0, _ERRORS[12])
+            limit = self.size if self.stop_at is None else min(self.size, self.stop_at)
+            yield from self._run(fh, limit, emit, out_t, out_f, out_s, t_limit)
+
+    def _run(self, fh, limit, emit, out_t, out_f, out_s, t_limit):
+        head = fh.read(24)
+        section, fmt, start = self._header(head)
+        buf = np.empty(READ_BLOCK, np.uint8)
+        base = start  # file offset of buf[0]
+        fh.seek(start)
+        end = 0
+        pos = 0
+        arrays = section.arrays()
+        eof = False
+        py_blocks = 0
+        while True:
+            if not eof and end < buf.size:
+                want = min(buf.size - end, limit - (base + end))
+                if want > 0:
+                    got = fh.readinto(memoryview(buf)[end:end + want])
+                    end += got
+                    if got == 0:
                         eof = True
-                status, pos = _scan(buf, pos, end, fmt, section.be, *arrays, self.keys,
-                                    self.counts, self.tab, self.st, emit, out_t, out_f,
-                                    out_s, t_limit, self.speed)
-                if status == _OUT_FULL:
-                    self.st[S_NOUT] = 0
-                    yield out_t, out_f, out_s
+                if base + end >= limit:
+                    eof = True
+            status, pos = _scan(buf, pos, end, fmt, section.be, *arrays, self.keys,
+                                self.counts, self.tab, self.st, emit, out_t, out_f,
+                                out_s, t_limit, self.speed)
+            if status == _OUT_FULL:
+                self.st[S_NOUT] = 0
+                yield out_t, out_f, out_s
+                continue
+            if status == _LIMIT:
+                yield from self._flush(emit, out_t, out_f, out_s)
+                return
+            if status == _FLOWS_FULL:
+                self._grow()
+                continue
+            if status == _CORRUPT:
+                code = int(self.st[S_ERR])
+                msg = _ERRORS[code].format(int(self.st[S_ERR_ARG]), int(self.st[S_ERR_ARG2]))
+                if code != 12:
+                    msg = "corrupt capture: " + msg
+                raise _Truncated(base + pos, msg)
+            if status == _PY_BLOCK:
+                blen = self._block_len(buf, pos, end, section.be, base, limit)
+                if blen is not None:
+                    py_blocks += 1
+                    if py_blocks > MAX_PY_BLOCKS:
+                        raise _Truncated(base + pos, f"corrupt capture: more than "
+                                         f"{MAX_PY_BLOCKS} pcapng section and interface blocks")
+                    body = bytes(buf[pos + 8:pos + blen - 4])
+                    btype = int.from_bytes(bytes(buf[pos:pos + 4]), "little")
+                    if btype == 0x0A0D0D0A:
+                        section = _Section(be=self._shb(body, base + pos))
+                    else:
+                        iface = _parse_idb(body, section.be, base + pos)
+                        section.add(iface)
+                        self.linktypes.add(iface.linktype)
+                    arrays = section.arrays()
+                    pos += blen
                     continue
-                if status == _LIMIT:
-                    yield from self._flush(emit, out_t, out_f, out_s)
-                    return
-                if status == _FLOWS_FULL:
-                    self._grow()
-                    continue
-                if status == _CORRUPT:
-                    code, arg = int(self.st[S_ERR]), int(self.st[S_ERR_ARG])
-                    raise _Truncated(base + pos, "corrupt capture: " + _ERRORS[code].format(arg))
-                if status == _PY_BLOCK:
-                    blen = self._block_len(buf, pos, end, section.be, base, eof)
-                    if blen is not None:
-                        body = bytes(buf[pos + 8:pos + blen - 4])
-                        btype = int.from_bytes(bytes(buf[pos:pos + 4]), "little")
-                        if btype == 0x0A0D0D0A:
-                            section = _Section(be=self._bom(body, base + pos))
-                        else:
-                            iface = _parse_idb(body, section.be, base + pos)
-                            section.ifaces.append(iface)
-                            self.linktypes.add(iface.linktype)
-                        arrays = section.arrays()
-                        pos += blen
-                        continue
-                # _NEED_MORE: move the tail to the front and read on
-                if eof:
-                    if pos < end:
-                        need = int(self.st[S_NEED])
-                        raise _Truncated(
-                            base + pos,
-                            f"truncated capture: the record at byte offset {base + pos} needs "
-                            f"{need} bytes but the file ends after {end - pos}")
-                    yield from self._flush(emit, out_t, out_f, out_s)
-                    return
-                need = int(self.st[S_NEED])
-                if need > buf.size:
-                    nb = np.empty(max(need, buf.size * 2), np.uint8)
-                    nb[:end - pos] = buf[pos:end]
-                    buf = nb
-                else:
-                    buf[:end - pos] = buf[pos:end]
-                base += pos
-                end -= pos
-                pos = 0
+            # _NEED_MORE: move the tail to the front and read on
+            need = int(self.st[S_NEED])
+            if eof or base + pos + need > limit:  # the record or block passes the end
+                if pos < end or base + pos < limit:
+                    raise _Truncated(
+                        base + pos,
+                        f"truncated capture: the record at byte offset {base + pos} needs "
+                        f"{need} bytes but the file ends after {limit - base - pos}")
+                yield from self._flush(emit, out_t, out_f, out_s)
+                return
+            if need > buf.size:
+                nb = np.empty(max(need, buf.size * 2), np.uint8)
+                nb[:end - pos] = buf[pos:end]
+                buf = nb
+            else:
+                buf[:end - pos] = buf[pos:end]
+            base += pos
+            end -= pos
+            pos = 0
 
     def _flush(self, emit, out_t, out_f, out_s):
         n = int(self.st[S_NOUT])
@@ -597,7 +764,7 @@ class _Parser:
         if emit and n:
             yield out_t[:n], out_f[:n], out_s[:n]
 
-    def _block_len(self, buf, pos, end, be, base, eof) -> int | None:
+    def _block_len(self, buf, pos, end, be, base, limit) -> int | None:
         if pos + 12 > end:
             self.st[S_NEED] = 12
             return None
@@ -605,16 +772,15 @@ class _Parser:
         if btype == 0x0A0D0D0A:
             be = self._bom(bytes(buf[pos + 8:pos + 12]), base + pos)
         blen = int.from_bytes(bytes(buf[pos + 4:pos + 8]), "big" if be else "little")
-        if blen < 28 and btype == 0x0A0D0D0A or blen < 12 or blen & 3:
+        if btype == 0x0A0D0D0A and (blen < 28 or blen & 3):
+            raise _Truncated(base + pos, f"corrupt capture: pcapng section header length "
+                                         f"{blen} is not a multiple of 4 or below 28")
+        if blen < 12 or blen & 3:
             raise _Truncated(base + pos, f"corrupt capture: {_ERRORS[2].format(blen)}")
         if blen > MAX_BLOCK:
             raise _Truncated(base + pos, f"corrupt capture: {_ERRORS[6].format(blen)}")
         if pos + blen > end:
-            if eof:
-                raise _Truncated(base + pos, f"truncated capture: the block at byte offset "
-                                             f"{base + pos} needs {blen} bytes but the file "
-                                             f"ends after {end - pos}")
-            self.st[S_NEED] = blen
+            self.st[S_NEED] = blen  # the caller reads on, or says where the file ends
             return None
         tail = int.from_bytes(bytes(buf[pos + blen - 4:pos + blen]), "big" if be else "little")
         if tail != blen:
@@ -630,7 +796,18 @@ class _Parser:
             return True
         raise _Truncated(at, f"corrupt capture: bad pcapng byte-order magic {bom.hex()}")
 
-    def _header(self, head: bytes, fh) -> tuple[_Section, int, int]:
+    @classmethod
+    def _shb(cls, body: bytes, at: int) -> bool:
+        """A section header's byte order; only major version 1 is defined (a reader
+        must not guess at the layout of another)."""
+        be = cls._bom(body, at)
+        major, minor = np.frombuffer(body[4:8], (">" if be else "<") + "u2").tolist()
+        if major != 1:
+            raise _Truncated(at, f"corrupt capture: pcapng section version {major}.{minor}; "
+                                 "only 1.x is defined")
+        return be
+
+    def _header(self, head: bytes) -> tuple[_Section, int, int]:
         if len(head) < 4:
             raise _Truncated(0, f"truncated capture: {len(head)} bytes, too short for a header")
         magic = head[:4]
@@ -651,7 +828,8 @@ class _Parser:
         lt, fcs = _fcs_bytes(int(network))
         self.format = "pcap-ns" if mult == 1 else "pcap"
         self.linktypes.add(lt)
-        sec = _Section(be=be, ifaces=[_Iface(lt, int(snaplen), _IF_DEC, mult, 1, 0, fcs)])
+        sec = _Section(be=be)
+        sec.add(_Iface(lt, int(snaplen), _IF_DEC, mult, 1, 0, fcs))
         return sec, 0, 24
 
 
@@ -672,6 +850,8 @@ class Capture:
     linktypes: list[int]
     truncated_at: int | None = None  # byte offset of the first bad record, if allowed
     truncation: str | None = None
+    file_size: int = 0  # as scanned: the replay reads this much and refuses a changed file
+    file_mtime_ns: int = 0
 
     @property
     def duration_s(self) -> float:
@@ -701,8 +881,10 @@ class Capture:
         with ``duration_ns``, only those offered before it."""
         if max_packets < 1:
             raise ValueError(f"max_packets must be >= 1, got {max_packets}")
-        p = _Parser(self.path, self.speedup, self.truncated_at)
-        t_limit = NO_LIMIT if duration_ns is None else int(duration_ns)
+        stop = self.file_size if self.truncated_at is None else self.truncated_at
+        p = _Parser(self.path, self.speedup, stop,
+                    expect=(self.file_size, self.file_mtime_ns, len(self.flows)))
+        t_limit = NO_LIMIT if duration_ns is None else min(int(duration_ns), NO_LIMIT)
         try:
             for t, f, s in p.run(True, max_packets, t_limit):
                 yield Chunk(t.copy(), f.copy(), s.copy())
@@ -747,18 +929,19 @@ def open_capture(path: str | os.PathLike, *, speedup: float = 1.0,
     """Scan a pcap/pcapng file: validate it, build the flow table, count packets.
 
     Raises ``UsageError`` (one line, with the byte offset) for a truncated or corrupt
-    capture unless ``allow_truncated``, for a missing file, a bad speed-up factor, or a
-    capture without any TCP/UDP packet.
+    capture unless ``allow_truncated``, for a missing file, a device, a FIFO or a file
+    over 4 GiB, a speed-up factor outside [1e-6, 1e6], or a capture without any TCP/UDP
+    packet.
     """
     p = Path(path)
     try:
         speed = float(speedup)
     except (TypeError, ValueError):
-        raise UsageError(f"speed-up factor {speedup!r} is not a number") from None
-    if not np.isfinite(speed) or speed <= 0:
-        raise UsageError(f"speed-up factor must be > 0, got {speedup!r}")
-    if not p.is_file():
-        raise UsageError(f"{p}: no such capture file")
+        raise UsageError(f"speedup: {speedup!r} is not a number") from None
+    if not MIN_SPEEDUP <= speed <= MAX_SPEEDUP:  # also NaN
+        raise UsageError(f"speedup: must be >= {MIN_SPEEDUP:g} and <= {MAX_SPEEDUP:g} (a "
+                         "replay at between a millionth and a million times the captured "
+                         f"speed); got {speed:g}")
     parser = _Parser(p, speed)
     truncated_at = truncation = None
     try:
@@ -786,6 +969,7 @@ def open_capture(path: str | os.PathLike, *, speedup: float = 1.0,
         records=int(st[S_RECORDS]), skipped=skipped, reordered=int(st[S_REORDERED]),
         duration_ns=duration, bytes=int(st[S_BYTES]), format=parser.format,
         linktypes=sorted(parser.linktypes), truncated_at=truncated_at, truncation=truncation,
+        file_size=parser.size, file_mtime_ns=parser.mtime_ns,
     )
 
 
@@ -801,7 +985,8 @@ class PcapStream:
             raise ValueError(f"duration_s must be > 0, got {duration_s}")
         self.capture = capture
         self.flows = capture.flows
-        self.duration_ns = None if duration_s is None else int(round(duration_s * 1e9))
+        self.duration_ns = (None if duration_s is None
+                            else int(round(min(duration_s, MAX_REPLAY_NS / 1e9) * 1e9)))
         self._expected: int | None = None
 
     def expected_packets(self) -> float:

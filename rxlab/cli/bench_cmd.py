@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 
@@ -35,7 +34,9 @@ def run(args) -> int:
 
     if args.json:
         res = run_bench(args.quick, skip_arfs=args.skip_arfs)
-        print(json.dumps(res, indent=1, sort_keys=True))
+        from rxlab.jsonout import dumps
+
+        print(dumps(res, indent=1, sort_keys=True))
         return 0
     from rich.console import Console
 

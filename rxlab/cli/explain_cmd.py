@@ -7,9 +7,9 @@ larger table cost?" The birthday model of ice's (bucket, flow_id) key, per table
 from __future__ import annotations
 
 import argparse
-import json
 
 from rxlab.errors import UsageError
+from rxlab.jsonout import dumps
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -56,8 +56,8 @@ def rows(flows: int, cnt: int, queues: int, kernel: str) -> list[dict]:
 def run(args) -> int:
     data = rows(args.flows, args.rps_flow_cnt, args.queues, args.kernel)
     if args.json:
-        print(json.dumps({"topic": "arfs", "flows": args.flows, "queues": args.queues,
-                          "kernel": args.kernel, "tables": data}, indent=1))
+        print(dumps({"topic": "arfs", "flows": args.flows, "queues": args.queues,
+                     "kernel": args.kernel, "tables": data}, indent=1))
         return 0
     from rich.table import Table
 

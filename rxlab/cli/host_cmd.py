@@ -10,6 +10,7 @@ apply a scenario to a device (dry run unless ``--yes``), roll an apply back.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -122,7 +123,11 @@ def run(args) -> int:
 
     action = getattr(args, "action", None)
     if action == "show":
+        from rxlab.host.apply import pending
+
         info = read_host(args.netns, args.dev)
+        for dev in info["devices"]:
+            _warn(pending(dev, args.netns))
         print(json.dumps(info, indent=1) if args.json else format_text(info))
         return 0
     if action == "export":
@@ -148,19 +153,30 @@ def run(args) -> int:
     if action == "rollback":
         from rxlab.host.apply import rollback
 
-        n = rollback(args.file)
-        print(f"rolled back {n} change(s) from {args.file}")
+        restored, n = rollback(args.file)
+        same = n - restored
+        print(f"rolled back {args.file}: restored {restored} of {n} value(s)"
+              + (f" ({same} already held the previous value)" if same else ""))
         return 0
     raise UsageError("host: give an action: show, export, apply or rollback")
 
 
+def _warn(line: str | None) -> None:
+    if line:
+        print(f"rxlab: warning: {line}", file=sys.stderr)
+
+
 def _apply(args) -> int:
-    from rxlab.host.apply import apply, default_rollback_path, plan
+    from rxlab.host.apply import Interrupted, apply, default_rollback_path, plan, unfinished
     from rxlab.host.netns import check_dev, check_netns
     from rxlab.scenario import load_scenario
 
     check_dev(args.dev)
     check_netns(args.netns)
+    found = unfinished(args.dev, args.netns)
+    if found and found[1] and args.yes:
+        raise UsageError(found[0])  # a new rollback file would save half-applied values
+    _warn(found and found[0])
     sc = load_scenario(args.scenario)
     steps, notes, _ = plan(sc, args.dev, args.netns)
     where = f" in netns {args.netns}" if args.netns else ""
@@ -171,12 +187,19 @@ def _apply(args) -> int:
         return 0
     print(f"{len(steps)} change(s) for {args.dev}{where}:")
     for s in steps:
-        print(f"  {s.command(args.dev, args.netns)}    # now {s.shown(s.old)}")
+        wide = (f"; machine-wide, not only netns {args.netns}"
+                if args.netns and s.machine_wide else "")
+        print(f"  {s.command(args.dev, args.netns)}    # now {s.shown(s.old)}{wide}")
     if not args.yes:
         print("dry run: nothing changed; add --yes to apply (previous values are saved to a "
               "rollback file first)")
         return 0
     path = Path(args.rollback_file) if args.rollback_file else default_rollback_path(args.dev)
-    apply(steps, args.dev, args.netns, path, log=lambda m: None)
+    try:
+        apply(steps, args.dev, args.netns, path, log=lambda m: None)
+    except Interrupted as intr:
+        with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
+            print(f"rxlab: {intr.message}", file=sys.stderr)
+        return 128 + intr.signum
     print(f"applied {len(steps)} change(s); undo with: rxlab host rollback {path}")
     return 0

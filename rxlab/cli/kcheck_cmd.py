@@ -11,6 +11,8 @@ import argparse
 import json
 import sys
 
+from rxlab.jsonout import dumps
+
 EXIT_CANNOT_RUN = 77
 
 
@@ -110,7 +112,7 @@ def run(args) -> int:
         print(f"rxlab kernel-check: {err}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(report, default=list))
+        print(dumps(report, default=list))
     else:
         print_table(report)
     ran = [c for c in report["checks"] if c["status"] == "ran"]

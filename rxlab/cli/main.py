@@ -46,13 +46,28 @@ def _compile_notice() -> None:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2 (argparse would print usage too)
-        raise UsageError(f"{self.prog}: {message}")
+        raise UsageError(message if self.prog == "rxlab" else f"{self.prog}: {message}")
+
+
+DESCRIPTION = """\
+A laboratory for Linux receive-side packet steering: simulate a host's receive path
+(RSS, RPS, RFS, aRFS, flow limit, NAPI, XDP cpumap, AF_XDP) packet by packet for a
+named kernel version, and report what the kernel would report."""
+
+EPILOG = """\
+start with:  rxlab run                 the built-in default scenario
+             rxlab list                built-in scenarios, experiments and profiles
+             rxlab COMMAND --help      the options of one command
+docs: README.md and docs/ in the source tree"""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="rxlab", description=__doc__.splitlines()[0])
+    from rxlab import __version__
+
+    parser = _Parser(prog="rxlab", description=DESCRIPTION, epilog=EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"rxlab {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    sub.required = True
     for name in COMMANDS:
         if importlib.util.find_spec(name) is None:
             continue  # a subcommand still in development on this branch
@@ -64,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
+        if args.command is None:  # a bare `rxlab`: the command list, as `git` does
+            parser.print_help()
+            return 0
         if args.command in SIMULATING:
             _compile_notice()
         return int(args.func(args) or 0)

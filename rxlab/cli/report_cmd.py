@@ -18,8 +18,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
+    from pathlib import Path
+
+    from rxlab.sweep import store
     from rxlab.sweep.report import write_report
 
+    pid = store.writer(Path(args.dir))  # a sweep still running there: say the page is partial
     dest = write_report(args.dir, args.output)
-    print(f"wrote {dest}")
+    who = f"a sweep (pid {pid})" if pid else "a sweep"
+    busy = "" if pid is None else (f"; {who} is still writing {args.dir}: the report has the "
+                                   "runs finished so far")
+    print(f"wrote {dest}{busy}")
     return 0

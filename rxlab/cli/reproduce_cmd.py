@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from rxlab.cli.run_cmd import add_max_memory
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -17,11 +18,20 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="shorter traffic (same scale): the qualitative result in < 1 min")
     p.add_argument("--kernel", metavar="VERSION", help="rerun under another kernel version")
     p.add_argument("--json", action="store_true", help="print the cases as JSON")
+    add_max_memory(p)
     p.set_defaults(func=run)
     return p
 
 
 def run(args) -> int:
+    from rxlab.memory_budget import process_limit
+
+    with process_limit(args.max_memory):
+        return _run(args)
+
+
+def _run(args) -> int:
+    from rxlab.jsonout import dumps
     from rxlab.kernel.versions import parse_version
     from rxlab.repro.base import get, run_experiment
 
@@ -30,17 +40,18 @@ def run(args) -> int:
         parse_version(args.kernel)
     if args.json:
         exp = run_experiment(mod, args.quick, args.kernel)
-        out = {k: exp[k] for k in ("experiment", "cases", "claims", "quick", "seed_file")}
-        print(json.dumps(out, indent=1, sort_keys=True))
+        out = {k: exp[k] for k in ("experiment", "title", "kernels", "cases", "claims", "quick",
+                                  "seed_file")}
+        print(dumps(out, indent=1, sort_keys=True))
         return 0
-    from rxlab.report.tables import experiment_table, make_console
+    from rxlab.report.tables import make_console, print_experiment
 
     console = make_console()
     with console.status(f"running {mod.NAME}") as status:
         exp = run_experiment(mod, args.quick, args.kernel,
                              progress=lambda i, n, name: status.update(
                                  f"running {mod.NAME}: case {i + 1}/{n} ({name})"))
-    console.print(experiment_table(exp))
+    print_experiment(exp, console)
     for c in exp["claims"]:
         mark = "[green]held[/green]" if c["held"] else "[red]NOT held[/red]"
         console.print(f"  {mark}  {c['claim']}")

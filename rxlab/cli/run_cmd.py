@@ -1,12 +1,10 @@
-"""``rxlab run [SCENARIO] [--seed N] [--duration S] [--json] [--out DIR] [--set K=V]``."""
+"""``rxlab run [SCENARIO] [--seed N] [--duration S] [--json] [--out DIR] [--set K=V]
+[--max-memory SIZE]``."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-
-import yaml
 
 from rxlab.errors import UsageError
 from rxlab.scenario import load_scenario, with_overrides
@@ -30,28 +28,64 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--out", metavar="DIR", help="write result.json, series.csv and plots")
     p.add_argument("--softnet", action="store_true",
-                   help="print the simulated /proc/net/softnet_stat")
+                   help="print only the simulated /proc/net/softnet_stat")
     p.add_argument("--jobs", type=int, metavar="N",
                    help="N independent replications (seeds seed..seed+N-1) in parallel "
                         "processes; report means with 95%% confidence intervals")
+    add_max_memory(p)
     p.set_defaults(func=run)
     return p
 
 
+def add_max_memory(p: argparse.ArgumentParser) -> None:
+    """--max-memory, shared by every subcommand that simulates."""
+    p.add_argument("--max-memory", metavar="SIZE",
+                   help="refuse a scenario whose estimated memory exceeds SIZE (8GiB, 512MiB, "
+                        "2G or bytes) before allocating anything; default: 50%% of the "
+                        "memory rxlab may use (physical, cgroup limit, ulimit -v; see "
+                        "docs/limits.md)")
+
+
+def print_notices(data: dict) -> None:
+    for n in data.get("notices", []):
+        print(f"rxlab: {n}", file=sys.stderr)
+
+
 def parse_sets(items: list[str]) -> dict:
+    """--set PATH=VALUE items -> {path: value}. The value is YAML read by the scenario
+    loader, so a number keeps its text (host.kernel=5.15 is "5.15", rps_cpus=10 is the
+    mask "10"); a malformed value is a one-line error."""
+    from rxlab.scenario import parse_yaml
+
     out = {}
     for item in items:
         if "=" not in item:
             raise UsageError(f"--set {item!r}: use PATH=VALUE, e.g. kernel.dev_weight=128")
         k, v = item.split("=", 1)
-        out[k.strip()] = yaml.safe_load(v)
+        try:
+            out[k.strip()] = parse_yaml(v, "")
+        except UsageError as err:
+            shown = item if len(item) <= 60 else item[:57] + "..."
+            raise UsageError(f"--set {shown!r}: {str(err).lstrip(': ')}; quote text that is "
+                             "not YAML, e.g. --set 'name=\"[x\"'") from None
     return out
 
 
 def run(args) -> int:
+    from rxlab.memory_budget import process_limit
+
+    with process_limit(args.max_memory):
+        return _run(args)
+
+
+def _run(args) -> int:
     from rxlab.report.tables import print_result
     from rxlab.simulate import simulate
 
+    if args.out:  # before any work: a folder that cannot be made is bad input
+        from rxlab.report.files import check_out_dir
+
+        check_out_dir(args.out)
     sc = load_scenario(args.scenario)
     ov = parse_sets(args.set)
     if args.seed is not None:
@@ -62,13 +96,15 @@ def run(args) -> int:
         ov["duration"] = args.duration
     if args.pcap:
         from rxlab.capture.pcap import open_capture
+        from rxlab.memory_budget import check
 
+        ov["traffic"] = {"pcap": {"file": args.pcap, "speedup": args.speedup,
+                                  "allow_truncated": args.allow_truncated}}
+        check(with_overrides(sc, ov))  # flows bounded by the file's size, before the scan
         cap = open_capture(args.pcap, speedup=args.speedup,
                            allow_truncated=args.allow_truncated)
         if cap.notice:
             print(f"rxlab: {cap.notice}", file=sys.stderr)
-        ov["traffic"] = {"pcap": {"file": args.pcap, "speedup": args.speedup,
-                                  "allow_truncated": args.allow_truncated}}
         if args.duration is None:
             ov["duration"] = cap.duration_s
     if ov:
@@ -76,16 +112,18 @@ def run(args) -> int:
     if args.jobs is not None:
         return _run_jobs(args, sc)
     res = _simulate_with_progress(simulate, sc, quiet=args.json)
+    text = res.to_json(indent=1)  # a non-finite number fails here, before any file
+    print_notices(res.data)
     if args.out:
         from rxlab.report.files import write_out
 
         write_out(res, args.out)
     if args.json:
-        print(res.to_json(indent=1))
+        print(text)
+    elif args.softnet:  # the file alone, as `cat /proc/net/softnet_stat` prints it
+        sys.stdout.write(res.softnet_stat)
     else:
         print_result(res.data)
-        if args.softnet:
-            sys.stdout.write(res.softnet_stat)
         if args.out:
             print(f"wrote {args.out}/ (result.json, series.csv, softnet_stat, *.png)")
     return 0
@@ -93,9 +131,7 @@ def run(args) -> int:
 
 def _run_jobs(args, sc) -> int:
     """--jobs N: replications in parallel processes (rxlab.bench.replicate)."""
-    from pathlib import Path
-
-    from rxlab.bench.replicate import replicate, table
+    from rxlab.bench.replicate import print_table, replicate
 
     if args.jobs < 1:
         raise UsageError(f"--jobs: {args.jobs} replications; give N >= 1")
@@ -103,14 +139,15 @@ def _run_jobs(args, sc) -> int:
         raise UsageError("--softnet: not available with --jobs (see the runs in --json)")
     rep = replicate(sc, args.jobs)
     if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        (Path(args.out) / "replications.json").write_text(dump_json(rep) + "\n")
+        from rxlab.report.files import make_out_dir
+
+        (make_out_dir(args.out) / "replications.json").write_text(dump_json(rep) + "\n")
     if args.json:
         print(dump_json(rep))
     else:
-        from rich.console import Console
+        from rxlab.report.tables import make_console
 
-        Console().print(table(rep))
+        print_table(rep, make_console())
         if args.out:
             print(f"wrote {args.out}/replications.json")
     return 0
@@ -134,4 +171,6 @@ def _simulate_with_progress(simulate, sc, quiet: bool):
 
 
 def dump_json(obj) -> str:
-    return json.dumps(obj, indent=1, sort_keys=True)
+    from rxlab.jsonout import dumps
+
+    return dumps(obj, indent=1, sort_keys=True)

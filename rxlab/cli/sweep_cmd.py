@@ -1,15 +1,22 @@
-"""``rxlab sweep SWEEP.yaml [--jobs N] [--scheduler tcp://HOST:PORT] [--out DIR] [--resume]``.
+"""``rxlab sweep SWEEP.yaml [--jobs N] [--scheduler tcp://HOST:PORT] [--out DIR]
+[--resume | --replace]``.
 
 Runs a base scenario over a grid (or list) of overrides times seeds, on local processes
 or on an existing Dask cluster; writes one JSON per run, a Parquet table, a summary
-with 95 % confidence intervals and plots. See docs/sweeps.md.
+with 95 % confidence intervals and plots. One sweep writes a folder at a time. Ctrl-C
+and SIGTERM stop the workers, keep the finished runs and say so in one line (exit 130,
+143). See docs/sweeps.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
+
+from rxlab.cli.run_cmd import add_max_memory
+from rxlab.errors import UsageError
 
 MAX_SUMMARY_ROWS = 40
 
@@ -28,26 +35,57 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="output folder (default: sweep-NAME in the current folder)")
     p.add_argument("--resume", action="store_true",
                    help="keep the finished runs in DIR and run only the rest")
+    p.add_argument("--replace", action="store_true",
+                   help="delete the sweep that DIR holds (its runs, table, summary, plots) "
+                        "and start over")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="no progress bar and no summary table")
+    add_max_memory(p)
     p.set_defaults(func=run)
     return p
 
 
 def run(args) -> int:
+    from rxlab.memory_budget import process_limit
+    from rxlab.sweep.runner import Terminated, sigterm_raises
+
+    try:
+        # local workers inherit the limit; Dask workers use their own machine's default
+        with process_limit(args.max_memory), sigterm_raises():
+            return _run(args)
+    except KeyboardInterrupt as e:
+        return _stopped("interrupted", e, 130)
+    except Terminated as e:
+        return _stopped("terminated (SIGTERM)", e, 143)
+
+
+def _stopped(what: str, e: BaseException, status: int) -> int:
+    """One line: what stopped the sweep and, once runs started, how to finish it."""
+    notes = getattr(e, "__notes__", None)
+    print(f"rxlab: {what}" + (f": {notes[0]}" if notes else ""), file=sys.stderr)
+    return status
+
+
+def _run(args) -> int:
     from rich.console import Console
 
     from rxlab.sweep.runner import run_sweep
     from rxlab.sweep.spec import load_sweep
 
     sweep = load_sweep(args.sweep)
+    if not args.out and "/" in sweep.name:
+        raise UsageError(f"sweep.name: {sweep.name!r} has a '/', so it cannot name the default "
+                         "folder sweep-NAME; give --out DIR or a name without '/'")
     out = Path(args.out) if args.out else Path(f"sweep-{sweep.name}")
     err = Console(stderr=True)
     res = run_sweep(sweep, out, jobs=args.jobs, scheduler=args.scheduler, resume=args.resume,
-                    console=err, show_progress=not args.quiet, plots=not args.no_plots)
+                    replace=args.replace, console=err, show_progress=not args.quiet,
+                    plots=not args.no_plots)
     if not args.quiet:
-        print_summary(Console(), sweep, res)
+        from rxlab.report.tables import make_console
+
+        print_summary(make_console(), sweep, res)
     skipped = f", {res.skipped} already finished" if res.skipped else ""
     print(f"{res.total} runs ({res.ran} run now{skipped}) in {res.wall_s:.1f} s -> "
           f"{out / 'results.parquet'}")
@@ -55,22 +93,19 @@ def run(args) -> int:
 
 
 def print_summary(console, sweep, res) -> None:
-    from rich.table import Table
-
+    from rxlab.report.fit import fmt_metric, print_fitted
     from rxlab.sweep.plots import fmt
 
-    t = Table(title=f"sweep {sweep.name}: mean ± 95% CI over {len(sweep.seeds)} seed(s)")
-    for p in sweep.param_paths:
-        t.add_column(p, style="cyan")
-    t.add_column("n", justify="right")
-    for m in sweep.metrics:
-        t.add_column(m, justify="right")
+    headers = [*sweep.param_paths, "n", *sweep.metrics]
+    rows = []
     for e in res.summary[:MAX_SUMMARY_ROWS]:
         cells = [fmt(e["params"][p]) for p in sweep.param_paths] + [str(e["n"])]
         for m in sweep.metrics:
             mean, ci = e["stats"][m]
-            cells.append(fmt(mean) + ("" if math.isnan(ci) else f" ± {fmt(ci)}"))
-        t.add_row(*cells)
-    console.print(t)
+            cells.append(fmt_metric(m, mean) + ("" if math.isnan(ci) else
+                                                 f" ± {fmt_metric(m, ci, ci=True)}"))
+        rows.append(cells)
+    print_fitted(console, f"sweep {sweep.name}: mean ± 95% CI over {len(sweep.seeds)} seed(s)",
+                 headers, rows, keys=len(sweep.param_paths))
     if len(res.summary) > MAX_SUMMARY_ROWS:
         console.print(f"... {len(res.summary) - MAX_SUMMARY_ROWS} more points in summary.csv")

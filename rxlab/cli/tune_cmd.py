@@ -9,10 +9,10 @@ simulated next to the current configuration. See docs/tune.md.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
+from rxlab.cli.run_cmd import add_max_memory
 from rxlab.errors import UsageError
 
 
@@ -45,6 +45,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="victims' drop rate the flow-limit/backlog search aims at (0.001)")
     p.add_argument("--rsspp-rounds", default="20", metavar="N",
                    help="RSS++ ticks at most (stops earlier when a tick moves nothing)")
+    add_max_memory(p)
     p.set_defaults(func=run)
     return p
 
@@ -58,6 +59,14 @@ def _num(text, what: str, kind=float):
 
 
 def run(args) -> int:
+    from rxlab.memory_budget import process_limit
+
+    with process_limit(args.max_memory):
+        return _run(args)
+
+
+def _run(args) -> int:
+    from rxlab.jsonout import dumps
     from rxlab.scenario import load_scenario, with_overrides
     from rxlab.tune import scenario_yaml, tune
 
@@ -85,7 +94,7 @@ def run(args) -> int:
         out.write_text(scenario_yaml(sc, report, args.form))
         report["scenario_file"] = str(out)
     if args.json:
-        print(json.dumps(report, indent=1))
+        print(dumps(report, indent=1))
     else:
         from rxlab.tune.report import render
 

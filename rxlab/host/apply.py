@@ -9,17 +9,30 @@ with ``ip netns exec NS`` inside a namespace).
 
 ``apply()`` first writes every previous value to a rollback file (JSON), then makes the
 changes in order (channels, RSS, rx-flow-hash, rps_cpus, IRQ affinity, sysctls), reading
-each one back; if any step fails, every step made so far (the failing one included) is
-undone in reverse order. ``rollback()`` replays a rollback file's previous values.
+each one back; if a step fails, or SIGINT, SIGTERM or SIGHUP arrives, every step made so
+far (the one in progress included) is undone in reverse order, with further signals
+ignored until that is done. An undo leaves alone a target that already holds its previous
+value (never changed, or restored already), so rolling back twice is harmless and a
+read-only file that was never written is no failure. While it runs, a record under
+/run/rxlab-host (with a lock that dies with its holder) names the rollback file: after a
+SIGKILL, ``pending()`` lets ``host show`` and the next ``host apply`` on that device say
+so. ``rollback()`` replays a rollback file's previous values, after checking every name
+and value in it. Test hook: ``RXLAB_TEST_PAUSE_AT_STEP`` (``_test_pause``).
 No shell anywhere: sysfs/procfs are written directly, ethtool gets an argument list.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import fcntl
+import hashlib
 import json
 import os
 import re
+import signal
+import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +43,7 @@ from rxlab.errors import UsageError
 from rxlab.host import ethtool
 from rxlab.host.netns import check_dev, check_netns, in_initial_netns, in_netns
 from rxlab.host.read import SYSCTL_DIR, cpu_count, mask_int, parse_cpulist, read_host
+from rxlab.inputs import read_text
 from rxlab.nic import indirection
 from rxlab.scenario import Scenario, hex_mask_to_cpus
 
@@ -42,10 +56,12 @@ RFS_MAX = 1 << 29
 INT_MAX = (1 << 31) - 1
 ORDER = ("channels", "rxfh", "flow_hash", "rps_cpus", "rps_flow_cnt", "irq", "sysctl")
 
-_HEX = re.compile(r"^[0-9a-fA-F]{1,8}(,[0-9a-fA-F]{1,8})*$")
-_CPULIST = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
-_KEY = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2})*$")
-_QUEUE = re.compile(r"^rx-(\d{1,5})$")
+# matched with fullmatch (``$`` would accept a final newline), ASCII digits only
+_HEX = re.compile(r"[0-9a-fA-F]{1,8}(,[0-9a-fA-F]{1,8})*")
+_CPULIST = re.compile(r"[0-9]{1,5}(-[0-9]{1,5})?(,[0-9]{1,5}(-[0-9]{1,5})?)*")
+_KEY = re.compile(r"[0-9a-f]{2}(:[0-9a-f]{2})*")
+_QUEUE = re.compile(r"rx-[0-9]{1,5}")
+_SAVED_QUEUE = re.compile(r"[rt]x-[0-9]{1,5}")
 
 
 @dataclass
@@ -76,6 +92,12 @@ class Step:
         if self.kind == "flow_hash":
             return f"{pre}ethtool -N {dev} rx-flow-hash {self.target} {v}"
         raise ValueError(self.kind)
+
+    @property
+    def machine_wide(self) -> bool:
+        """A net.core sysctl or an IRQ's affinity: one for the whole machine, whatever
+        namespace the device is in."""
+        return self.kind in ("sysctl", "irq")
 
     def shown(self, value: Any) -> str:
         if self.kind == "channels":
@@ -384,37 +406,44 @@ def _restore_queues(dev: str, saved: dict) -> None:
                 _write_file(p, str(v))
 
 
-def _set(step: Step, value: Any, dev: str, netns: str | None) -> None:
-    """Make ``step``'s target hold ``value`` and read it back; raises on failure."""
+def _write(step: Step, value: Any, dev: str, netns: str | None) -> None:
+    """Write ``value`` to ``step``'s target; raises on failure."""
     if step.kind == "sysctl":
-        path = str(SYSCTL_DIR / step.target)
-        _write_file(path, str(value))
-        got = _read_file(path)
-        ok = _same_sysctl(step.target, got, str(value))
-    elif step.kind == "rps_cpus":
-        path = _queue_path(dev, step.target, "rps_cpus")
-        in_netns(netns, _write_file, path, str(value))
-        got = in_netns(netns, _read_file, path)
-        ok = mask_int(got) == mask_int(str(value))
-    elif step.kind == "rps_flow_cnt":
-        path = _queue_path(dev, step.target, "rps_flow_cnt")
-        in_netns(netns, _write_file, path, str(value))
-        got = in_netns(netns, _read_file, path)
-        ok = int(got) == rfs_size(int(value))
+        _write_file(str(SYSCTL_DIR / step.target), str(value))
+    elif step.kind in ("rps_cpus", "rps_flow_cnt"):
+        in_netns(netns, _write_file, _queue_path(dev, step.target, step.kind), str(value))
     elif step.kind == "irq":
-        path = f"/proc/irq/{int(step.target)}/smp_affinity_list"
-        _write_file(path, str(value))
-        got = _read_file(path)
-        ok = parse_cpulist(got) == parse_cpulist(str(value))
+        _write_file(f"/proc/irq/{int(step.target)}/smp_affinity_list", str(value))
     elif step.kind == "channels":
         n = value["count"] if isinstance(value, dict) else value
         in_netns(netns, ethtool.run_checked, ["-L", dev, step.target, str(n)])
-        got = in_netns(netns, ethtool.channels, dev)["current"].get(step.target)
-        ok = got == n
-        if ok and isinstance(value, dict):  # undo: per-queue values lost with the queues
-            in_netns(netns, _restore_queues, dev, value)
     elif step.kind == "rxfh":
         in_netns(netns, ethtool.run_checked, ["-X", dev, *_rxfh_args(value)])
+    elif step.kind == "flow_hash":
+        in_netns(netns, ethtool.run_checked, ["-N", dev, "rx-flow-hash", step.target, value])
+    else:
+        raise ValueError(f"unknown step kind {step.kind!r}")
+
+
+def _holds(step: Step, value: Any, dev: str, netns: str | None) -> tuple[bool, Any]:
+    """(whether ``step``'s target holds ``value`` as the kernel keeps it, what it holds)."""
+    if step.kind == "sysctl":
+        got = _read_file(str(SYSCTL_DIR / step.target))
+        return _same_sysctl(step.target, got, str(value)), got
+    if step.kind == "rps_cpus":
+        got = in_netns(netns, _read_file, _queue_path(dev, step.target, "rps_cpus"))
+        return mask_int(got) == mask_int(str(value)), got
+    if step.kind == "rps_flow_cnt":
+        got = in_netns(netns, _read_file, _queue_path(dev, step.target, "rps_flow_cnt"))
+        return int(got) == rfs_size(int(value)), got
+    if step.kind == "irq":
+        got = _read_file(f"/proc/irq/{int(step.target)}/smp_affinity_list")
+        return parse_cpulist(got) == parse_cpulist(str(value)), got
+    if step.kind == "channels":
+        n = value["count"] if isinstance(value, dict) else value
+        got = in_netns(netns, ethtool.channels, dev)["current"].get(step.target)
+        return got == n, got
+    if step.kind == "rxfh":
         got = in_netns(netns, ethtool.rxfh, dev)
         ok = True
         if value.get("key"):
@@ -426,11 +455,19 @@ def _set(step: Step, value: Any, dev: str, netns: str | None) -> None:
         if ok and value.get("equal"):
             ok = size > 0 and got["indirection"] == indirection.equal_table(
                 size, value["equal"]).tolist()
-    elif step.kind == "flow_hash":
-        in_netns(netns, ethtool.run_checked, ["-N", dev, "rx-flow-hash", step.target, value])
-        ok = set(in_netns(netns, ethtool.flow_hash, dev, step.target)) == set(value)
-    else:
-        raise ValueError(f"unknown step kind {step.kind!r}")
+        return ok, got
+    if step.kind == "flow_hash":
+        got = in_netns(netns, ethtool.flow_hash, dev, step.target)
+        return set(got) == set(value), got
+    raise ValueError(f"unknown step kind {step.kind!r}")
+
+
+def _set(step: Step, value: Any, dev: str, netns: str | None) -> None:
+    """Make ``step``'s target hold ``value`` and read it back; raises on failure."""
+    _write(step, value, dev, netns)
+    ok, got = _holds(step, value, dev, netns)
+    if ok and step.kind == "channels" and isinstance(value, dict):
+        in_netns(netns, _restore_queues, dev, value)  # undo: values lost with the queues
     if not ok:
         raise OSError(f"read back {got!r} after writing {step.shown(value)}")
 
@@ -449,154 +486,472 @@ def _save(path: Path, doc: dict) -> None:
     os.replace(tmp, path)
 
 
-def _undo(steps: list[Step], dev: str, netns: str | None, log) -> list[str]:
-    """Set every step back to its old value, last first; returns the failures."""
-    errors = []
+def _undo(steps: list[Step], dev: str, netns: str | None, log) -> tuple[int, list[str]]:
+    """Set every step back to its old value, last first: (values restored, failures).
+
+    A target that already holds its old value is left alone: it was never changed (a
+    write that failed, an apply stopped before it) or is restored already, so a rollback
+    can be run again, and a read-only file that was never written is no failure."""
+    restored, errors = 0, []
     for s in reversed(steps):
         if s.old is None:  # the target did not exist before (a queue added by -L)
             continue
         try:
+            if _holds(s, s.old, dev, netns)[0]:
+                continue
+        except Exception:  # noqa: BLE001 - cannot read it: write the old value anyway
+            pass
+        try:
             _set(s, s.old, dev, netns)
+            restored += 1
             log(f"restored: {s.command(dev, netns, s.old)}")
         except Exception as err:  # noqa: BLE001 - keep restoring the others
-            errors.append(f"{s.command(dev, netns, s.old)}: {err}")
-    return errors
+            errors.append(f"{s.command(dev, netns, s.old)}: "
+                          f"{getattr(err, 'strerror', None) or err}")
+    return restored, errors
+
+
+def _changes(n: int) -> str:
+    return f"{n} change{'' if n == 1 else 's'}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+# ----------------------------------------------------------------------- signals
+
+
+class Interrupted(BaseException):  # noqa: N818 - like KeyboardInterrupt, not an error
+    """SIGINT, SIGTERM or SIGHUP arrived during ``apply``. Raised again once the changes made so
+    far are rolled back, with the one line that says how that went; the CLI exits with
+    128 + ``signum``. A BaseException, so ``except Exception`` never mistakes it for a
+    failed step."""
+
+    def __init__(self, signum: int, message: str = ""):
+        super().__init__(signum, message)
+        self.signum, self.message = signum, message
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, kill, a closed terminal
+
+
+def _ignore_signals() -> None:
+    for sig in _SIGNALS:
+        with contextlib.suppress(ValueError):  # not the main thread
+            signal.signal(sig, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[list[int]]:
+    """The first SIGINT, SIGTERM or SIGHUP raises ``Interrupted``; from then on they are
+    ignored, so the rollback that follows cannot be cut short (kernel-check ignores them
+    during its cleanup the same way). A signal ignored when rxlab started stays ignored.
+    The signal is also kept in the list yielded, for the loop to raise again should the
+    exception have been swallowed where Python cannot propagate it."""
+    caught: list[int] = []
+
+    def handler(signum, _frame):
+        _ignore_signals()
+        caught.append(signum)
+        raise Interrupted(signum)
+
+    old = {}
+    for sig in _SIGNALS:
+        with contextlib.suppress(ValueError):
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                old[sig] = signal.signal(sig, handler)
+    try:
+        yield caught
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
+TEST_PAUSE_ENV = "RXLAB_TEST_PAUSE_AT_STEP"
+
+
+def _test_pause(rollback_path: Path, step: int) -> None:
+    """Test hook (``RXLAB_TEST_PAUSE_AT_STEP=K``): block before writing step K until a
+    signal arrives, with ``ROLLBACK_FILE.paused`` present meanwhile, so a test can
+    interrupt ``apply`` at a chosen step. Nothing else reads the variable."""
+    marker = Path(f"{rollback_path}.paused")
+    marker.write_text(f"{step}\n")
+    try:
+        while True:
+            time.sleep(3600)
+    finally:
+        marker.unlink(missing_ok=True)
+
+
+# ----------------------------------------------------------------------- applies in flight
+
+# One record per device while an apply runs (and after it, if it was killed or could not
+# roll back completely), with a lock beside it that dies with its holder: ``host show`` and
+# the next ``host apply`` on that device find what a SIGKILL left behind. Under /run,
+# which is emptied at boot, as the values themselves are.
+STATE_DIR = Path("/run/rxlab-host")
+
+
+def _where(dev: str, netns: str | None) -> str:
+    return f"{dev} in netns {netns}" if netns else dev
+
+
+def _state_paths(dev: str, netns: str | None) -> tuple[Path, Path]:
+    h = hashlib.sha256(f"{netns or ''}\0{dev}".encode()).hexdigest()[:16]
+    base = STATE_DIR / f"{dev}-{h}"
+    return base.with_name(base.name + ".json"), base.with_name(base.name + ".lock")
+
+
+@contextlib.contextmanager
+def _device_lock(dev: str, netns: str | None) -> Iterator[None]:
+    """One apply or rollback per device at a time; the kernel drops the lock when its
+    holder dies, whatever killed it. The lock file goes with the record."""
+    rec, lock = _state_paths(dev, netns)
+    while True:
+        try:
+            STATE_DIR.mkdir(mode=0o755, exist_ok=True)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as err:
+            raise UsageError(f"{STATE_DIR}: cannot record the change of "
+                             f"{_where(dev, netns)} ({err.strerror}); run as root") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            pid = (_read_record(rec) or {}).get("pid", "?")
+            raise UsageError(f"{_where(dev, netns)}: another `rxlab host apply` or `rollback` "
+                             f"is changing it (pid {pid}); wait for it to finish") from None
+        try:
+            if os.fstat(fd).st_ino == os.stat(lock).st_ino:
+                break  # not a file its last holder removed meanwhile
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    try:
+        yield
+    finally:
+        if not rec.exists():
+            with contextlib.suppress(OSError):
+                lock.unlink()  # still held: whoever opened it sees it went, and retries
+        os.close(fd)
+
+
+def _read_record(rec: Path) -> dict | None:
+    try:
+        doc = json.loads(read_text(rec, "record of an apply", 1 << 16))
+    except (UsageError, ValueError, RecursionError):
+        return None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("rollback_file"), str) else None
+
+
+def _busy(lock: Path) -> bool:
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def pending(dev: str, netns: str | None) -> str | None:
+    """One line when an apply on this device is running now or did not finish (killed
+    mid-way: its rollback file still says "applying"; or its rollback could not restore
+    everything), naming the command that resolves it; None when there is nothing to say."""
+    found = unfinished(dev, netns, locked=False)
+    return found[0] if found else None
+
+
+def unfinished(dev: str, netns: str | None, locked: bool = False) -> tuple[str, bool] | None:
+    """(the line, whether it must be resolved before another apply); ``locked``: the
+    caller holds the device's lock."""
+    rec, lock = _state_paths(dev, netns)
+    if not rec.exists():
+        return None
+    doc = _read_record(rec)
+    where = _where(dev, netns)
+    if doc is None:
+        return (f"{where}: {rec} records an unfinished `rxlab host apply` but cannot be "
+                "read; check the values with `rxlab host show`, then delete it"), True
+    if not locked and _busy(lock):
+        return (f"{where}: an `rxlab host apply` or `rollback` is changing it now "
+                f"(pid {doc.get('pid')})"), True
+    path = doc["rollback_file"]
+    if not Path(path).exists():
+        with contextlib.suppress(OSError):
+            rec.unlink()  # nothing is left to restore from: said once
+        return (f"{where}: an earlier `rxlab host apply` was killed before it finished and "
+                f"its rollback file {path} is gone; check the values with `rxlab host show`"
+                ), False
+    try:
+        state = load_rollback(path)[3].get("state")
+    except UsageError as err:
+        return (f"{where}: an earlier `rxlab host apply` did not finish, and its rollback "
+                f"file cannot be used: {err}"), True
+    if state == "applying":
+        return (f"{where}: an earlier `rxlab host apply` was killed before it finished "
+                f"({path} says \"applying\"), so part of it may be in place; undo it with: "
+                f"rxlab host rollback {path}"), True
+    if state == "rollback-incomplete":
+        return (f"{where}: an earlier `rxlab host apply` could not roll back all its "
+                f"changes; finish with: rxlab host rollback {path}"), True
+    with contextlib.suppress(OSError):
+        rec.unlink()  # it finished after all (killed between its last two writes)
+    return None
+
+
+def _record(dev: str, netns: str | None, rollback_path: Path) -> None:
+    rec = _state_paths(dev, netns)[0]
+    _save(rec, {"device": dev, "netns": netns, "pid": os.getpid(),
+                "rollback_file": str(rollback_path.resolve())})
+
+
+def _forget(dev: str, netns: str | None, rollback_path: Path) -> None:
+    """Drop the device's record if it is the one of ``rollback_path``."""
+    rec = _state_paths(dev, netns)[0]
+    with contextlib.suppress(OSError):
+        rec.with_name(rec.name + ".tmp").unlink(missing_ok=True)  # a write cut short
+        doc = _read_record(rec)
+        if doc and Path(doc["rollback_file"]) == rollback_path.resolve():
+            rec.unlink()
+
+
+# ----------------------------------------------------------------------- apply
 
 
 def apply(steps: list[Step], dev: str, netns: str | None, rollback_path: Path,
           log=print) -> None:
-    """Save previous values to ``rollback_path``, then apply; all-or-nothing."""
+    """Save previous values to ``rollback_path``, then apply; all-or-nothing.
+
+    A failing step: every change made so far is undone and ``UsageError`` says so.
+    SIGINT, SIGTERM or SIGHUP: the same, then ``Interrupted`` with the line to print. SIGKILL
+    leaves the rollback file "applying" and the device's record, which ``pending``
+    reports."""
     if steps and any(s.kind == "sysctl" for s in steps) and not in_initial_netns():
         raise UsageError("net.core sysctls can only be written from the initial namespace")
     if rollback_path.exists():
         raise UsageError(f"{rollback_path}: rollback file exists; give another --rollback-file")
+    try:
+        pause_at = int(os.environ.get(TEST_PAUSE_ENV) or 0)
+    except ValueError:
+        pause_at = 0
     doc = {"rxlab_rollback": ROLLBACK_FORMAT,
            "created": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
            "device": dev, "netns": netns, "state": "applying",
            "steps": [asdict(s) for s in steps]}
+    n = len(steps)
+    with _device_lock(dev, netns):
+        found = unfinished(dev, netns, locked=True)
+        if found and found[1]:
+            raise UsageError(found[0])
+        i = -1  # the step in progress: the rollback covers steps[:i + 1]
+        with _interruptible() as caught:
+            try:
+                try:
+                    _save(rollback_path, doc)
+                except OSError as err:
+                    raise UsageError(f"{rollback_path}: cannot write the rollback file: "
+                                     f"{err.strerror or err}") from None
+                _record(dev, netns, rollback_path)
+                failed = None
+                for i, s in enumerate(steps):
+                    if pause_at == i + 1:
+                        _test_pause(rollback_path, i + 1)
+                    try:
+                        _set(s, s.new, dev, netns)
+                    except Exception as err:  # noqa: BLE001 - any failure rolls all back
+                        failed = err
+                        break
+                    log(f"applied: {s.command(dev, netns)}")
+                    if caught:
+                        raise Interrupted(caught[0])
+                _ignore_signals()  # finishing or undoing now: not to be cut short
+                if caught:
+                    raise Interrupted(caught[0])
+                if failed is None:
+                    doc["state"] = "applied"
+                    _finish(doc, rollback_path, dev, netns)
+                    return
+                restored, errors = _undo(steps[:i + 1], dev, netns, log)
+                doc["state"] = "rollback-incomplete" if errors else "rolled-back"
+                _finish(doc, rollback_path, dev, netns)
+                s = steps[i]
+                msg = (f"step {i + 1} of {n} failed ({s.command(dev, netns)}: "
+                       f"{getattr(failed, 'strerror', None) or failed}); ")
+                raise UsageError(_one_line(msg + _outcome(restored, errors, rollback_path)))
+            except (Interrupted, KeyboardInterrupt) as intr:
+                _ignore_signals()
+                signum = getattr(intr, "signum", signal.SIGINT)
+                at = (f"at step {i + 1} of {n}" if i >= 0 else
+                      f"before step 1 of {n}")
+                restored, errors = _undo(steps[:i + 1], dev, netns, log)
+                if rollback_path.exists():
+                    doc["state"] = "rollback-incomplete" if errors else "rolled-back"
+                    _finish(doc, rollback_path, dev, netns)
+                else:  # stopped while writing it: nothing was changed
+                    rollback_path.with_name(rollback_path.name + ".tmp").unlink(missing_ok=True)
+                    _forget(dev, netns, rollback_path)
+                msg = (f"interrupted ({signal.Signals(signum).name}) {at}; "
+                       + _outcome(restored, errors, rollback_path))
+                raise Interrupted(signum, _one_line(msg)) from None
+
+
+def _outcome(restored: int, errors: list[str], rollback_path: Path) -> str:
+    if not errors:
+        return f"rolled back {_changes(restored)}; the host is as before"
+    return (f"rolled back {_changes(restored)}, but ROLLBACK INCOMPLETE: "
+            f"{'; '.join(errors)}; finish with: rxlab host rollback {rollback_path}")
+
+
+def _finish(doc: dict, rollback_path: Path, dev: str, netns: str | None) -> None:
+    """Record the final state; the device's record goes unless something is left to do."""
     try:
         _save(rollback_path, doc)
-    except OSError as err:
-        raise UsageError(f"{rollback_path}: cannot write the rollback file: {err}") from None
-    done: list[Step] = []
-    for i, s in enumerate(steps):
-        try:
-            done.append(s)  # a failed ethtool call may have changed part of it
-            _set(s, s.new, dev, netns)
-            log(f"applied: {s.command(dev, netns)}")
-        except Exception as err:  # noqa: BLE001 - any failure rolls everything back
-            errors = _undo(done, dev, netns, log)
-            doc["state"] = "rolled-back" if not errors else "rollback-incomplete"
-            _save(rollback_path, doc)
-            msg = (f"step {i + 1} of {len(steps)} failed ({s.command(dev, netns)}: "
-                   f"{getattr(err, 'strerror', None) or err}); rolled back the {i} change(s) "
-                   "before it")
-            if errors:
-                msg += f"; ROLLBACK INCOMPLETE: {'; '.join(errors)} (see {rollback_path})"
-            raise UsageError(msg) from None
-    doc["state"] = "applied"
-    _save(rollback_path, doc)
+    except OSError:
+        return  # the file still says "applying": `pending` keeps pointing at it
+    if doc["state"] in ("applied", "rolled-back"):
+        _forget(dev, netns, rollback_path)
 
 
 # ----------------------------------------------------------------------- rollback files
 
+_DIGITS = re.compile(r"[0-9]{1,10}")  # ASCII only: str.isdigit() takes "²", int() does not
+_STATES = ("applying", "applied", "rolled-back", "rollback-incomplete")
+_DOC_KEYS = {"rxlab_rollback", "created", "device", "netns", "state", "steps"}
+
+
+def _is_int(v: Any, lo: int, hi: int) -> bool:
+    return type(v) is int and lo <= v <= hi  # not bool
+
+
+def _number(v: Any, hi: int) -> bool:
+    return isinstance(v, str) and bool(_DIGITS.fullmatch(v)) and int(v) <= hi
+
+
+def _hexmask(v: Any) -> bool:
+    return isinstance(v, str) and bool(_HEX.fullmatch(v.lower().removeprefix("0x")))
+
 
 def _check_value(kind: str, target: str, v: Any, where: str) -> None:
-    bad = UsageError(f"{where}: bad {kind} value {v!r}")
+    bad = UsageError(f"{where}: bad {kind} value {v!r}"[:300])
     if kind == "sysctl":
         if target not in APPLY_SYSCTLS:
             raise UsageError(f"{where}: sysctl {target!r} is not one rxlab changes")
-        if target == "flow_limit_cpu_bitmap":
-            if not isinstance(v, str) or not _HEX.match(v.lower().removeprefix("0x")):
-                raise bad
-        elif not (isinstance(v, str) and v.isdigit() and int(v) <= INT_MAX):
+        if not (_hexmask(v) if target == "flow_limit_cpu_bitmap" else _number(v, INT_MAX)):
             raise bad
-    elif kind == "rps_cpus":
-        if not _QUEUE.match(target):
+    elif kind in ("rps_cpus", "rps_flow_cnt"):
+        if not _QUEUE.fullmatch(target):
             raise UsageError(f"{where}: bad queue {target!r}")
-        if v is not None and not (isinstance(v, str) and _HEX.match(v.lower())):
-            raise bad
-    elif kind == "rps_flow_cnt":
-        if not _QUEUE.match(target):
-            raise UsageError(f"{where}: bad queue {target!r}")
-        if v is not None and not (isinstance(v, str) and v.isdigit() and int(v) <= RFS_MAX):
+        ok = _hexmask(v) if kind == "rps_cpus" else _number(v, RFS_MAX)
+        if v is not None and not ok:
             raise bad
     elif kind == "irq":
-        if not target.isdigit():
+        if not _DIGITS.fullmatch(target) or int(target) > INT_MAX:
             raise UsageError(f"{where}: bad IRQ {target!r}")
-        if not (isinstance(v, str) and _CPULIST.match(v)):
+        if not (isinstance(v, str) and _CPULIST.fullmatch(v)):
             raise bad
     elif kind == "channels":
         if target not in ("rx", "combined"):
             raise UsageError(f"{where}: bad channel kind {target!r}")
-        n = v["count"] if isinstance(v, dict) else v
-        if not isinstance(n, int) or not 1 <= n <= 4096:
-            raise bad
         if isinstance(v, dict):
-            for qname, attrs in {**v.get("rx", {}), **v.get("tx", {})}.items():
-                if not re.match(r"^[rt]x-\d{1,5}$", qname) or not isinstance(attrs, dict):
+            if set(v) - {"count", "rx", "tx"}:
+                raise bad
+            saved = [v.get("rx", {}), v.get("tx", {})]
+            if not all(isinstance(x, dict) for x in saved):
+                raise bad
+            for qname, attrs in {**saved[0], **saved[1]}.items():
+                if not _SAVED_QUEUE.fullmatch(qname) or not isinstance(attrs, dict):
                     raise bad
-                for a, x in attrs.items():
-                    if a not in ("rps_cpus", "rps_flow_cnt", "xps_cpus"):
+                for a, x in attrs.items():  # as read_host gives them: counts are ints
+                    ok = _is_int(x, 0, RFS_MAX) or _number(x, RFS_MAX) if (
+                        a == "rps_flow_cnt") else a in ("rps_cpus", "xps_cpus") and _hexmask(x)
+                    if x is not None and not ok:
                         raise bad
-                    if x is not None and not re.match(r"^[0-9a-fA-F,]{1,64}$", str(x)):
-                        raise bad
+        if not _is_int(v.get("count") if isinstance(v, dict) else v, 1, 4096):
+            raise bad
     elif kind == "rxfh":
         if not isinstance(v, dict) or set(v) - {"key", "weights", "equal"}:
             raise bad
-        if v.get("equal") is not None and not (isinstance(v["equal"], int)
-                                                and 1 <= v["equal"] <= 4096):
+        if v.get("equal") is not None and not _is_int(v["equal"], 1, 4096):
             raise bad
-        if v.get("key") is not None and not _KEY.match(v["key"]):
+        if v.get("key") is not None and not (isinstance(v["key"], str)
+                                              and _KEY.fullmatch(v["key"])):
             raise bad
         w = v.get("weights")
-        if w is not None and not (isinstance(w, list) and all(
-                isinstance(x, int) and 0 <= x <= 65536 for x in w)):
+        if w is not None and not (isinstance(w, list) and len(w) <= 4096 and all(
+                _is_int(x, 0, 65536) for x in w)):
             raise bad
     elif kind == "flow_hash":
         if target not in ethtool.FLOW_TYPES or not isinstance(v, str) or set(v) - set(
                 "mvtsdfnr"):
             raise bad
     else:
-        raise UsageError(f"{where}: unknown step kind {kind!r}")
+        raise UsageError(f"{where}: unknown step kind {kind!r}"[:300])
 
 
 def load_rollback(path: str | Path) -> tuple[list[Step], str, str | None, dict]:
+    """A rollback file, checked as ``plan`` checks what it writes: every name (device,
+    namespace, sysctl, queue, IRQ) and every value's form; one-line UsageError if not."""
     p = Path(path)
+    text = read_text(p, "rollback file")
     try:
-        doc = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"{p}: no such rollback file") from None
-    except (OSError, ValueError) as err:
+        doc = json.loads(text)
+    except RecursionError:
+        raise UsageError(f"{p}: not a rollback file (nested too deeply)") from None
+    except ValueError as err:
         raise UsageError(f"{p}: not a readable rollback file ({err})") from None
-    if not isinstance(doc, dict) or doc.get("rxlab_rollback") != ROLLBACK_FORMAT:
+    if not isinstance(doc, dict) or doc.get("rxlab_rollback") != ROLLBACK_FORMAT or (
+            type(doc.get("rxlab_rollback")) is not int):
         raise UsageError(f"{p}: not an rxlab rollback file (format {ROLLBACK_FORMAT})")
+    extra = sorted(str(k) for k in set(doc) - _DOC_KEYS)
+    if extra:
+        raise UsageError(f"{p}: unknown field {extra[0][:40]!r} in a rollback file")
+    if doc.get("state") not in _STATES:
+        raise UsageError(f"{p}: state must be one of {', '.join(_STATES)}")
+    if not isinstance(doc.get("steps"), list):
+        raise UsageError(f"{p}: steps must be a list of steps")
     dev = check_dev(doc.get("device"))
     netns = doc.get("netns")
     check_netns(netns)
     steps = []
-    for i, s in enumerate(doc.get("steps") or []):
+    for i, s in enumerate(doc["steps"]):
         where = f"{p}: steps[{i}]"
-        if not isinstance(s, dict) or set(s) != {"kind", "target", "old", "new"}:
-            raise UsageError(f"{where}: malformed step")
-        kind, target = s["kind"], str(s["target"])
+        if not isinstance(s, dict) or set(s) != {"kind", "target", "old", "new"} or not (
+                isinstance(s["kind"], str) and isinstance(s["target"], str)):
+            raise UsageError(f"{where}: malformed step (kind, target, old, new)")
+        kind, target = s["kind"], s["target"]
         _check_value(kind, target, s["old"], where)
         _check_value(kind, target, s["new"], where)
         steps.append(Step(kind, target, s["old"], s["new"]))
     return steps, dev, netns, doc
 
 
-def rollback(path: str | Path, log=print) -> int:
-    """Restore the previous values saved in a rollback file; returns steps restored."""
+def rollback(path: str | Path, log=print) -> tuple[int, int]:
+    """Restore the previous values saved in a rollback file: (values restored, steps).
+    Steps whose target already holds its previous value are left alone, so a file left
+    "applying" by a killed apply, or "rollback-incomplete", can be finished with it."""
     p = Path(path)
     steps, dev, netns, doc = load_rollback(p)
     if doc.get("state") == "rolled-back":
         raise UsageError(f"{p}: already rolled back")
     if any(s.kind == "sysctl" for s in steps) and not in_initial_netns():
         raise UsageError("net.core sysctls can only be written from the initial namespace")
-    errors = _undo(steps, dev, netns, log)
-    doc["state"] = "rolled-back" if not errors else "rollback-incomplete"
-    _save(p, doc)
+    with _device_lock(dev, netns):
+        restored, errors = _undo(steps, dev, netns, log)
+        doc["state"] = "rolled-back" if not errors else "rollback-incomplete"
+        try:
+            _save(p, doc)
+        except OSError as err:
+            raise UsageError(f"{p}: restored {_changes(restored)} but cannot record it in the "
+                             f"file ({err.strerror or err})") from None
+        if not errors:
+            _forget(dev, netns, p)
     if errors:
-        raise UsageError(f"rollback incomplete: {'; '.join(errors)}")
-    return len(steps)
+        raise UsageError(_one_line(f"rollback incomplete: {'; '.join(errors)}; run "
+                                   f"`rxlab host rollback {p}` again once fixed"))
+    return restored, len(steps)

@@ -3,9 +3,10 @@
 ``in_netns(ns, fn, *args)`` forks; the child enters the namespace (``setns`` on
 ``/run/netns/NS``), unshares its mount namespace and mounts a fresh sysfs on ``/sys`` (the
 way ``ip netns exec`` does: sysfs shows the devices of the namespace that mounted it),
-runs ``fn`` and sends the result back through a pipe. Python 3.11 has no ``os.setns``,
-so the system calls go through ctypes. ``run_cmd`` runs an argument list (never a shell)
-in the current or, through ``in_netns``, another namespace.
+runs ``fn`` and sends the result back through a pipe (signals held, see ``in_netns``).
+Python 3.11 has no ``os.setns``, so the system calls go through ctypes. ``run_cmd`` runs
+an argument list (never a shell) in the current or, through ``in_netns``, another
+namespace.
 
 Names are validated first: device names the way the kernel's ``dev_valid_name()`` does
 (1-15 bytes, not ``.``/``..``, no ``/``, ``:`` or whitespace), namespace names the way
@@ -19,6 +20,7 @@ import ctypes.util
 import os
 import pickle
 import re
+import signal
 import subprocess
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -31,15 +33,15 @@ CLONE_NEWNS = 0x00020000
 MS_REC, MS_PRIVATE = 0x4000, 1 << 18
 MNT_DETACH = 2
 
-_DEV_RE = re.compile(r"^[^/:\s]{1,15}$")
-_NS_RE = re.compile(r"^[^/\s\x00]{1,255}$")
+_DEV_RE = re.compile(r"[^/:\s]{1,15}")  # fullmatch: "$" would let a final newline in
+_NS_RE = re.compile(r"[^/\s\x00]{1,255}")
 
 T = TypeVar("T")
 
 
 def check_dev(name: str) -> str:
     """A device name the kernel would accept (``dev_valid_name``), else UsageError."""
-    if not isinstance(name, str) or not _DEV_RE.match(name) or name in (".", "..") or (
+    if not isinstance(name, str) or not _DEV_RE.fullmatch(name) or name in (".", "..") or (
             len(name.encode()) > 15):
         raise UsageError(f"bad device name {name!r}: 1-15 characters, no '/', ':' or "
                          "whitespace, not '.' or '..'")
@@ -50,7 +52,7 @@ def check_netns(name: str | None) -> str | None:
     """A namespace name that exists under /run/netns (None = the current namespace)."""
     if name is None:
         return None
-    if not isinstance(name, str) or not _NS_RE.match(name) or name in (".", ".."):
+    if not isinstance(name, str) or not _NS_RE.fullmatch(name) or name in (".", ".."):
         raise UsageError(f"bad network namespace name {name!r}: no '/' or whitespace")
     if not os.path.exists(os.path.join(NETNS_RUN_DIR, name)):
         raise UsageError(f"network namespace {name!r} does not exist (see `ip netns list`)")
@@ -95,13 +97,31 @@ def _enter(ns: str) -> None:
     _check(libc.mount(b"sysfs", b"/sys", b"sysfs", 0, None), "mount sysfs")
 
 
+# held while forking and in the child: see in_netns
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def in_netns(ns: str | None, fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)`` run inside namespace ``ns`` (here when None); result or its exception."""
+    """``fn(*args)`` run inside namespace ``ns`` (here when None); result or its exception.
+
+    SIGINT, SIGTERM and SIGHUP are held while forking (a handler that raises must not run
+    inside the interpreter's at-fork hooks, where its exception would be lost) and stay
+    blocked in the child and the commands it starts: the child's one short call runs to
+    its end, and the parent, which takes the signal, waits for it, so whoever then undoes
+    the call's work never races it."""
     if ns is None:
         return fn(*args)
     check_netns(ns)
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, ())
     r, w = os.pipe()
-    pid = os.fork()
+    try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
+        pid = os.fork()
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        os.close(r)
+        os.close(w)
+        raise
     if pid == 0:  # child: never returns
         code = 0
         try:
@@ -121,10 +141,18 @@ def in_netns(ns: str | None, fn: Callable[..., T], *args: Any) -> T:
             code = 1
         finally:
             os._exit(code)
-    os.close(w)
-    with os.fdopen(r, "rb") as fh:
+    fh = None
+    try:
+        os.close(w)
+        fh = os.fdopen(r, "rb")
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)  # a held signal is taken here
         data = fh.read()
-    _, status = os.waitpid(pid, 0)
+    finally:
+        if fh is None:
+            os.close(r)
+        else:
+            fh.close()  # a child still writing gets EPIPE and ends
+        _, status = os.waitpid(pid, 0)
     if not data:
         raise RuntimeError(f"child in netns {ns!r} died (status {status})")
     kind, value = pickle.loads(data)

@@ -17,6 +17,7 @@ import platform
 import re
 from pathlib import Path
 
+from rxlab import cpuset
 from rxlab.host import ethtool
 from rxlab.host.netns import check_dev, check_netns, in_initial_netns, in_netns
 
@@ -27,16 +28,8 @@ SYS_NET = Path("/sys/class/net")
 
 
 def parse_cpulist(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        if "-" in part:
-            a, b = part.split("-", 1)
-            out += range(int(a), int(b) + 1)
-        else:
-            out.append(int(part))
-    return sorted(set(out))
+    """A /sys *_list file ('0-3,8') -> CPUs; ValueError (CpuSetError) if malformed."""
+    return cpuset.parse_cpulist(text)
 
 
 def mask_int(mask: str) -> int:

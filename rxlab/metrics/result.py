@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from rxlab.jsonout import dumps
 from rxlab.kernel.accounting import hist_value
 from rxlab.kernel.state import (
     ARFS_CNT,
@@ -49,29 +49,35 @@ class Result:
         return self.data[key]
 
     def to_json(self, **kw) -> str:
-        return json.dumps(self.data, sort_keys=True, **kw)
+        """Valid JSON: a NaN or infinity raises ConservationError (a model bug)."""
+        return dumps(self.data, "result", sort_keys=True, **kw)
 
     @property
     def softnet_stat(self) -> str:
         return "\n".join(self.data["softnet_stat"]) + "\n"
 
 
-def percentiles(hist: np.ndarray, qs=(0.5, 0.99, 0.999)) -> list[float]:
+def percentiles(hist: np.ndarray, qs=(0.5, 0.99, 0.999)) -> list[float | None]:
+    """Quantiles of a latency histogram; None for an empty one (no such latency)."""
     total = int(hist.sum())
     if total == 0:
-        return [0.0 for _ in qs]
+        return [None for _ in qs]
     cum = np.cumsum(hist)
     mids = hist_value(np.arange(hist.size))
     return [float(mids[int(np.searchsorted(cum, q * total))]) for q in qs]
 
 
 def _lat(hist: np.ndarray, total_ns: float, n: int) -> dict:
+    """Latency summary; without samples every statistic is None (JSON null), not 0."""
+    if n == 0 or not hist.any():
+        return {"p50": None, "p99": None, "p999": None, "mean": None, "max": None,
+                "samples": n}
     p50, p99, p999 = percentiles(hist)
     nz = np.nonzero(hist)[0]
     return {
         "p50": round(p50, 1), "p99": round(p99, 1), "p999": round(p999, 1),
-        "mean": round(total_ns / n, 3) if n else 0.0,
-        "max": round(float(hist_value(nz[-1:])[0]), 1) if nz.size else 0.0,
+        "mean": round(total_ns / n, 3),
+        "max": round(float(hist_value(nz[-1:])[0]), 1),
         "samples": n,
     }
 
@@ -94,9 +100,13 @@ def assemble(m, in_flight: int) -> Result:
     drops = {name: int(cnt[CNT_DROP0 + i]) for i, name in enumerate(DROP_REASONS)}
     dropped = int(sum(drops.values()))
     dur = sc.duration
-    # utilisation over the traffic window [0, duration): whole intervals inside it
+    # utilisation over the traffic window [0, duration): whole intervals inside it; a
+    # run shorter than one interval (a short capture) is measured over its own span,
+    # not diluted by the idle rest of the interval
     n_win = max(1, min(p.n_intervals, int(round(dur * 1e9 / p.interval_ns))))
     win_ns = n_win * p.interval_ns
+    if dur * 1e9 < p.interval_ns:
+        win_ns = max(1.0, dur * 1e9)
     busy = st.ts_cpu[:n_win].sum(axis=0)  # [ncpu, cat]
     cpus = []
     softnet_rows = []
@@ -179,6 +189,7 @@ def assemble(m, in_flight: int) -> Result:
         "arfs": {**{k.removeprefix("arfs_"): int(m.ar.cnt[i]) for i, k in enumerate(ARFS_CNT)},
                  "filters_in_hw": int(m.ar.hw_count[0])},
         "softnet_stat": softnet_lines(softnet_rows, m.kb.softnet_columns),
+        "notices": list(m.notices),  # e.g. a longer series interval than asked
     }
     if sc.xdp is not None:
         data["xdp"] = {"runs": int(cnt[CNT_XDP_RUNS]), "pass": int(cnt[CNT_XDP_PASS]),

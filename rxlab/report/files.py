@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -16,12 +17,42 @@ from rxlab.errors import UsageError
 from rxlab.report import plots
 
 
-def write_out(result, out: str | Path) -> Path:
+def check_out_dir(out: str | Path, flag: str = "--out") -> Path:
+    """Refuse, before any work, an output folder that cannot be made: its first existing
+    ancestor must be a writable folder (a file, /proc or a read-only mount is not)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise UsageError(f"--out: {out} exists and is not a folder; give a folder path")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        raise UsageError(f"{flag}: {out} exists and is not a folder; give a folder path")
+    anc = out.absolute()
+    while not anc.exists():
+        anc = anc.parent
+    if not anc.is_dir():
+        raise UsageError(f"{flag}: {out} cannot be made: {anc} is a file; give a folder path")
+    if not os.access(anc, os.W_OK | os.X_OK) or anc.is_relative_to("/proc") or (
+            anc.is_relative_to("/sys")):
+        raise UsageError(f"{flag}: {out} cannot be made: {anc} is not writable; give a "
+                         "writable folder")
+    return out
+
+
+def make_out_dir(out: str | Path, flag: str = "--out") -> Path:
+    out = check_out_dir(out, flag)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"{flag}: cannot make {out} ({err.strerror}); give a writable "
+                         "folder") from None
+    return out
+
+
+def write_out(result, out: str | Path) -> Path:
+    out = check_out_dir(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    except OSError as err:
+        raise UsageError(f"--out: cannot make {out} ({err.strerror}); give a writable "
+                         "folder") from None
     try:
         d, s = result.data, result.series
         (tmp / "result.json").write_text(json.dumps(d, indent=1, sort_keys=True) + "\n")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from rxlab.report.fit import fmt_rate, fmt_time_ns, print_fitted
+
 
 def _pct(x: float) -> str:
     return f"{100 * x:.1f}"
@@ -16,12 +18,13 @@ def _n(x: float) -> str:
 
 def summary_table(d: dict) -> Table:
     pk, tp = d["packets"], d["throughput"]
-    t = Table(title=f"{d['scenario']}  (kernel {d['kernel']}, {d['duration_s']} s, "
-                    f"seed {d['seed']})", show_header=False)
+    t = Table(title=f"{d['scenario']}  (kernel {d['kernel']}, "
+                    f"{fmt_time_ns(d['duration_s'] * 1e9)}, seed {d['seed']})",
+              show_header=False)
     t.add_column(style="bold")
     t.add_column(justify="right")
-    t.add_row("offered", f"{_n(pk['offered'])}  ({_n(tp['offered_pps'])} pps)")
-    t.add_row("delivered", f"{_n(pk['delivered'])}  ({_n(tp['delivered_pps'])} pps)")
+    t.add_row("offered", f"{_n(pk['offered'])}  ({fmt_rate(tp['offered_pps'])})")
+    t.add_row("delivered", f"{_n(pk['delivered'])}  ({fmt_rate(tp['delivered_pps'])})")
     t.add_row("dropped", _n(pk["dropped"]))
     for reason, n in pk["dropped_by_reason"].items():
         if n:
@@ -34,65 +37,62 @@ def summary_table(d: dict) -> Table:
         v = lat[key]
         if v["samples"]:
             t.add_row(f"latency {label}",
-                      f"p50 {v['p50'] / 1e3:.1f} us  p99 {v['p99'] / 1e3:.1f} us  "
-                      f"p99.9 {v['p999'] / 1e3:.1f} us")
+                      f"p50 {fmt_time_ns(v['p50'])}  p99 {fmt_time_ns(v['p99'])}  "
+                      f"p99.9 {fmt_time_ns(v['p999'])}")
     t.add_row("reordered packets", _n(d["reordered_packets"]))
+    cap = d.get("capture")
+    if cap:  # a replay: what of the file was offered, and what was not
+        skipped = ", ".join(f"{n:,} {why}" for why, n in cap["skipped"].items()) or "none"
+        t.add_row("capture", f"{_n(cap['packets'])} of {_n(cap['records'])} records replayed "
+                             f"({_n(cap['flows'])} flows); skipped: {skipped}")
     return t
 
 
-def cpu_table(d: dict) -> Table:
-    t = Table(title="Per-CPU load (% of time; ksd = softirq run by ksoftirqd) and softnet_stat",
-              padding=(0, 1))
-    for col in ("cpu", "soft", "ksd", "irq", "sys", "usr", "idle",
-                "processed", "dropped", "squeeze", "rps_ipi", "fl_cnt"):
-        t.add_column(col, justify="right", no_wrap=True)
+def print_cpus(d: dict, console: Console) -> None:
+    headers = ("cpu", "softirq %", "ksoftirqd %", "irq %", "system %", "user %", "idle %",
+               "processed", "dropped", "time_squeeze", "received_rps", "flow_limit_count")
+    rows = []
     for c in d["cpus"]:
         u, s = c["util"], c["softnet_stat"]
-        t.add_row(str(c["cpu"]), _pct(u["softirq"]), _pct(u["ksoftirqd"]), _pct(u["irq"]),
-                  _pct(u["system"]), _pct(u["user"]), _pct(u["idle"]), _n(s["processed"]),
-                  _n(s["dropped"]), _n(s["time_squeeze"]), _n(s["received_rps"]),
-                  _n(s["flow_limit_count"]))
-    return t
+        rows.append([str(c["cpu"]), _pct(u["softirq"]), _pct(u["ksoftirqd"]), _pct(u["irq"]),
+                     _pct(u["system"]), _pct(u["user"]), _pct(u["idle"]), _n(s["processed"]),
+                     _n(s["dropped"]), _n(s["time_squeeze"]), _n(s["received_rps"]),
+                     _n(s["flow_limit_count"])])
+    print_fitted(console, "Per-CPU load (% of time; ksoftirqd = softirq run by ksoftirqd) "
+                 "and softnet_stat", headers, rows)
 
 
-def queue_table(d: dict) -> Table:
-    t = Table(title="Per-queue")
-    for col in ("queue", "irq cpu", "packets", "ring_full drops", "polls"):
-        t.add_column(col, justify="right")
-    for q in d["queues"]:
-        t.add_row(str(q["queue"]), str(q["irq_cpu"]), _n(q["packets"]),
-                  _n(q["ring_full_drops"]), _n(q["polls"]))
-    return t
+def print_queues(d: dict, console: Console) -> None:
+    rows = [[str(q["queue"]), str(q["irq_cpu"]), _n(q["packets"]), _n(q["ring_full_drops"]),
+             _n(q["polls"])] for q in d["queues"]]
+    print_fitted(console, "Per-queue", ("queue", "irq cpu", "packets", "ring_full drops",
+                                        "polls"), rows)
 
 
-def app_table(d: dict) -> Table | None:
+def print_apps(d: dict, console: Console) -> None:
     if not d["apps"]:
-        return None
-    t = Table(title="Application threads")
-    for col in ("app", "cpu", "served", "served pps", "socket drops"):
-        t.add_column(col, justify="right")
-    for a in d["apps"]:
-        t.add_row(a["app"], str(a["cpu"]), _n(a["served"]), _n(a["served_pps"]),
-                  _n(a["socket_drops"]))
-    return t
+        return
+    rows = [[a["app"], str(a["cpu"]), _n(a["served"]), fmt_rate(a["served_pps"]),
+             _n(a["socket_drops"])] for a in d["apps"]]
+    print_fitted(console, "Application threads",
+                 ("app", "cpu", "served", "served rate", "socket drops"), rows)
 
 
-def xdp_table(d: dict) -> Table | None:
+def print_xdp(d: dict, console: Console) -> None:
     """XDP verdicts and, per cpumap entry, the sums of the xdp_cpumap_* tracepoints."""
     if "xdp" not in d:
-        return None
+        return
     x = d["xdp"]
-    t = Table(title=f"XDP: {_n(x['runs'])} runs, pass {_n(x['pass'])}, drop {_n(x['drop'])}, "
-                    f"aborted {_n(x['aborted'])}, tx {_n(x['tx'])}, "
-                    f"redirect {_n(x['redirect'])}")
-    for col in ("cpumap cpu", "qsize", "enqueued", "enqueue drops", "bulk avg",
-                "kthread processed", "wakeups"):
-        t.add_column(col, justify="right")
-    for e in d.get("cpumap", []):
-        t.add_row(str(e["cpu"]), str(e["qsize"]), _n(e["enqueued"]), _n(e["enqueue_drops"]),
-                  f"{e['bulk_average']:.2f}", _n(e["kthread_processed"]),
-                  _n(e["kthread_wakeups"]))
-    return t
+    title = (f"XDP: {_n(x['runs'])} runs, pass {_n(x['pass'])}, drop {_n(x['drop'])}, "
+             f"aborted {_n(x['aborted'])}, tx {_n(x['tx'])}, redirect {_n(x['redirect'])}")
+    rows = [[str(e["cpu"]), str(e["qsize"]), _n(e["enqueued"]), _n(e["enqueue_drops"]),
+             f"{e['bulk_average']:.2f}", _n(e["kthread_processed"]), _n(e["kthread_wakeups"])]
+            for e in d.get("cpumap", [])]
+    if not rows:
+        console.print(title, highlight=False)
+        return
+    print_fitted(console, title, ("cpumap cpu", "qsize", "enqueued", "enqueue drops",
+                                  "bulk avg", "kthread processed", "wakeups"), rows)
 
 
 def make_console() -> Console:
@@ -105,40 +105,25 @@ def make_console() -> Console:
 def print_result(d: dict, console: Console | None = None) -> None:
     console = console or make_console()
     console.print(summary_table(d))
-    console.print(cpu_table(d))
-    console.print(queue_table(d))
-    xt = xdp_table(d)
-    if xt is not None:
-        console.print(xt)
-    at = app_table(d)
-    if at is not None:
-        console.print(at)
+    print_cpus(d, console)
+    print_queues(d, console)
+    print_xdp(d, console)
+    print_apps(d, console)
 
 
-def experiment_table(exp: dict) -> Table:
+def print_experiment(exp: dict, console: Console) -> None:
     """Cases side by side, metrics as rows (like the seeds' tables); with many cases,
-    one row per case instead."""
+    one row per case instead. Either way the table fits the console's width."""
     cases = exp["cases"]
-    t = Table(title=exp.get("title", exp["experiment"]))
+    title = exp.get("title", exp["experiment"])
     keys = exp.get("table_metrics") or [k for k in cases[0]["metrics"]
                                         if isinstance(cases[0]["metrics"][k], (int, float))]
     if len(cases) > 5:
-        t.add_column("case", style="bold", no_wrap=True)  # names stay whole
-        for k in keys:
-            t.add_column(k, justify="right", overflow="fold")
-        for c in cases:
-            t.add_row(c["name"], *(_fmt(c["metrics"].get(k)) for k in keys))
-        return t
-    t.add_column("metric", style="bold")
-    for c in cases:
-        t.add_column(c["name"], justify="right")
-    for k in keys:
-        row = []
-        for c in cases:
-            v = c["metrics"].get(k)
-            row.append(_fmt(v))
-        t.add_row(k, *row)
-    return t
+        rows = [[c["name"], *(_fmt(c["metrics"].get(k)) for k in keys)] for c in cases]
+        print_fitted(console, title, ["case", *keys], rows)
+        return
+    rows = [[k, *(_fmt(c["metrics"].get(k)) for c in cases)] for k in keys]
+    print_fitted(console, title, ["metric", *(c["name"] for c in cases)], rows)
 
 
 def _fmt(v) -> str:

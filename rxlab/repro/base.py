@@ -29,9 +29,18 @@ def make(data: dict, name: str):
     return scenario_from_dict(data, f"experiment {name}")
 
 
+def kernels_of(cases) -> list[str]:
+    """The kernel versions the cases run (an experiment with its own runner names its
+    kernel in the case's params)."""
+    named = (str(params["kernel"]) if "kernel" in params else
+             getattr(getattr(sc, "host", None), "kernel", None) for _, params, sc in cases)
+    return sorted({k for k in named if k})
+
+
 def run_experiment(module, quick: bool = False, kernel: str | None = None,
                    progress=None) -> dict:
     cases = module.cases(quick, kernel)
+    kernels = kernels_of(cases)
     out = []
     for i, (name, params, sc) in enumerate(cases):
         if progress:
@@ -46,7 +55,10 @@ def run_experiment(module, quick: bool = False, kernel: str | None = None,
                  **(extra(name, sc) if extra else {})}
         out.append({"name": name, "params": params, "metrics": m})
     claims = [{"claim": c, "held": bool(ok)} for c, ok in module.claims(out)]
-    return {"experiment": module.NAME, "title": module.TITLE, "seed_file": module.SEED,
+    title = module.TITLE + (f" (kernel{'s' if len(kernels) > 1 else ''} "
+                            f"{', '.join(kernels)})" if kernels else "")
+    return {"experiment": module.NAME, "title": title, "kernels": kernels,
+            "seed_file": module.SEED,
             "quick": quick, "cases": out, "claims": claims, "table_metrics": module.TABLE}
 
 

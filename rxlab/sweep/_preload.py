@@ -1,10 +1,20 @@
 """Imported once by the forkserver that local sweep workers are forked from.
 
-It loads (or, with a cold cache, compiles) the jitted loop once by simulating a tiny
-scenario, so every worker starts with the compiled code in memory: no per-worker cache
-load, and never N simultaneous numba compiles (each about a minute and over a GB) when
-the cache is cold. A failure here only means the workers load the code themselves.
+First it asks for SIGKILL when its parent, the sweep driver, dies (the workers ask the
+same of the forkserver), so a killed driver leaves no process behind. Then it loads
+(or, with a cold cache, compiles) the jitted loop once by simulating a tiny scenario,
+so every worker starts with the compiled code in memory: no per-worker cache load, and
+never N simultaneous numba compiles (each about a minute and over a GB) when the cache
+is cold. A failure here only means the workers load the code themselves.
 """
+
+import os
+
+from rxlab.sweep.runner import DRIVER_ENV, die_with_parent
+
+die_with_parent()
+if os.environ.get(DRIVER_ENV, str(os.getppid())) != str(os.getppid()):
+    os._exit(0)  # the driver died before the line above: no signal will come
 
 try:
     from rxlab.simulate import simulate

@@ -2,19 +2,29 @@
 
 Workers get the full scenario of their run as a mapping (no files needed on their side)
 and return the run's ``Result.data``; the driver (this process) writes every result as
-it arrives, atomically, keyed by run id. A local worker process that dies breaks the
-pool: the pool is rebuilt and the unfinished runs are submitted again. On Dask the
-scheduler reschedules the tasks of a worker that died (tasks are keyed by run id).
+it arrives, atomically, keyed by run id, holding the output folder's lock throughout. A
+local worker process that dies breaks the pool: the pool is rebuilt and the unfinished
+runs are submitted again. On Dask the scheduler reschedules the tasks of a worker that
+died (tasks are keyed by run id).
+
+Local processes never outlive the driver: the forkserver and the workers ask the kernel
+for SIGKILL when their parent dies (``die_with_parent``), so a driver killed outright
+takes the forkserver with it and the forkserver its workers; the resource tracker then
+reads EOF on its pipe and exits. SIGTERM is turned into ``Terminated`` by the CLI, which
+stops the pool like Ctrl-C does.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +34,45 @@ from rxlab.sweep.metrics import key_metrics
 from rxlab.sweep.spec import Run, Sweep
 
 MAX_POOL_BREAKS = 3  # consecutive pool breaks without progress before giving up
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+DRIVER_ENV = "RXLAB_SWEEP_DRIVER"  # the driver's pid, for the forkserver (see _preload)
+
+
+class Terminated(BaseException):
+    """SIGTERM reached the driver (see ``sigterm_raises``); like KeyboardInterrupt, not an
+    Exception, so no ``except Exception`` on the way mistakes it for a failed run."""
+
+
+@contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """Within the block, SIGTERM raises ``Terminated`` in the main thread: the pool is
+    stopped, the lock released and the finished runs kept, as with Ctrl-C."""
+    def raise_terminated(signum, frame):
+        raise Terminated
+
+    old = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent exits (prctl PR_SET_PDEATHSIG).
+
+    The kernel sends it when the *thread* that forked this process exits: the driver's
+    main thread starts the forkserver (``_start_forkserver``), and the forkserver forks
+    from its main thread. A parent gone before this call sends nothing: callers compare
+    ``os.getppid()`` with the parent they expect afterwards. Elsewhere this does nothing.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0),
+                   ctypes.c_ulong(0), ctypes.c_ulong(0))
+    except (OSError, AttributeError):  # no libc prctl: the workers just lack the guard
+        pass
 
 
 # ---------------------------------------------------------------- worker side
@@ -50,9 +99,12 @@ def _worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _init_local_worker() -> None:
+def _init_local_worker(parent: int | None) -> None:
     # Ctrl-C goes to the whole process group: let the driver decide what to do
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
+    if parent is not None and os.getppid() != parent:
+        os._exit(1)  # the parent died before the line above: no signal will come
 
 
 # ---------------------------------------------------------------- backends
@@ -78,11 +130,13 @@ def run_local(tasks: list[Task], jobs: int, on_result: OnResult) -> int:
     breaks = fruitless = 0
     ctx = _context(mp)
     while pending:
+        parent = _start_forkserver(ctx)
         ex = ProcessPoolExecutor(max_workers=max(1, min(jobs, len(pending))), mp_context=ctx,
-                                 initializer=_init_local_worker)
+                                 initializer=_init_local_worker, initargs=(parent,))
         broken = False
         try:
-            futs = {ex.submit(execute_run, t): rid for rid, t in pending.items()}
+            with _stops_held():
+                futs = {ex.submit(execute_run, t): rid for rid, t in pending.items()}
             waiting = set(futs)
             while waiting:
                 done, waiting = wait(waiting, return_when=FIRST_COMPLETED)
@@ -120,18 +174,67 @@ def _context(mp):
     if "forkserver" in mp.get_all_start_methods():
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(["rxlab.sweep._preload"])
+        os.environ[DRIVER_ENV] = str(os.getpid())  # the forkserver checks its parent
         return ctx
     return mp.get_context("spawn")
 
 
+def _noop() -> None:
+    pass
+
+
+def _start_forkserver(ctx) -> int | None:
+    """Start the forkserver (again, if it died) and wait for its warm-up (a minute or
+    more with a cold numba cache) here, where Ctrl-C and SIGTERM act at once: the pool
+    is fed under ``_stops_held``. Returns the pid the workers will have as parent."""
+    if ctx.get_start_method() != "forkserver":
+        return os.getpid()
+    from multiprocessing import forkserver
+
+    p = ctx.Process(target=_noop)
+    p.start()
+    p.join()
+    return getattr(forkserver._forkserver, "_forkserver_pid", None)  # no public name
+
+
+@contextmanager
+def _stops_held() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM until the block ends, then act on them. The pool forks its
+    workers inside ``submit``; a stop raised there would leave a worker the pool does not
+    list yet, to fail on the queues the exiting driver removes (a traceback on the
+    terminal). A signal mask would not do: any thread (numpy's BLAS threads, say) can
+    take the signal, and CPython then runs the handler in the main thread regardless."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # handlers can only be set from the main thread, which alone runs them
+        return
+    caught: list[int] = []
+    old = {s: signal.signal(s, lambda signum, frame: caught.append(signum))
+           for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        if caught:
+            handler = old[caught[0]]
+            if callable(handler):
+                handler(caught[0], None)  # raises KeyboardInterrupt or Terminated
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(caught[0])
+
+
 def _kill_pool(ex) -> None:
+    # workers first: shutting the pool down frees its queues' semaphores, and a worker
+    # still starting would then fail on them with a traceback on the terminal
     procs = list(getattr(ex, "_processes", {}).values())  # no public way to stop workers
-    ex.shutdown(wait=False, cancel_futures=True)
     for p in procs:
         if p.is_alive():
             p.terminate()
     for p in procs:
         p.join(timeout=5)
+    # wait for the pool's manager thread: left running, it races the interpreter's exit
+    # hook, which then writes to a pipe the thread has closed (CPython 3.11: a traceback)
+    ex.shutdown(wait=True, cancel_futures=True)
 
 
 def connect(scheduler: str):
@@ -167,13 +270,17 @@ def _probe(scheduler: str) -> None:
                          f"({e.strerror or e})") from None
 
 
-def run_dask(tasks: list[Task], scheduler: str, on_result: OnResult) -> None:
-    """Run tasks on an existing Dask cluster; results come back here to be written."""
+def run_dask(tasks: list[Task], client, on_result: OnResult) -> None:
+    """Run tasks on an existing Dask cluster; results come back here to be written.
+
+    Nothing runs locally but this client: if the driver dies, the scheduler drops the
+    client's tasks once it notices the lost connection; a task already running on a
+    worker runs to its end there (a remote worker is not ours to kill).
+    """
     from distributed import as_completed
     from distributed.client import FutureCancelledError
     from distributed.scheduler import KilledWorker
 
-    client = connect(scheduler)
     futs = []
     try:
         futs = [client.submit(execute_run, t, key=f"rxlab-run-{t['run_id']}", pure=False)
@@ -197,7 +304,6 @@ def run_dask(tasks: list[Task], scheduler: str, on_result: OnResult) -> None:
         pending = [f for f in futs if not f.done()]
         if pending:
             client.cancel(pending)
-        client.close()
 
 
 # ---------------------------------------------------------------- the sweep
@@ -225,21 +331,66 @@ def _record(sweep: Sweep, run: Run, out: dict) -> dict:
 
 
 def run_sweep(sweep: Sweep, out: str | Path, *, jobs: int | None = None,
-              scheduler: str | None = None, resume: bool = False, console=None,
-              show_progress: bool = True, plots: bool = True) -> Outcome:
-    """Run every unfinished run of ``sweep`` into ``out``; then the table, summary, plots."""
+              scheduler: str | None = None, resume: bool = False, replace: bool = False,
+              console=None, show_progress: bool = True, plots: bool = True) -> Outcome:
+    """Run every unfinished run of ``sweep`` into ``out``; then the table, summary, plots.
+
+    ``out`` is locked for the whole call: a second sweep on it is a UsageError. A folder
+    that holds results needs ``resume`` (keep the finished runs of the same ids) or
+    ``replace`` (delete the previous sweep's files first).
+    """
     out = Path(out)
     if jobs is not None and jobs < 1:
         raise UsageError(f"--jobs {jobs}: give a number of processes >= 1")
     if scheduler and jobs is not None:
         raise UsageError("--jobs sets local processes; with --scheduler the cluster's "
                          "workers run the sweep (drop one of the two)")
+    if resume and replace:
+        raise UsageError("--resume keeps the finished runs and --replace deletes them; "
+                         "give one of the two")
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a folder")
+    client = connect(scheduler) if scheduler else None  # before anything is written
+    try:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"--out {out}: cannot create the folder ({e.strerror})") from None
+        with store.lock(out):
+            _claim(sweep, out, resume, replace)
+            return _run_locked(sweep, out, jobs, scheduler, client, resume, console,
+                               show_progress, plots)
+    finally:
+        if client is not None:
+            client.close()
+
+
+def _claim(sweep: Sweep, out: Path, resume: bool, replace: bool) -> None:
+    """Check what ``out`` holds against ``sweep`` (lock held); remove what would mix two
+    sweeps' files: a table or plots stay only beside the sweep.json they came from."""
+    ids = [r.run_id for r in sweep.runs]
+    prev = store.recorded(out)
+    prev_ids = [r["run_id"] for r in prev["runs"]] if prev else None
+    if replace:
+        store.remove_sweep(out)
+        return
     if store.has_results(out) and not resume:
-        raise UsageError(f"--out {out} already holds sweep results; add --resume to finish "
-                         "that sweep, or choose another --out")
-    out.mkdir(parents=True, exist_ok=True)
+        if prev_ids == ids:
+            raise UsageError(f"--out {out} already holds results of this sweep; add --resume "
+                             "to finish it, --replace to run it again, or choose another --out")
+        if prev:
+            k = len(store.finished(out, prev_ids))
+            what = f"another sweep ({prev.get('name', '?')}: {k} of {len(prev_ids)} runs)"
+        else:
+            what = f"sweep results but no readable {store.SPEC}"
+        raise UsageError(f"--out {out} holds {what}; choose another --out, or add --replace "
+                         "to delete them (--resume would keep the runs the sweeps share)")
+    if prev_ids != ids:
+        store.remove_derived(out)
+
+
+def _run_locked(sweep: Sweep, out: Path, jobs: int | None, scheduler: str | None, client,
+                resume: bool, console, show_progress: bool, plots: bool) -> Outcome:
     store.clean_temp(out)
     store.write_spec(out, sweep.to_json())
 
@@ -264,13 +415,13 @@ def run_sweep(sweep: Sweep, out: str | Path, *, jobs: int | None = None,
     breaks = 0
     try:
         with bar:
-            if tasks and scheduler:
-                run_dask(tasks, scheduler, on_result)
+            if tasks and client is not None:
+                run_dask(tasks, client, on_result)
             elif tasks:
                 breaks = run_local(tasks, jobs or os.cpu_count() or 1, on_result)
-    except KeyboardInterrupt:
-        bar.note(f"interrupted: {len(written)} of {len(ids)} runs finished in {out}; "
-                 "run the same command with --resume to finish the rest")
+    except (KeyboardInterrupt, Terminated) as e:  # the CLI prints the note as one line
+        e.add_note(f"{len(written)} of {len(ids)} runs finished in {out}; run the same "
+                   "command with --resume to finish the rest")
         raise
     except RunError as e:
         run = by_id[e.run_id]
@@ -304,7 +455,6 @@ class _Bar:
     """A rich progress bar over runs (or nothing when there is no console)."""
 
     def __init__(self, console, show: bool, total: int, completed: int, label: str):
-        self.console = console
         self.progress = None
         if console is None or not show:
             return
@@ -335,10 +485,6 @@ class _Bar:
     def advance(self) -> None:
         if self.progress:
             self.progress.advance(self.task)
-
-    def note(self, text: str) -> None:
-        if self.console is not None:
-            self.console.print(text)
 
 
 def _progress(console, show: bool, sweep: Sweep, total: int, completed: int,

@@ -29,6 +29,7 @@ import copy
 import hashlib
 import itertools
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,8 @@ from rxlab.scenario import (
     validation_message,
 )
 from rxlab.sweep.metrics import DEFAULT_METRICS, check_metric_name
+
+MAX_RUNS = 100_000  # parameter points x seeds; each run is a process task and a JSON file
 
 SWEEP_KEYS = {
     "name": "a name for the sweep (default: the file's stem)",
@@ -259,6 +262,7 @@ def _parse(data: dict, source: str, sweep_dir: Path | None) -> Sweep:
             for v in vals:
                 validate_override(base, path, v, where)
             axes.append([(path, v) for v in vals])
+        _check_count(math.prod(len(a) for a in axes), "sweep.grid: the combinations")
         factors.append([dict(combo) for combo in itertools.product(*axes)])
     if "zip" in data:
         z = _mapping(data["zip"], "sweep.zip", "path -> list of values")
@@ -294,6 +298,7 @@ def _parse(data: dict, source: str, sweep_dir: Path | None) -> Sweep:
             claim(p, "sweep.points")
         factors.append([dict(pt) for pt in pts])
 
+    _check_count(math.prod(len(f) for f in factors), "sweep: grid x zip x points")
     points: list[dict] = [{}]
     for f in factors:
         points = [{**a, **b} for a in points for b in f]
@@ -308,6 +313,7 @@ def _parse(data: dict, source: str, sweep_dir: Path | None) -> Sweep:
                 raise UsageError(f"sweep point {i} ({desc}): {validation_message(err)}") from None
 
     seeds = _seeds(data, base)
+    _check_count(len(points) * len(seeds), f"sweep: {len(points)} points x {len(seeds)} seeds")
     metrics = data.get("metrics", list(DEFAULT_METRICS))
     if not isinstance(metrics, list) or not metrics:
         raise UsageError("sweep.metrics: give a non-empty list of metric names")
@@ -346,15 +352,30 @@ def _seeds(data: dict, base: dict) -> list[int]:
     reps = data.get("replications", 1)
     if not isinstance(reps, int) or isinstance(reps, bool) or reps < 1:
         raise UsageError(f"sweep.replications: {reps!r} is not an integer >= 1")
+    _check_count(reps, "sweep.replications")
     first = data.get("seed", base.get("seed", 1))
     if not isinstance(first, int) or isinstance(first, bool) or first < 0:
         raise UsageError(f"sweep.seed: {first!r} is not an integer >= 0")
     return [first + i for i in range(reps)]
 
 
+def _check_count(n: int, what: str) -> None:
+    """Refuse a sweep too large to plan before its runs are expanded in memory."""
+    if n > MAX_RUNS:
+        raise UsageError(f"{what} make {n:,} runs, more than a sweep may have ({MAX_RUNS:,}); "
+                         "split it into several sweeps")
+
+
 def load_sweep(path: str | Path) -> Sweep:
-    """Read and validate a sweep file; bad input raises a one-line UsageError."""
+    """Read and validate a sweep file; bad input raises a one-line UsageError.
+
+    The file is read by ``load_yaml`` (``rxlab.inputs.read_text``: a size limit, UTF-8, no
+    devices; nesting and alias expansion bounded)."""
     from rxlab.scenario import load_yaml
 
     p = Path(path)
-    return parse_sweep(load_yaml(p, "no such sweep file"), str(p), p.parent)
+    try:
+        data = load_yaml(p, "no such sweep file")
+    except ValueError as e:  # a date PyYAML resolves but cannot build, e.g. 2001-13-45
+        raise UsageError(f"{p}: malformed YAML ({e})") from None
+    return parse_sweep(data, str(p), p.parent)

@@ -5,6 +5,11 @@
     OUT/results.parquet      one row per run: run_id, point, seed, parameters, metrics
     OUT/summary.csv          one row per parameter point: mean and 95 % CI per metric
     OUT/plots/*.png          metric against each parameter (bands), heatmaps over pairs
+    OUT/.sweep.lock          flock(2)ed by the sweep writing the folder; holds its pid
+
+One sweep writes a folder at a time: ``lock`` takes an exclusive ``flock`` on the lock
+file for the driver's life, and the kernel drops it when the driver ends, however it
+ends (SIGKILL included), so a lock is never stale.
 
 A run's JSON is written to a temporary file and renamed into place, so a file under
 ``runs/`` is always whole: a run counts as finished exactly when its file exists. Writing
@@ -15,14 +20,20 @@ content; the table has one row per planned run id.
 from __future__ import annotations
 
 import csv
+import errno
+import fcntl
 import io
 import json
 import math
 import os
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rxlab.errors import UsageError
 from rxlab.sweep.metrics import mean_ci
 
 RUNS = "runs"
@@ -30,6 +41,8 @@ TABLE = "results.parquet"
 SPEC = "sweep.json"
 SUMMARY = "summary.csv"
 PLOTS = "plots"
+REPORT = "report.html"  # where `rxlab report DIR` writes by default
+LOCK = ".sweep.lock"
 FIXED_COLUMNS = ["run_id", "point", "seed", "rep"]
 TAIL_COLUMNS = ["wall_s", "worker"]
 
@@ -91,7 +104,99 @@ def clean_temp(out: Path) -> None:
 
 
 def has_results(out: Path) -> bool:
-    return (out / RUNS).is_dir() and any((out / RUNS).glob("*.json"))
+    return ((out / RUNS).is_dir() and any((out / RUNS).glob("*.json"))) or \
+        (out / TABLE).is_file()
+
+
+# ---------------------------------------------------------------- one writer per folder
+LOCK_WAIT_S = 0.5  # a report's probe holds a shared lock for microseconds: retry that long
+
+
+@contextmanager
+def lock(out: Path) -> Iterator[None]:
+    """Hold the folder's lock (exclusive ``flock``) for the ``with`` block, else a one-line
+    UsageError naming the holder. The descriptor is close-on-exec: no worker inherits it."""
+    fd = _open_lock(out, os.O_RDWR | os.O_CREAT)
+    try:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as e:
+                if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    raise UsageError(f"{out}/: cannot lock the folder ({e.strerror}); "
+                                     "use a folder on a local file system") from None
+                if time.monotonic() > deadline:
+                    pid = _holder_pid(fd)
+                    who = f"another sweep (pid {pid})" if pid else "another sweep"
+                    raise UsageError(f"{out}/: {who} is writing this folder; wait for it or "
+                                     "use another --out") from None
+                time.sleep(0.02)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def writer(out: Path) -> int | None:
+    """The pid of the sweep writing ``out`` now (0 if unknown), or None when none is."""
+    try:
+        fd = _open_lock(out, os.O_RDONLY)
+    except UsageError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # released at close below
+        return None
+    except OSError:
+        return _holder_pid(fd)
+    finally:
+        os.close(fd)
+
+
+def _open_lock(out: Path, flags: int) -> int:
+    try:
+        return os.open(out / LOCK, flags | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE)
+    except OSError as e:
+        raise UsageError(f"{out}/: cannot write the lock file {LOCK} ({e.strerror})") from None
+
+
+def _holder_pid(fd: int) -> int:
+    for _ in range(10):  # the holder writes its pid just after taking the lock
+        try:
+            return int(os.pread(fd, 32, 0).decode() or "x")
+        except (OSError, ValueError):
+            time.sleep(0.01)
+    return 0
+
+
+# ---------------------------------------------------------------- replacing a sweep
+def remove_derived(out: Path) -> None:
+    """Remove what is computed from the runs (table, summary, plots, default report), so
+    a folder never shows one sweep's table beside another sweep's ``sweep.json``."""
+    for name in (TABLE, SUMMARY, REPORT):
+        (out / name).unlink(missing_ok=True)
+    _remove_files(out / PLOTS, "*.png")
+
+
+def remove_sweep(out: Path) -> None:
+    """Remove everything a sweep wrote in ``out`` (only the names a sweep writes)."""
+    remove_derived(out)
+    (out / SPEC).unlink(missing_ok=True)
+    clean_temp(out)
+    _remove_files(out / RUNS, "*.json")
+
+
+def _remove_files(folder: Path, pattern: str) -> None:
+    if not folder.is_dir():
+        return
+    for p in folder.glob(pattern):
+        p.unlink(missing_ok=True)
+    try:
+        folder.rmdir()
+    except OSError:  # not empty: something else lives there; leave it
+        pass
 
 
 def write_spec(out: Path, spec: dict) -> None:
@@ -99,7 +204,29 @@ def write_spec(out: Path, spec: dict) -> None:
 
 
 def read_spec(out: Path) -> dict:
-    return json.loads((out / SPEC).read_text())
+    """The expanded sweep recorded in ``out``; a missing or damaged file is a UsageError."""
+    from rxlab.inputs import read_text
+
+    path = out / SPEC
+    try:
+        spec = json.loads(read_text(path, "sweep record"))
+    except ValueError as e:
+        raise UsageError(f"{path}: not a sweep record written by `rxlab sweep` ({e})") from None
+    lists = ("runs", "param_paths", "metrics", "points", "seeds")
+    if not isinstance(spec, dict) or not isinstance(spec.get("base"), dict) \
+            or not all(isinstance(spec.get(k), list) for k in lists) \
+            or not all(isinstance(r, dict) and isinstance(r.get("run_id"), str)
+                       for r in spec["runs"]):
+        raise UsageError(f"{path}: not a sweep record written by `rxlab sweep`")
+    return spec
+
+
+def recorded(out: Path) -> dict | None:
+    """The sweep recorded in ``out`` if it has a whole sweep.json, else None."""
+    try:
+        return read_spec(out)
+    except UsageError:
+        return None
 
 
 def _column(values: list) -> Any:

@@ -12,24 +12,92 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
-from typing import Literal
+import types
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 MIN_FRAME, MAX_FRAME = 64, 9018
 # Rate bounds keep the stream's exact integer ns arithmetic inside int64.
 MIN_PPS, MAX_PPS = 1e-3, 1e10  # 1e10: beyond any NIC
+# Every time in a scenario is at most this many seconds: (duration + drain) * 1e9 ns and
+# any start or stop stay far inside int64 (9.2e18 ns = 292 years).
+MAX_SECONDS = 1e6
+MAX_FLOWS = (1 << 31) - 1  # flow ids are int32 in the loop's rings and queues
 SPOOFED_FLOWS = 65536
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+_TIME_WHY = "times are int64 ns; rxlab allows up to 1e6 s"
 
 
 def _bad(msg: str) -> PydanticCustomError:
     return PydanticCustomError("traffic", msg)
 
 
+def in_range(lo: float, hi: float, unit: str, why: str, *, lo_open: bool = False):
+    """A range check whose error names the range and where it comes from (NaN and
+    infinity never get here: the models refuse them, ``allow_inf_nan=False``)."""
+    u = f" {unit}" if unit else ""
+
+    def check(v):
+        if v is not None and (v > hi or (v <= lo if lo_open else v < lo)):
+            low = f"> {lo:g}" if lo_open else f">= {lo:g}"
+            raise _bad(f"must be {low} and <= {hi:g}{u} ({why}); got {v:g}")
+        return v
+
+    return AfterValidator(check)
+
+
+def _is_text(ann: Any) -> bool:
+    """Is a field's type text (str, a Literal of strings, list[str], optionally None)?"""
+    if ann is str:
+        return True
+    origin, args = get_origin(ann), get_args(ann)
+    if origin is Literal:
+        return all(isinstance(a, str) for a in args)
+    if origin is list:
+        return args == (str,)
+    if origin in (Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        return len(rest) == 1 and _is_text(rest[0])
+    return False
+
+
+_TEXT_FIELDS: dict[type, frozenset[str]] = {}
+
+
+def _text(v: Any) -> Any:
+    return v.yaml_text if hasattr(v, "yaml_text") else v
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Unknown keys are errors, NaN and infinity are refused in every float, and a YAML
+    number where text is meant (a name, a version, ``flow_limit_variant: 2013``) is the
+    text as written (``rxlab.scenario``'s loader keeps it)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _yaml_text(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        if cls not in _TEXT_FIELDS:
+            _TEXT_FIELDS[cls] = frozenset(f.alias or k for k, f in cls.model_fields.items()
+                                          if _is_text(f.annotation))
+        fields = _TEXT_FIELDS[cls]
+        if not any(k in fields for k in data):
+            return data
+        return {k: ([_text(x) for x in v] if isinstance(v, list) else _text(v))
+                if k in fields else v for k, v in data.items()}
 
 
 def _one_of(data: object, keys: tuple[str, ...], what: str) -> object:
@@ -166,8 +234,8 @@ class ArrivalSpec(_Strict):
     """Arrival process; the YAML may say just ``poisson`` or ``constant``."""
 
     process: Literal["poisson", "constant", "onoff"] = "poisson"
-    on_s: float | None = None
-    off_s: float | None = None
+    on_s: Annotated[float | None, in_range(0, MAX_SECONDS, "s", _TIME_WHY)] = None
+    off_s: Annotated[float | None, in_range(0, MAX_SECONDS, "s", _TIME_WHY)] = None
     within: Literal["poisson", "constant"] = "poisson"
 
     @model_validator(mode="before")
@@ -187,13 +255,6 @@ class ArrivalSpec(_Strict):
     def _on(cls, v: float | None) -> float | None:
         if v is not None and (not math.isfinite(v) or v < 1e-9):
             raise _bad("must be >= 1e-9 s (time resolution is 1 ns)")
-        return v
-
-    @field_validator("off_s")
-    @classmethod
-    def _off(cls, v: float | None) -> float | None:
-        if v is not None and (not math.isfinite(v) or v < 0):
-            raise _bad("must be >= 0 seconds")
         return v
 
     @model_validator(mode="after")
@@ -277,8 +338,8 @@ class GroupSpec(_Strict):
     rate: RateSpec
     arrivals: ArrivalSpec = Field(default_factory=ArrivalSpec)
     size: SizeSpec = Field(default_factory=lambda: SizeSpec(choices=[MIN_FRAME]))
-    start: float = 0.0
-    stop: float | None = None
+    start: Annotated[float, in_range(0, MAX_SECONDS, "s", _TIME_WHY)] = 0.0
+    stop: Annotated[float | None, in_range(0, MAX_SECONDS, "s", _TIME_WHY)] = None
 
     @field_validator("name")
     @classmethod
@@ -296,6 +357,8 @@ class GroupSpec(_Strict):
             raise _bad("is required: number of flows (>= 1); only spoofed groups default it")
         if v < 1:
             raise _bad(f"must be >= 1 (got {v})")
+        if v > MAX_FLOWS:
+            raise _bad(f"{v} is more flows than rxlab's int32 flow ids hold ({MAX_FLOWS})")
         return v
 
     @field_validator("src", "dst")
@@ -331,13 +394,6 @@ class GroupSpec(_Strict):
             raise _bad("spoofed groups need per_flow: constant (each source is one random flow)")
         return v
 
-    @field_validator("start")
-    @classmethod
-    def _start(cls, v: float) -> float:
-        if not math.isfinite(v) or v < 0:
-            raise _bad("must be >= 0 seconds")
-        return v
-
     @field_validator("stop")
     @classmethod
     def _stop(cls, v: float | None, info: ValidationInfo) -> float | None:
@@ -355,7 +411,8 @@ class PcapSpec(_Strict):
     """Replay a capture instead of generated groups (``rxlab run --pcap FILE``)."""
 
     file: str
-    speedup: float = Field(1.0, gt=0)
+    speedup: Annotated[float, in_range(1e-6, 1e6, "", "a replay at between a millionth and a "
+                                     "million times the captured speed")] = 1.0
     allow_truncated: bool = False
 
 

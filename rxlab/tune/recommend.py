@@ -43,7 +43,7 @@ def sim_metrics(d: dict, cpus, victims: list[str] | None = None) -> dict:
         "max_load_all": round(float(busy.max()), 4),
         "mean_load": round(mean, 4),
         "imbalance": round(float(sel.max()) / mean, 4) if mean > 0 else 1.0,
-        "p99_ns": float(p99),
+        "p99_ns": float(p99 or 0.0),  # None: nothing delivered
         "drops": int(pk["dropped"]),
         "drop_rate": round(pk["dropped"] / pk["offered"], 6) if pk["offered"] else 0.0,
         "delivered": int(pk["delivered"]),

@@ -1,0 +1,145 @@
+"""Tables that fit the terminal, and numbers in units chosen per magnitude.
+
+A rich table wider than the console folds or cuts its cells, and a cut number reads as
+another number ("3,351,7" / "78"). ``print_fitted`` never lets that happen: a number
+cell is never wrapped, headers may wrap at spaces, and when the columns
+do not fit the width they are split into several tables that each repeat the key
+columns (the way ``less -S`` users page sideways, but on paper). Past that, when even
+one value column does not fit beside the keys, each row is printed as a list of
+``header: value`` lines.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+# rich's default box: "│ " before each column, " │" after the last
+_COLUMN_OVERHEAD, _TABLE_OVERHEAD = 3, 1
+_HEADER_BREAK = re.compile(r"\s+")  # rich wraps headers at spaces only
+
+
+def _header_min(h: str) -> int:
+    return max((len(w) for w in _HEADER_BREAK.split(h)), default=0)
+
+
+def _wrap_header(h: str, width: int) -> str:
+    """The header's words greedily on lines of ``width`` (rich then needs no wrapping)."""
+    lines: list[str] = []
+    for w in _HEADER_BREAK.split(h):
+        if lines and len(lines[-1]) + 1 + len(w) <= width:
+            lines[-1] += " " + w
+        else:
+            lines.append(w)
+    return "\n".join(lines)
+
+
+def _widths(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[int]:
+    out = []
+    for i, h in enumerate(headers):
+        cell = max((len(r[i]) for r in rows), default=0)
+        out.append(max(cell, min(len(h), max(cell, _header_min(h)))))
+    return out
+
+
+def _parts(widths: list[int], keys: int, width: int) -> list[list[int]] | None:
+    """Column index groups, each holding the key columns and as many others as fit."""
+    base = _TABLE_OVERHEAD + sum(w + _COLUMN_OVERHEAD for w in widths[:keys])
+    parts: list[list[int]] = []
+    cur: list[int] = []
+    used = base
+    for i in range(keys, len(widths)):
+        need = widths[i] + _COLUMN_OVERHEAD
+        if base + need > width:
+            return None  # one value column beside the keys is already too wide
+        if used + need > width and cur:
+            parts.append(cur)
+            cur, used = [], base
+        cur.append(i)
+        used += need
+    if cur or not parts:
+        parts.append(cur)
+    return [list(range(keys)) + p for p in parts]
+
+
+def print_fitted(console: Console, title: str, headers: Sequence[str],
+                 rows: Sequence[Sequence[str]], *, keys: int = 1,
+                 justify: Sequence[str] | None = None, show_header: bool = True) -> None:
+    """Print ``rows`` (strings) under ``headers`` within ``console.width`` columns."""
+    rows = [[str(c) for c in r] for r in rows]
+    widths = _widths(headers, rows)
+    justify = list(justify or ["left"] * keys + ["right"] * (len(headers) - keys))
+    parts = _parts(widths, keys, console.width)
+    if parts is None:
+        _print_records(console, title, headers, rows, keys)
+        return
+    for n, cols in enumerate(parts):
+        suffix = f" ({n + 1}/{len(parts)})" if len(parts) > 1 else ""
+        t = Table(title=f"{title}{suffix}" if title else None, show_header=show_header)
+        for i in cols:
+            t.add_column(_wrap_header(headers[i], widths[i]), justify=justify[i],
+                         width=widths[i], no_wrap=True)
+        for r in rows:
+            t.add_row(*(r[i] for i in cols))
+        console.print(t)
+
+
+def _print_records(console: Console, title: str, headers: Sequence[str],
+                   rows: Sequence[Sequence[str]], keys: int) -> None:
+    if title:
+        console.print(title, style="italic", highlight=False)
+    for r in rows:
+        console.print(" ".join(r[:keys]), style="bold", highlight=False)
+        for h, v in zip(headers[keys:], r[keys:], strict=True):
+            console.print(f"  {h}: {v}", highlight=False, soft_wrap=True)
+
+
+# ---------------------------------------------------------------- units ------------
+def fmt_time_ns(ns: float | None) -> str:
+    """850 ns, 12.3 us, 4.56 ms, 1.23 s."""
+    if ns is None or (isinstance(ns, float) and math.isnan(ns)):
+        return "–"
+    a = abs(ns)
+    for div, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "us")):
+        if a >= div:
+            return f"{ns / div:.3g} {unit}"
+    return f"{ns:.0f} ns"
+
+
+def fmt_rate(pps: float | None) -> str:
+    """950 pps, 12.3 Kpps, 1.64 Mpps."""
+    if pps is None or (isinstance(pps, float) and math.isnan(pps)):
+        return "–"
+    a = abs(pps)
+    for div, unit in ((1e9, "Gpps"), (1e6, "Mpps"), (1e3, "Kpps")):
+        if a >= div:
+            return f"{pps / div:.3g} {unit}"
+    return f"{pps:.0f} pps"
+
+
+def fmt_count(n: float | None) -> str:
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return "–"
+    if float(n).is_integer():
+        return f"{int(n):,}"
+    return f"{n:,.1f}" if abs(n) >= 10 else f"{n:.3g}"
+
+
+def fmt_metric(key: str, v: float | None, *, ci: bool = False) -> str:
+    """A value in the unit its metric name implies (``*_ns``/latency: time; ``*pps``:
+    rate; utilisation, idle and other 0..1 shares: percent; otherwise a count).
+    ``ci`` marks a half-width, which keeps the unit of its mean."""
+    k = key.lower()
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if "latency" in k or k.endswith("_ns") or ".p50" in k or ".p99" in k or k.endswith(".mean"):
+        return fmt_time_ns(v)
+    if k.endswith("pps") or "_pps" in k:
+        return fmt_rate(v)
+    if any(s in k for s in ("util", "idle", "share", "fraction", "_frac")):
+        return f"{100 * v:.2f} %" if ci or abs(v) < 0.001 else f"{100 * v:.1f} %"
+    return fmt_count(v)

@@ -1,0 +1,63 @@
+"""Tables fit the terminal and never cut a number; units follow the magnitude."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+
+from rxlab.report.fit import fmt_metric, fmt_rate, fmt_time_ns, print_fitted
+
+_num = st.one_of(st.integers(-10**12, 10**12).map(lambda n: f"{n:,}"),
+                 st.floats(-1e9, 1e9, allow_nan=False).map(lambda x: f"{x:.3f}"))
+_header = st.text("abcdefgh_ %", min_size=1, max_size=24).filter(lambda h: h.strip())
+
+
+def _render(width: int, headers, rows, keys=1) -> str:
+    buf = io.StringIO()
+    print_fitted(Console(file=buf, width=width, color_system=None), "t", headers, rows,
+                 keys=keys)
+    return buf.getvalue()
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(st.integers(40, 200), st.integers(1, 14).flatmap(
+    lambda n: st.tuples(st.lists(_header, min_size=n, max_size=n),
+                        st.lists(st.lists(_num, min_size=n, max_size=n), min_size=1,
+                                 max_size=4))))
+def test_every_line_fits_and_every_number_is_whole(width, table):
+    headers, rows = table
+    rows = [[f"k{i}", *r[1:]] for i, r in enumerate(rows)]
+    out = _render(width, headers, rows)
+    assert all(len(line) <= width for line in out.splitlines()), out
+    cells = re.findall(r"-?[\d,]+(?:\.\d+)?", out)
+    for r in rows:
+        for v in r[1:]:
+            assert v in cells, (v, out)  # the number stands whole in one cell
+
+
+def test_result_tables_fit_80_columns(capsys):
+    from rxlab.report.tables import print_result
+    from rxlab.simulate import simulate
+
+    d = json.loads(simulate("default", duration=0.002).to_json())
+    buf = io.StringIO()
+    print_result(d, Console(file=buf, width=80, color_system=None))
+    assert max(len(line) for line in buf.getvalue().splitlines()) <= 80
+    assert "flow_limit_count" in buf.getvalue()  # a column moved to a second part
+
+
+def test_units_by_magnitude():
+    assert fmt_time_ns(850) == "850 ns"
+    assert fmt_time_ns(12_345) == "12.3 us"
+    assert fmt_time_ns(4_560_000) == "4.56 ms"
+    assert fmt_rate(1_640_000) == "1.64 Mpps"
+    assert fmt_rate(950) == "950 pps"
+    assert fmt_metric("latency_ns.p99", 2.5e6) == "2.5 ms"
+    assert fmt_metric("cpus.0.util.idle", 0.3) == "30.0 %"
+    assert fmt_metric("throughput.delivered_pps", 3e6) == "3 Mpps"
+    assert fmt_metric("packets.dropped", 31840) == "31,840"
