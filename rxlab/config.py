@@ -16,6 +16,9 @@ flattened values (~165 ns per call). Inlining them at numba's IR level instead
 memory (docs/performance.md). Tiny helpers called with a constant argument (a cost
 stage, a drop reason, a CPU-time category) are inlined by numba (``JIT_HELPER``): numba
 compiles a separate specialisation of a function for every distinct literal argument.
+The event loop's glue (``handle_event``, ``dispatch``) is numba-inlined too: each
+function that LLVM inlines is still compiled on its own with everything it calls inlined,
+so a function whose callees are the whole loop would be compiled as a second whole loop.
 Leaf helpers that take a few arrays or scalars stay out of line (``JIT_LEAF``).
 """
 

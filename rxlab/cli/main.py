@@ -39,8 +39,8 @@ def _compile_notice() -> None:
     from rxlab._cache import loop_compiled
 
     if not loop_compiled():
-        print("rxlab: compiling the event loop for this install, once: about 65 CPU "
-              "seconds and 0.65 GB of memory (later runs start in under a second)",
+        print("rxlab: compiling the event loop for this install, once: about a minute "
+              "and 0.7 GB of memory on 2 vCPUs (later runs start in under a second)",
               file=sys.stderr)
 
 

@@ -11,7 +11,7 @@ New mechanisms add an event kind and a branch in ``handle_event`` (never an edit
 import numpy as np
 from numba import njit
 
-from rxlab.config import JIT_LEAF, JIT_STATE, JIT_STATE_OUTLINE
+from rxlab.config import JIT_HELPER, JIT_LEAF, JIT_STATE, JIT_STATE_OUTLINE
 from rxlab.engine.core import PRIO_CPU, PRIO_WAKE, peek_time, pop, schedule
 from rxlab.engine.rng import uniform
 from rxlab.kernel.accounting import account, cost, drop, interval_of
@@ -197,7 +197,7 @@ def interrupt(s, c, napi, irq_cost, t):
     kick_cpu(s, c, t)
 
 
-@njit(**JIT_STATE)
+@njit(**JIT_HELPER)
 def dispatch(s, c, t):
     """CPU c finished its segment at t: bookkeeping, then start the next segment."""
     sd, so, ev = s.sd, s.so, s.ev
@@ -316,7 +316,7 @@ def migrate_thread(s, th, t):
         kick_cpu(s, new, t)
 
 
-@njit(**JIT_STATE)
+@njit(**JIT_HELPER)
 def handle_event(s, t, kind, arg):
     p, sd, so = s.p, s.sd, s.so
     if kind == EV_CPU:

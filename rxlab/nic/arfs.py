@@ -11,6 +11,7 @@ request (one run handles every pending entry); the expiry scan runs on a timer o
 work-item run.
 """
 
+import numpy as np
 from numba import njit
 
 from rxlab.config import JIT_STATE, JIT_STATE_OUTLINE
@@ -112,7 +113,7 @@ def arfs_expire_scan(s, t):
     spent = 0
     quota = 0
     for b in range(ar.bucket.size):
-        prev = -1
+        prev = np.int64(-1)  # int64 from the start: one compiled _delete
         e = ar.bucket[b]
         while e >= 0:
             if ar.entry[e, AE_E_STATE] == ARFS_INACTIVE and ar.entry[e, AE_E_PEND] == 0:
