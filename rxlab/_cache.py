@@ -13,13 +13,14 @@ import os
 from pathlib import Path
 
 
-def source_key() -> str:
-    """A hash of the files that hold jitted code (and of their names)."""
-    root = Path(__file__).parent
+def source_key(root: Path | None = None) -> str:
+    """A hash of every file in the folders that hold jitted code (and of their names):
+    not only the files with ``njit``, since the loop compiles in the module constants
+    and record dtypes it imports (kernel/state.py, kernel/constants.py, ...)."""
+    root = root or Path(__file__).parent
     h = hashlib.sha256()
     jitted = [root / "config.py"] + [
         f for d in ("engine", "kernel", "nic", "traffic", "xdp") for f in (root / d).rglob("*.py")
-        if b"njit" in f.read_bytes()  # only files with jitted code invalidate the cache
     ]
     for path in sorted(jitted):
         h.update(str(path.relative_to(root)).encode())

@@ -176,3 +176,24 @@ def test_cache_bad_arguments_are_one_line_errors(tmp_path, capsys):
     assert code == 2 and "--yes only goes with --prune" in err
     code, _, err = run_cli(capsys, "cache", "--dir", str(tmp_path / "none"))
     assert code == 2 and "no such folder" in err and len(err.strip().splitlines()) == 1
+
+
+def test_cache_key_covers_constants_the_loop_compiles_in(tmp_path):
+    """A constant in kernel/constants.py (no njit in that file) is compiled into the loop:
+    changing it must change the cache key, or an old loop would load silently."""
+    import shutil
+    from pathlib import Path
+
+    from rxlab import _cache
+
+    root = Path(_cache.__file__).parent
+    copy = tmp_path / "rxlab"
+    for d in ("engine", "kernel", "nic", "traffic", "xdp"):
+        shutil.copytree(root / d, copy / d)
+    shutil.copy(root / "config.py", copy / "config.py")
+    before = _cache.source_key(copy)
+    assert before == _cache.source_key(root)
+    const = copy / "kernel" / "constants.py"
+    assert b"njit" not in const.read_bytes()
+    const.write_text(const.read_text().replace("RPS_NO_CPU = 0xFFFF", "RPS_NO_CPU = 0xFFFE"))
+    assert _cache.source_key(copy) != before
