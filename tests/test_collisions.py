@@ -190,7 +190,7 @@ def test_explain_memory_counts_the_rounded_socket_table(capsys):
     ["--flows", "100", "--rps-flow-cnt", "512", "--queues", "0"],
     ["--flows", "lots", "--rps-flow-cnt", "512", "--queues", "4"],
     ["--flows", "100", "--rps-flow-cnt", "5.5", "--queues", "4"],
-    ["--flows", "100", "--rps-flow-cnt", "512"],
+    ["--flows", "100", "--rps-flow-cnt", "512", "--queues", "-1"],
     ["--flows", "100", "--rps-flow-cnt", "512", "--queues", "4", "--kernel", "banana"],
 ])
 def test_explain_bad_numbers_exit_2_one_line(capsys, args):
