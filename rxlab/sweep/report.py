@@ -72,7 +72,8 @@ def build_report(out: str | Path, title: str | None = None) -> str:
     spec, rows = load(out)
     params, metrics = spec["param_paths"], spec["metrics"]
     summary = store.summarize(rows, params, metrics)
-    plots = make_plots(rows, params, metrics)
+    skipped: list[str] = []
+    plots = make_plots(rows, params, metrics, skipped)
     name = spec.get("name", "sweep")
     title = title or f"rxlab sweep: {name}"
     total = len(spec["runs"])
@@ -117,6 +118,9 @@ def build_report(out: str | Path, title: str | None = None) -> str:
                     "</figcaption></figure>")
     plots_html = "".join(figs) if figs else (
         "<p>No plots: no parameter takes more than one value." if not vary else "")
+    if skipped:
+        plots_html += '<p class="ci" id="plots-skipped">Not plotted: ' + "; ".join(
+            _e(s) for s in skipped) + ".</p>"
 
     shown = [m for m in dict.fromkeys(["offered", "dropped", *metrics]) if m in rows[0]]
     r_head = ["run_id", "seed", *params, *shown, "wall_s", "worker"]
