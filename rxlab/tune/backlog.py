@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rxlab.cpuset import format_mask
 from rxlab.kernel.hashfn import roundup_pow_of_two
 
 GOLDEN_RATIO_32 = 0x61C88647
@@ -26,18 +27,7 @@ BACKLOG_STEPS = (2, 4, 8, 16)
 
 def cpu_mask(cpus) -> str:
     """CPU numbers -> the kernel's hex bitmap (32-bit groups, commas between)."""
-    v = 0
-    for c in cpus:
-        v |= 1 << int(c)
-    groups = []
-    while True:
-        groups.append(v & 0xFFFFFFFF)
-        v >>= 32
-        if not v:
-            break
-    if len(groups) == 1:
-        return f"{groups[0]:x}"
-    return ",".join(f"{g:08x}" for g in reversed(groups))
+    return format_mask(cpus)
 
 
 def fl_bucket(hashes: np.ndarray, table_len: int, hash32: bool) -> np.ndarray:

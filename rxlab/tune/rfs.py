@@ -27,6 +27,7 @@ import math
 
 import numpy as np
 
+from rxlab.cpuset import format_cpulist
 from rxlab.kernel.hashfn import roundup_pow_of_two
 
 GOLDEN_RATIO_32 = 0x61C88647
@@ -172,7 +173,7 @@ def verdicts(d: dict, sc, m, rfs_sizes: dict | None) -> dict:
     else:
         rps = ("yes", f"only {len(irq)} of {ncpu} CPUs take rx interrupts (busiest "
                f"{irq_max:.0%}); rps_cpus can spread protocol work to CPUs "
-               f"{_cpulist(idle_others)}")
+               f"{format_cpulist(idle_others)}")
     out["rps"] = {"verdict": rps[0], "why": rps[1], "enabled": rps_on,
                   "spread_to": idle_others if rps[0] == "yes" else []}
     # RFS
@@ -199,7 +200,7 @@ def verdicts(d: dict, sc, m, rfs_sizes: dict | None) -> dict:
         arfs = ("no", "RFS does not help here, so neither does its hardware version")
     elif not set(app_cpus) <= set(irq):
         miss = sorted(set(app_cpus) - set(irq))
-        arfs = ("partly", f"consumers on CPUs {_cpulist(miss)} have no queue whose IRQ runs "
+        arfs = ("partly", f"consumers on CPUs {format_cpulist(miss)} have no queue whose IRQ runs "
                 "there (cpu_rmap), so aRFS cannot steer their flows in hardware")
     else:
         n = rfs_sizes.get("flows", 0) if rfs_sizes else 0
@@ -211,13 +212,3 @@ def verdicts(d: dict, sc, m, rfs_sizes: dict | None) -> dict:
     return out
 
 
-def _cpulist(cpus) -> str:
-    cpus = sorted(cpus)
-    parts, i = [], 0
-    while i < len(cpus):
-        j = i
-        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
-            j += 1
-        parts.append(str(cpus[i]) if i == j else f"{cpus[i]}-{cpus[j]}")
-        i = j + 1
-    return ",".join(parts)
