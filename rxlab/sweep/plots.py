@@ -172,12 +172,22 @@ def _split(rows: list[dict], others: list[str]) -> int:
     return len(others)
 
 
+def _panels(n: int, single: tuple[float, float], each: tuple[float, float]):
+    """A figure of n panels, at most three a row, sharing their axes."""
+    from matplotlib.figure import Figure  # imported late: matplotlib is slow to import
+
+    ncols = min(3, n)
+    nrows = math.ceil(n / ncols)
+    fig = Figure(figsize=single) if n == 1 else \
+        Figure(figsize=(each[0] * ncols, each[1] * nrows), layout="constrained")
+    return fig, fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False).ravel()
+
+
 def line_figure(rows: list[dict], param: str, metric: str, others: list[str],
                 with_: list[str] = ()):
     """The metric against ``param``: a mean over the seeds only, one line per combination
     of the other varying parameters (facets when there are many), 95 % CI bands clipped
     to the metric's range. None when the metric has no data or needs too many facets."""
-    from matplotlib.figure import Figure
 
     if not has_data(rows, metric):
         return None
@@ -198,11 +208,7 @@ def line_figure(rows: list[dict], param: str, metric: str, others: list[str],
     xs = ordered_values(rows, param)
 
     n = len(facets)
-    ncols = min(3, n)
-    nrows = math.ceil(n / ncols)
-    fig = Figure(figsize=(6.4, 4.0)) if n == 1 else \
-        Figure(figsize=(4.2 * ncols, 3.2 * nrows), layout="constrained")
-    axs = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False).ravel()
+    fig, axs = _panels(n, (6.4, 4.0), (4.2, 3.2))
     handles: dict[str, object] = {}
     for ax, (fkey, frows) in zip(axs, facets.items(), strict=False):
         pos = _axis(ax, xs, param)
@@ -262,7 +268,6 @@ def heatmap_figure(rows: list[dict], px: str, py: str, metric: str, others: list
     """Mean over the seeds in each cell, one panel per combination of the other varying
     parameters; None when no cell holds a value other than 0, or too many panels."""
     import numpy as np
-    from matplotlib.figure import Figure
 
     xs, ys = ordered_values(rows, px), ordered_values(rows, py)
     others = list(others)
@@ -285,11 +290,7 @@ def heatmap_figure(rows: list[dict], px: str, py: str, metric: str, others: list
     if not finite.size or not finite.any():
         return None
     n = len(grids)
-    ncols = min(3, n)
-    nrows = math.ceil(n / ncols)
-    fig = Figure(figsize=(6.4, 4.8)) if n == 1 else \
-        Figure(figsize=(4.4 * ncols, 3.6 * nrows), layout="constrained")
-    axs = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False).ravel()
+    fig, axs = _panels(n, (6.4, 4.8), (4.4, 3.6))
     from matplotlib.colors import LogNorm, Normalize
 
     if finite.min() > 0 and finite.max() / finite.min() >= 50:
