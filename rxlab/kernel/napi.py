@@ -21,14 +21,6 @@ from rxlab.kernel.state import (
     C_IPI_SEND,
     C_NAPI_POLL,
     C_RPS_ENQUEUE,
-    NL_LOCAL_LIST,
-    NL_POLL_LIST,
-    NL_REPOLL,
-    RG_RING_DEQ,
-    RG_RING_SEQ,
-    RG_RING_TARR,
-    RN_RING_FLOW,
-    RN_RING_LEN,
     T_KSOFTIRQD,
     T_SOFTIRQ,
     TH_RUNNABLE,
@@ -55,12 +47,13 @@ def driver_poll(s, c, q, t):
     for _ in range(n):
         idx = nic.queue[q].ring_head
         slot = idx & p.ring_mask
-        nic.ring[RG_RING_DEQ, q, slot] = t  # the descriptor goes back to the NIC from now on
+        skb = nic.ring[q, slot]
+        skb.stamp = t  # the descriptor goes back to the NIC from now on
         nic.queue[q].ring_head = idx + 1
-        f = nic.ring32[RN_RING_FLOW, q, slot]
-        tarr = nic.ring[RG_RING_TARR, q, slot]
-        seq = nic.ring[RG_RING_SEQ, q, slot]
-        length = nic.ring32[RN_RING_LEN, q, slot]
+        f = skb.flow
+        tarr = skb.tarr
+        seq = skb.seq
+        length = skb.len
         if p.xdp_on:
             act, t = xdp_rx(s, c, q, f, tarr, seq, length, t)
             if act != XDP_PASS:
@@ -114,7 +107,7 @@ def _take_poll_list(s, c):
     sd = s.sd
     n = sd.cpu[c].pl_n
     for k in range(n):
-        sd.lists[NL_LOCAL_LIST, c, k] = sd.lists[NL_POLL_LIST, c, k]
+        sd.local_list[c, k] = sd.poll_list[c, k]
     sd.cpu[c].ll_pos = 0
     sd.cpu[c].ll_n = n
     sd.cpu[c].pl_n = 0
@@ -143,7 +136,7 @@ def net_rx_action_step(s, c, t):
             _take_poll_list(s, c)  # the poll list was refilled meanwhile: goto start
             continue
         return finish_rx_action(s, c, t), -1
-    napi = sd.lists[NL_LOCAL_LIST, c, sd.cpu[c].ll_pos]
+    napi = sd.local_list[c, sd.cpu[c].ll_pos]
     sd.cpu[c].ll_pos += 1
     t += cost(s, C_NAPI_POLL)
     if napi < p.nq:
@@ -161,7 +154,7 @@ def napi_segment_end(s, c, napi, t):
     work = sd.cpu[c].seg_work
     weight = p.napi_weight if napi < p.nq else p.dev_rx_weight
     if work >= weight:
-        sd.lists[NL_REPOLL, c, sd.cpu[c].rp_n] = napi  # still owned: polled again next round
+        sd.repoll[c, sd.cpu[c].rp_n] = napi  # still owned: polled again next round
         sd.cpu[c].rp_n += 1
     elif napi < p.nq:
         # napi_complete_done: interrupts re-enabled; descriptors that arrived during the
@@ -185,16 +178,16 @@ def finish_rx_action(s, c, t):
     # place: the rest of our list moves to the front of local_list first
     n = 0
     for k in range(sd.cpu[c].ll_pos, sd.cpu[c].ll_n):
-        sd.lists[NL_LOCAL_LIST, c, n] = sd.lists[NL_LOCAL_LIST, c, k]
+        sd.local_list[c, n] = sd.local_list[c, k]
         n += 1
     for k in range(sd.cpu[c].pl_n):
-        sd.lists[NL_LOCAL_LIST, c, n] = sd.lists[NL_POLL_LIST, c, k]
+        sd.local_list[c, n] = sd.poll_list[c, k]
         n += 1
     for k in range(sd.cpu[c].rp_n):
-        sd.lists[NL_LOCAL_LIST, c, n] = sd.lists[NL_REPOLL, c, k]
+        sd.local_list[c, n] = sd.repoll[c, k]
         n += 1
     for k in range(n):
-        sd.lists[NL_POLL_LIST, c, k] = sd.lists[NL_LOCAL_LIST, c, k]
+        sd.poll_list[c, k] = sd.local_list[c, k]
     sd.cpu[c].pl_n = n
     sd.cpu[c].ll_n = 0
     sd.cpu[c].ll_pos = 0

@@ -11,9 +11,6 @@ from rxlab.config import JIT_STATE
 from rxlab.kernel.hashfn import reciprocal_scale, s32_diff
 from rxlab.kernel.rfs import rfs_slot, set_rps_cpu
 from rxlab.kernel.state import (
-    PQ_RPS_LEN,
-    RD_DEV_CPU,
-    RD_DEV_LAST_QTAIL,
     RFS_HELD,
     RFS_MOVES,
     RFS_STEERED,
@@ -32,7 +29,7 @@ def get_rps_cpu(s, rxq, skb_hash, f, t):
     rf.out[0] = -1
     rf.out[1] = -1
     rf.out[2] = 0
-    n = p.queue_i[rxq, PQ_RPS_LEN]
+    n = p.queue[rxq].rps_len
     log = rf.dev_log[rxq]
     if n == 0 and log == 0:
         return -1  # no map and no flow table: the hash is not even computed
@@ -43,13 +40,13 @@ def get_rps_cpu(s, rxq, skb_hash, f, t):
         if ((ident ^ skb_hash) & ~p.rps_cpu_mask & U32) == 0:
             next_cpu = ident & p.rps_cpu_mask
             slot = rfs_slot(s, skb_hash, log)
-            tcpu = rf.dev[rxq, slot, RD_DEV_CPU]
+            tcpu = rf.dev[rxq, slot].cpu
             rq = rxq
             rs = slot
             if tcpu != next_cpu:
                 # move only once the old CPU has dequeued this flow's last packet
                 if tcpu >= p.ncpu or s32_diff(sd.cpu[tcpu].input_queue_head,
-                                              rf.dev[rxq, slot, RD_DEV_LAST_QTAIL]) >= 0:
+                                              rf.dev[rxq, slot].last_qtail) >= 0:
                     if tcpu < p.ncpu:
                         rf.cnt[RFS_MOVES] += 1
                     tcpu = next_cpu

@@ -31,21 +31,11 @@ from rxlab.kernel.state import (
     C_HARDIRQ,
     C_IPI_RECV,
     C_RPS_ENQUEUE,
-    CE_KT_STATE,
-    CE_KT_VRT,
     CNT_BAD_QUEUE,
     CNT_GOOD_QUEUE,
     CNT_OFFERED,
     DROP_NIC_OVERRUN,
     DROP_RING_FULL,
-    PC_CM_ENTRY,
-    PE_CM_CPU,
-    PQ_IRQ_CPU,
-    RG_RING_DEQ,
-    RG_RING_SEQ,
-    RG_RING_TARR,
-    RN_RING_FLOW,
-    RN_RING_LEN,
     SEG_APP,
     SEG_CPUMAP,
     SEG_NAPI,
@@ -126,7 +116,7 @@ def ingest(s, f, length, t, overrun):
     sk = p.flow[f].flow_sock
     if sk >= 0 and t >= p.warmup_ns:
         # good: the queue's interrupt lands where the flow's consumer runs now
-        if p.queue_i[q, PQ_IRQ_CPU] == so.sock[so.sock[sk].sock_thread].thread_cpu:
+        if p.queue[q].irq_cpu == so.sock[so.sock[sk].sock_thread].thread_cpu:
             st.cnt[CNT_GOOD_QUEUE] += 1
         else:
             st.cnt[CNT_BAD_QUEUE] += 1
@@ -139,7 +129,7 @@ def ingest(s, f, length, t, overrun):
         # the same as counting at every arrival (deq stamps rise with the index)
         rel = nic.queue[q].ring_rel
         while (rel < nic.queue[q].ring_head
-               and nic.ring[RG_RING_DEQ, q, rel & p.ring_mask] <= t):
+               and nic.ring[q, rel & p.ring_mask].stamp <= t):
             rel += 1
         nic.queue[q].ring_rel = rel
         if nic.queue[q].ring_tail - rel >= p.ring_size:
@@ -147,10 +137,11 @@ def ingest(s, f, length, t, overrun):
             drop(s, DROP_RING_FULL, t)
             return
     slot = nic.queue[q].ring_tail & p.ring_mask
-    nic.ring32[RN_RING_FLOW, q, slot] = f
-    nic.ring[RG_RING_TARR, q, slot] = t
-    nic.ring[RG_RING_SEQ, q, slot] = seq
-    nic.ring32[RN_RING_LEN, q, slot] = length
+    skb = nic.ring[q, slot]
+    skb.flow = f
+    skb.tarr = t
+    skb.seq = seq
+    skb.len = length
     nic.queue[q].ring_tail += 1
     nic.queue[q].q_packets += 1
     if nic.queue[q].napi_sched == 0:
@@ -167,7 +158,7 @@ def netif_rx(s, q, f, length, t, seq):
     The per-packet driver work is charged as interrupt time on that CPU.
     """
     p, nic, sd = s.p, s.nic, s.sd
-    c = p.queue_i[q, PQ_IRQ_CPU]
+    c = p.queue[q].irq_cpu
     nic.queue[q].q_packets += 1
     sd.cpu[c].irq_debt += cost(s, C_DRIVER_RX)
     cpu = c
@@ -224,11 +215,11 @@ def dispatch(s, c, t):
     soft = sd.cpu[c].softirq_pending or sd.cpu[c].in_rx_action
     app = has_runnable_thread(s, c)
     kt = kthread_runnable(s, c)
-    e = s.p.cpu_i[PC_CM_ENTRY, c]
+    e = s.p.cpu[c].cm_entry
     # CFS between ksoftirqd, the cpumap kthread and application threads: least runtime
     vmin = sd.cpu[c].app_vrt
-    if kt and (not app or s.cm.entry[CE_KT_VRT, e] < vmin):
-        vmin = s.cm.entry[CE_KT_VRT, e]
+    if kt and (not app or s.cm.entry[e].kt_vrt < vmin):
+        vmin = s.cm.entry[e].kt_vrt
     if soft and (not sd.cpu[c].ksoftirqd or not (app or kt) or sd.cpu[c].ks_vrt <= vmin):
         was_ks = sd.cpu[c].ksoftirqd
         ctx = softirq_context(s, c)
@@ -244,10 +235,10 @@ def dispatch(s, c, t):
             sd.cpu[c].seg_ctx = ctx
         sd.cpu[c].ev_pending = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
-    elif kt and (not app or s.cm.entry[CE_KT_VRT, e] <= sd.cpu[c].app_vrt):
+    elif kt and (not app or s.cm.entry[e].kt_vrt <= sd.cpu[c].app_vrt):
         t_end = cpumap_kthread_step(s, c, e, t)
         account(s, c, T_SYSTEM, t, t_end)
-        s.cm.entry[CE_KT_VRT, e] += t_end - t
+        s.cm.entry[e].kt_vrt += t_end - t
         sd.cpu[c].seg_kind = SEG_CPUMAP
         sd.cpu[c].seg_arg = e
         sd.cpu[c].ev_pending = 1
@@ -322,7 +313,7 @@ def handle_event(s, t, kind, arg):
     if kind == EV_CPU:
         dispatch(s, arg, t)
     elif kind == EV_IRQ:
-        c = p.queue_i[arg, PQ_IRQ_CPU]
+        c = p.queue[arg].irq_cpu
         interrupt(s, c, arg, cost(s, C_HARDIRQ), t)
     elif kind == EV_IPI:
         sd.cpu[arg].received_rps += 1  # rps_trigger_softirq on the target
@@ -334,14 +325,14 @@ def handle_event(s, t, kind, arg):
     elif kind == EV_MIGRATE:
         migrate_thread(s, arg, t)
     elif kind == EV_ARFS_SVC:
-        s.ar.svc[0] = 0
+        s.ar.glob[0].svc_pending = 0
         charge_system(s, t, arfs_program_pending(s, t))
     elif kind == EV_CPUMAP_WAKE:
-        if s.cm.entry[CE_KT_STATE, arg] == TH_WAKING:
-            c = p.cm_i[PE_CM_CPU, arg]
-            s.cm.entry[CE_KT_STATE, arg] = TH_RUNNABLE
+        if s.cm.entry[arg].kt_state == TH_WAKING:
+            c = p.cpumap[arg].cpu
+            s.cm.entry[arg].kt_state = TH_RUNNABLE
             # CFS placement
-            s.cm.entry[CE_KT_VRT, arg] = max(s.cm.entry[CE_KT_VRT, arg], sd.cpu[c].app_vrt)
+            s.cm.entry[arg].kt_vrt = max(s.cm.entry[arg].kt_vrt, sd.cpu[c].app_vrt)
             kick_cpu(s, c, t)
     elif kind == EV_ARFS_TIMER:
         charge_system(s, t, arfs_expire_scan(s, t) + arfs_program_pending(s, t))

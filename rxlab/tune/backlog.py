@@ -84,7 +84,7 @@ def search(sc, m, *, simulate, base_overrides: dict, antagonist: str | None,
         return out
     groups = sc.traffic.group_names()
     victims = [g for g in groups if g != antagonist] or groups
-    irq = sorted(set(int(c) for c in p.irq_cpu))
+    irq = sorted(set(int(c) for c in p.queue["irq_cpu"]))
     mask = cpu_mask(irq)
     k = sc.kernel
     from rxlab.kernel.versions import behaviour

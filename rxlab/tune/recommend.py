@@ -117,11 +117,11 @@ def tune(
     table0 = np.asarray(steer["table"], np.int64)
     by_table = table0[bucket] == steer["rxq"]  # flows an n-tuple rule does not override
     bucket_pps = np.bincount(bucket[by_table], weights=fl.rate_pps[by_table], minlength=size)
-    irq = np.asarray(m.params.irq_cpu, np.int64)
+    irq = np.asarray(m.params.queue["irq_cpu"], np.int64)
     irq_cpus = sorted(set(irq.tolist()))
     rps_now = set()
     for q in range(nq):
-        rps_now |= set(np.asarray(m.params.rps_map[q][: m.params.rps_len[q]]).tolist())
+        rps_now |= set(np.asarray(m.params.rps_map[q][: m.params.queue[q]["rps_len"]]).tolist())
     # CPUs in use: rx interrupts, RPS targets, consumer threads (+ RPS targets we add)
     use_cpus = sorted(set(irq_cpus) | rps_now | {c for _, c in m.threads})
     sims: dict[str, dict] = {}
