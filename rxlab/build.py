@@ -17,6 +17,7 @@ from rxlab.engine.core import PRIO_TIMER, PRIO_WAKE, Calendar, new_calendar, sch
 from rxlab.engine.rng import JITTER_EXP, JITTER_LOGNORMAL, JITTER_NONE, new_state
 from rxlab.errors import UsageError
 from rxlab.kernel import constants as K
+from rxlab.kernel.events import EV_ARFS_TIMER, EV_MIGRATE
 from rxlab.kernel.flow_hash import skb_get_hash_flows
 from rxlab.kernel.hashfn import ilog2, roundup_pow_of_two
 from rxlab.kernel.state import (
@@ -24,7 +25,6 @@ from rxlab.kernel.state import (
     ARFS_FREE,
     ARFS_GLOB,
     ARFS_MODELS,
-    CPU_MAP_BULK_SIZE,
     CPU_PARAMS,
     CPUMAP_ENTRY,
     CPUMAP_PARAMS,
@@ -343,7 +343,7 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
                 xsk_copy.append(xs.mode == "copy")
                 sock_rcvbuf.append(1 << 62)  # no skb, no rmem accounting
             else:
-                sock_cap_l.append(app.rcvbuf // 768 + 2)
+                sock_cap_l.append(app.rcvbuf // K.SKB_TRUESIZE_MIN + 2)
                 fill_bound.append(False)
                 xsk_copy.append(False)
                 sock_rcvbuf.append(app.rcvbuf)
@@ -467,7 +467,7 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     dev["filter"] = K.RPS_NO_FILTER
     rf = RfsState(
         sock_flow=np.full(max(sock_entries, 1), K.RPS_NO_CPU, I64), dev=dev,
-        dev_log=dev_logs, out=np.zeros(3, I64), cnt=np.zeros(N_RFS_CNT, I64),
+        dev_log=dev_logs, cnt=np.zeros(N_RFS_CNT, I64),
     )
     cap = max(2 * nflows, arfs.capacity) if arfs else 1
     nb = 4 * 256 if arfs_model == 3 else 1024
@@ -483,7 +483,7 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     )
     ne, nr = len(p.cpumap), len(p.xdp_rr_n)
     Q = int(p.cpumap["qsize"].max())
-    B = CPU_MAP_BULK_SIZE
+    B = K.CPU_MAP_BULK_SIZE
     cm = CpumapState(
         bq_n=np.zeros((ncpu, ne), I64), bq=np.zeros((ncpu, ne, B), SKB), flush_n=z(),
         flush_list=np.zeros((ncpu, ne), I64), ring=np.zeros((ne, Q), SKB),
@@ -500,9 +500,6 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     # calendar: at most one pending CPU event per CPU, one IRQ per queue, one wake per
     # thread, and IPIs (at most one in flight per target and per backlog re-wake)
     ev = new_calendar(4 * (ncpu + nq + nth) + 64)
-    from rxlab.kernel.rx_loop import EV_MIGRATE
-    from rxlab.nic.arfs import EV_ARFS_TIMER
-
     for th in range(nth):
         if so.sock[th]["mig_n"]:
             schedule(ev, int(p.mig_t[th, 0]), PRIO_WAKE, EV_MIGRATE, th)

@@ -292,7 +292,7 @@ def estimate(sc, capture=None) -> Estimate:
             add(f"apps[{i}].afxdp.rx_ring", th * slots * SLOT_BYTES,
                 what=f"{th:,} AF_XDP rings of {slots:,} slots", fix="use smaller rings")
         else:
-            slots = _pow2(app.rcvbuf // 768 + 2)
+            slots = _pow2(app.rcvbuf // K.SKB_TRUESIZE_MIN + 2)
             add(f"apps[{i}].rcvbuf", th * slots * SLOT_BYTES,
                 what=f"{th:,} socket queues of {slots:,} packets",
                 fix="use a smaller rcvbuf (the kernel's rmem_default is 212992)")

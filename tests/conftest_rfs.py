@@ -379,17 +379,18 @@ class Harness:
     def get_rps_cpu(self, rxq, h, f=0, t=0):
         from rxlab.kernel.rps import get_rps_cpu
 
-        cpu = int(get_rps_cpu(self.s, int(rxq), int(h), int(f), int(t)))
-        out = (int(self.rf.out[0]), int(self.rf.out[1]))
-        return cpu, (None if out[0] < 0 else out)
+        cpu, rq, rs, _ = get_rps_cpu(self.s, int(rxq), int(h), int(f), int(t))
+        self.rflow = (int(rq), int(rs))  # what the next enqueue records its tail in
+        return int(cpu), (None if rq < 0 else self.rflow)
 
     def enqueue(self, this_cpu, cpu, f=0, h=1, t=0):
         """enqueue_to_backlog, then forget the packet (keeps the FIFO and the NAPI lists
         from filling up; input_queue_tail and the rflow's last_qtail stay advanced)."""
         from rxlab.kernel.backlog import enqueue_to_backlog
 
+        rq, rs = getattr(self, "rflow", (-1, -1))
         ok = bool(enqueue_to_backlog(self.s, int(this_cpu), int(cpu), int(h), int(f), 0, 0,
-                                     64, int(t)))
+                                     64, int(t), rq, rs))
         sd = self.sd
         sd.cpu["bl_head"][cpu] = sd.cpu["bl_proc"][cpu] = sd.cpu["bl_tail"][cpu]
         sd.cpu["bl_sched"][:] = 0

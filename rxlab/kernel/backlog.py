@@ -15,6 +15,7 @@ from numba import njit
 from rxlab.config import JIT_STATE
 from rxlab.engine.core import PRIO_HARDIRQ, schedule
 from rxlab.kernel.accounting import cost, drop
+from rxlab.kernel.events import EV_IPI
 from rxlab.kernel.flow_limit import skb_flow_limit
 from rxlab.kernel.socket import netif_receive_skb_core
 from rxlab.kernel.state import (
@@ -23,8 +24,6 @@ from rxlab.kernel.state import (
     DROP_FLOW_LIMIT,
     U32,
 )
-
-EV_IPI = 3  # event kind: an RPS IPI reaches its target CPU (handled in rx_loop)
 
 
 @njit(**JIT_STATE)
@@ -48,8 +47,11 @@ def napi_schedule_rps(s, this_cpu, target):
 
 
 @njit(**JIT_STATE)
-def enqueue_to_backlog(s, this_cpu, cpu, skb_hash, f, tarr, seq, length, t):
-    """Queue a packet on CPU ``cpu``'s backlog; returns True if queued, False if dropped."""
+def enqueue_to_backlog(s, this_cpu, cpu, skb_hash, f, tarr, seq, length, t, rq, rs):
+    """Queue a packet on CPU ``cpu``'s backlog; returns True if queued, False if dropped.
+
+    (rq, rs): the rflow get_rps_cpu chose, whose ``last_qtail`` records the enqueue, or
+    rq = -1."""
     p, sd = s.p, s.sd
     # input_pkt_queue length (lockless read)
     qlen = sd.cpu[cpu].bl_tail - sd.cpu[cpu].bl_proc
@@ -74,9 +76,8 @@ def enqueue_to_backlog(s, this_cpu, cpu, skb_hash, f, tarr, seq, length, t):
     skb.src = this_cpu
     sd.cpu[cpu].bl_tail += 1
     sd.cpu[cpu].input_queue_tail = (sd.cpu[cpu].input_queue_tail + 1) & U32
-    rf = s.rf
-    if rf.out[0] >= 0:  # *qtail = ++sd->input_queue_tail into the chosen rflow
-        rf.dev[rf.out[0], rf.out[1]].last_qtail = sd.cpu[cpu].input_queue_tail
+    if rq >= 0:  # *qtail = ++sd->input_queue_tail into the chosen rflow
+        s.rf.dev[rq, rs].last_qtail = sd.cpu[cpu].input_queue_tail
     return True
 
 

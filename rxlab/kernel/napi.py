@@ -6,13 +6,17 @@ One NAPI poll is one CPU segment: ``net_rx_action_step`` starts it and
 NAPI ids: rx queue ``q`` (driver) or ``nq + cpu`` (that CPU's backlog).
 """
 
+import numpy as np
 from numba import njit
 
 from rxlab.config import JIT_STATE
 from rxlab.engine.core import PRIO_HARDIRQ, schedule
 from rxlab.kernel.accounting import cost
-from rxlab.kernel.backlog import EV_IPI, enqueue_to_backlog, process_backlog
+from rxlab.kernel.backlog import enqueue_to_backlog, process_backlog
+from rxlab.kernel.constants import MAX_SOFTIRQ_RESTART
+from rxlab.kernel.events import EV_IPI, EV_IRQ
 from rxlab.kernel.rps import get_rps_cpu
+from rxlab.kernel.sched import need_resched
 from rxlab.kernel.socket import netif_receive_skb_core
 from rxlab.kernel.state import (
     C_DRIVER_RX,
@@ -23,13 +27,10 @@ from rxlab.kernel.state import (
     C_RPS_ENQUEUE,
     T_KSOFTIRQD,
     T_SOFTIRQ,
-    TH_RUNNABLE,
     XDP_PASS,
 )
-from rxlab.xdp.cpumap import kthread_runnable, xdp_do_flush
+from rxlab.xdp.cpumap import xdp_do_flush
 from rxlab.xdp.program import xdp_rx
-
-EV_IRQ = 2  # event kind: a queue's interrupt reaches its CPU (handled in rx_loop)
 
 
 @njit(**JIT_STATE)
@@ -59,34 +60,19 @@ def driver_poll(s, c, q, t):
             if act != XDP_PASS:
                 continue
         t += cost(s, C_DRIVER_RX) + cost(s, C_GRO)
-        cpu = -1
+        cpu = rq = rs = np.int64(-1)
         if p.rps_needed:
-            cpu = get_rps_cpu(s, q, p.flow[f].flow_hash, f, t)
-            t += s.rf.out[2]
+            cpu, rq, rs, spent = get_rps_cpu(s, q, p.flow[f].flow_hash, f, t)
+            t += spent
         if cpu >= 0:
             # netif_receive_skb with RPS: always through a backlog, even the local one
             t += cost(s, C_RPS_ENQUEUE)
-            enqueue_to_backlog(s, c, cpu, p.flow[f].flow_hash, f, tarr, seq, length, t)
+            enqueue_to_backlog(s, c, cpu, p.flow[f].flow_hash, f, tarr, seq, length, t, rq, rs)
         else:
             t = netif_receive_skb_core(s, c, c, f, tarr, seq, length, t)
     if p.xdp_on:
         t = xdp_do_flush(s, c, t)  # the driver's xdp_do_flush() at the end of its poll
     return n, t
-
-
-@njit(**JIT_STATE)
-def has_runnable_thread(s, c):
-    so = s.so
-    for k in range(so.cpu_nthreads[c]):
-        if so.sock[so.cpu_threads[c, k]].th_state == TH_RUNNABLE:
-            return True
-    return False
-
-
-@njit(**JIT_STATE)
-def thread_runnable(s, c):
-    """need_resched(): an application thread or a cpumap kthread waits for CPU c."""
-    return has_runnable_thread(s, c) or kthread_runnable(s, c)
 
 
 @njit(**JIT_STATE)
@@ -122,10 +108,10 @@ def net_rx_action_step(s, c, t):
     p, sd = s.p, s.sd
     if not sd.cpu[c].in_rx_action:
         if not sd.cpu[c].hs_active and not sd.cpu[c].ksoftirqd:
-            # handle_softirqs(): restart window of MAX_SOFTIRQ_TIME and 10 restarts
+            # handle_softirqs(): restart window of MAX_SOFTIRQ_TIME, MAX_SOFTIRQ_RESTART
             sd.cpu[c].hs_active = 1
             sd.cpu[c].hs_end_j = jiffies(s, t) + p.max_softirq_jiffies
-            sd.cpu[c].hs_restart = 10
+            sd.cpu[c].hs_restart = MAX_SOFTIRQ_RESTART
         sd.cpu[c].in_rx_action = 1
         sd.cpu[c].softirq_pending = 0
         sd.cpu[c].budget = p.netdev_budget
@@ -201,7 +187,7 @@ def finish_rx_action(s, c, t):
             if (
                 jiffies(s, t) >= sd.cpu[c].hs_end_j
                 or sd.cpu[c].hs_restart <= 0
-                or thread_runnable(s, c)  # need_resched()
+                or need_resched(s, c)
             ):
                 sd.cpu[c].hs_active = 0
                 sd.cpu[c].ksoftirqd = 1  # wakeup_softirqd()

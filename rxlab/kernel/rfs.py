@@ -5,6 +5,7 @@ does, ``(int)(a - b)``, with ``s32_diff``. Version rules live in ``rfs_slot`` (p
 slot: ``hash_32`` since v6.15, ``hash & mask`` before) and ``rps_flow_is_active``.
 """
 
+import numpy as np
 from numba import njit
 
 from rxlab.config import JIT_STATE, JIT_STATE_OUTLINE
@@ -54,13 +55,14 @@ def rps_may_expire_flow(s, q, flow_id, filter_id):
 def set_rps_cpu(s, q, slot, next_cpu, skb_hash, f, t):
     """Move a flow to ``next_cpu``; with aRFS ask the driver to steer it in hardware.
 
-    Returns (queue, slot) of the rflow the caller must enqueue with: with aRFS it can
-    be the entry in the *target* queue's table (v6.18+ form with the Feb-2026 fix). The
-    CPU time of the driver call is added to ``rf.out[2]``.
+    Returns (queue, slot) of the rflow the caller must enqueue with (with aRFS it can
+    be the entry in the *target* queue's table: v6.18+ form with the Feb-2026 fix) and
+    the CPU ns of the driver call.
     """
     p, rf, sd = s.p, s.rf, s.sd
-    rq = q
-    rs = slot
+    rq = np.int64(q)
+    rs = np.int64(slot)
+    spent = np.int64(0)
     if next_cpu < p.ncpu:
         if p.arfs_model != 0:
             rxq_index = p.cpu[next_cpu].cpu_rmap
@@ -75,19 +77,19 @@ def set_rps_cpu(s, q, slot, next_cpu, skb_hash, f, t):
                 )
                 if not protect:
                     rf.cnt[RFS_ARFS_CALLS] += 1
-                    rf.out[2] += cost(s, C_ARFS_STEER)
+                    spent += cost(s, C_ARFS_STEER)
                     rc = ndo_rx_flow_steer(s, f, skb_hash, rxq_index, flow_id, t)
                     if rc >= 0:
                         old_filter = rf.dev[q, slot].filter
-                        rq = rxq_index
-                        rs = flow_id
+                        rq = np.int64(rxq_index)
+                        rs = np.int64(flow_id)
                         rf.dev[rq, rs].filter = rc
                         rf.dev[rq, rs].hash = skb_hash
                         if old_filter == rc:
                             rf.dev[q, slot].filter = RPS_NO_FILTER
         rf.dev[rq, rs].last_qtail = sd.cpu[next_cpu].input_queue_head
     rf.dev[rq, rs].cpu = next_cpu
-    return rq, rs
+    return rq, rs, spent
 
 
 @njit(**JIT_STATE)

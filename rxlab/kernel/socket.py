@@ -13,6 +13,8 @@ from numba import njit
 from rxlab.config import JIT_LEAF, JIT_STATE
 from rxlab.engine.core import PRIO_WAKE, schedule
 from rxlab.kernel.accounting import cost, drop, hist_index, interval_of, work_ns
+from rxlab.kernel.constants import SKB_TRUESIZE_MIN, SKB_TRUESIZE_OVERHEAD
+from rxlab.kernel.events import EV_WAKE
 from rxlab.kernel.rfs import sock_rps_record_flow
 from rxlab.kernel.state import (
     C_CROSS_CPU,
@@ -33,12 +35,10 @@ from rxlab.kernel.state import (
     TS_PROCESSED,
 )
 
-EV_WAKE = 4  # event kind: a thread's wake-up reaches its CPU (handled in rx_loop)
-
 
 @njit(**JIT_LEAF)
 def truesize(length):
-    return max(768, length + 320)
+    return max(SKB_TRUESIZE_MIN, length + SKB_TRUESIZE_OVERHEAD)
 
 
 @njit(**JIT_STATE)

@@ -451,7 +451,6 @@ class RfsState(NamedTuple):
     sock_flow: np.ndarray  # int64[entries] u32 values, RPS_NO_CPU when empty
     dev: np.ndarray  # RPS_DEV_FLOW[nq, S]
     dev_log: np.ndarray  # int64[nq]: log2 of the table size; 0 = no table
-    out: np.ndarray  # int64[2]: the rflow get_rps_cpu chose (queue, slot) or -1
     cnt: np.ndarray  # int64[N_RFS_CNT]
 
 
@@ -493,8 +492,6 @@ CPUMAP_CNT = ("enqueued", "enqueue_drops", "flushes", "kthread_processed", "kthr
               "kthread_wakeups")
 N_CPUMAP_CNT = 8
 (CM_ENQUEUED, CM_DROPS, CM_FLUSHES, CM_PROCESSED, CM_BATCHES, CM_WAKEUPS) = range(6)
-CPU_MAP_BULK_SIZE = 8  # kernel/bpf/cpumap.c
-CPUMAP_BATCH = 8  # frames the kthread consumes per loop
 XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_TX, XDP_REDIRECT = range(5)  # enum xdp_action
 XDP_REDIRECT_XSK = 5  # rxlab's code for XDP_REDIRECT into an XSKMAP (not a kernel value)
 

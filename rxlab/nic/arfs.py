@@ -17,6 +17,7 @@ from numba import njit
 from rxlab.config import JIT_STATE, JIT_STATE_OUTLINE
 from rxlab.engine.core import PRIO_TIMER, schedule
 from rxlab.kernel.accounting import cost
+from rxlab.kernel.events import EV_ARFS_TIMER
 from rxlab.kernel.rfs import rps_may_expire_flow
 from rxlab.kernel.state import (
     ARFS_ACTIVE,
@@ -28,7 +29,6 @@ from rxlab.kernel.state import (
     C_ARFS_PROGRAM,
 )
 
-EV_ARFS_TIMER = 7  # event kind: ice service timer (expiry scan)
 ICE_ARFS_TIME_DELTA_EXPIRATION_NS = 5_000_000_000  # UDP filters live at most 5 s
 MLX5E_ARFS_EXPIRY_QUOTA = 60
 

@@ -13,6 +13,7 @@ from numba import njit
 
 from rxlab.config import JIT_STATE
 from rxlab.engine.core import PRIO_TIMER, schedule
+from rxlab.kernel.events import EV_ARFS_SVC
 from rxlab.kernel.state import (
     ARFS_ACTIVE,
     ARFS_ADD,
@@ -25,7 +26,6 @@ from rxlab.kernel.state import (
 
 ICE_ARFS_LST_MASK = 1023  # ICE_MAX_ARFS_LIST - 1
 MLX5_ARFS_HASH = 256  # ARFS_HASH_SIZE buckets per table
-EV_ARFS_SVC = 6  # event kind: the service task / work item runs (handled in rx_loop)
 
 
 @njit(**JIT_STATE)

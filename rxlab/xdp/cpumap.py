@@ -30,6 +30,8 @@ from rxlab.config import JIT_LEAF, JIT_STATE, JIT_STATE_OUTLINE
 from rxlab.engine.core import PRIO_WAKE, schedule
 from rxlab.kernel.accounting import cost, drop
 from rxlab.kernel.backlog import enqueue_to_backlog
+from rxlab.kernel.constants import CPU_MAP_BULK_SIZE, CPUMAP_BATCH
+from rxlab.kernel.events import EV_CPUMAP_WAKE
 from rxlab.kernel.rps import get_rps_cpu
 from rxlab.kernel.socket import netif_receive_skb_core
 from rxlab.kernel.state import (
@@ -46,15 +48,11 @@ from rxlab.kernel.state import (
     CM_FLUSHES,
     CM_PROCESSED,
     CM_WAKEUPS,
-    CPU_MAP_BULK_SIZE,
-    CPUMAP_BATCH,
     DROP_CPUMAP_FULL,
     TH_RUNNABLE,
     TH_SLEEP,
     TH_WAKING,
 )
-
-EV_CPUMAP_WAKE = 8  # event kind: wake_up_process(kthread) reaches its CPU (rx_loop)
 
 PTR_RING_CACHE_BATCH = 16  # 2 * SMP_CACHE_BYTES / sizeof(void *) on x86-64
 
@@ -149,12 +147,6 @@ def xdp_do_flush(s, c, t):
 
 
 @njit(**JIT_STATE)
-def kthread_runnable(s, c):
-    e = s.p.cpu[c].cm_entry
-    return e >= 0 and s.cm.entry[e].kt_state == TH_RUNNABLE
-
-
-@njit(**JIT_STATE)
 def cpumap_deliver(s, c, f, tarr, seq, length, t):
     """netif_receive_skb_list_internal on the kthread's CPU: RPS again, or the stack."""
     p = s.p
@@ -163,18 +155,17 @@ def cpumap_deliver(s, c, f, tarr, seq, length, t):
     if p.xdp_hash_meta and p.flow[f].flow_rss_hash != 0:
         h = p.flow[f].flow_rss_hash  # the seed's proposal: skb->hash from frame metadata
         sw = False
-    s.rf.out[0] = -1
-    cpu = -1
+    cpu = rq = rs = np.int64(-1)
     if p.rps_needed:
         if sw and (p.queue[0].rps_len > 0 or s.rf.dev_log[0] > 0):
             t += cost(s, C_SW_HASH)  # skb_get_hash: flow dissector + siphash
         # no rx queue recorded: dev->_rx[0] (int64: a literal 0 would compile a second
         # get_rps_cpu, numba specialises on literal arguments)
-        cpu = get_rps_cpu(s, np.int64(0), h, f, t)
-        t += s.rf.out[2]
+        cpu, rq, rs, spent = get_rps_cpu(s, np.int64(0), h, f, t)
+        t += spent
     if cpu >= 0:
         t += cost(s, C_RPS_ENQUEUE)
-        enqueue_to_backlog(s, c, cpu, h, f, tarr, seq, length, t)
+        enqueue_to_backlog(s, c, cpu, h, f, tarr, seq, length, t, rq, rs)
         return t
     return netif_receive_skb_core(s, c, c, f, tarr, seq, length, t)
 
