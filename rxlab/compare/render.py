@@ -10,7 +10,7 @@ import io
 import math
 from pathlib import Path
 
-from rxlab.compare.table import MARK, fmt_interval
+from rxlab.compare.table import MARK, fmt_value
 
 _TIME = ((1e9, "s"), (1e6, "ms"), (1e3, "us"), (1.0, "ns"))
 _RATE = ((1e9, "Gpps"), (1e6, "Mpps"), (1e3, "Kpps"), (1.0, "pps"))
@@ -108,6 +108,17 @@ def _e(x) -> str:
     return html.escape(str(x))
 
 
+def _cell(kind: str, iv: dict, diff: bool = False) -> str:
+    """The estimate above its ± half-width: two short lines keep 4+ configurations
+    within the page's width."""
+    est = fmt_value(kind, iv["estimate"], signed=diff)
+    half = ("" if iv["ci95"] is None else
+            f'<br><span class="ci">± {_e(fmt_value(kind, iv["ci95"]))}</span>')
+    if diff and iv["significant"]:
+        return f'<td class="sig">{_e(est)} {MARK}{half}</td>'
+    return f"<td>{_e(est)}{half}</td>"
+
+
 def html_page(cmp: dict, png: bytes | None) -> str:
     from rxlab.sweep.report import CSS
 
@@ -118,13 +129,9 @@ def html_page(cmp: dict, png: bytes | None) -> str:
         head += [n, f"Δ {n}"]
     trs = []
     for m in cmp["metrics"]:
-        cells = [f'<td class="p">{_e(m["label"])}</td>',
-                 f"<td>{_e(fmt_interval(m['kind'], m['mean'][names[0]]))}</td>"]
+        cells = [f'<td class="p">{_e(m["label"])}</td>', _cell(m["kind"], m["mean"][names[0]])]
         for n in names[1:]:
-            d = m["diff"][n]
-            cls = ' class="sig"' if d["significant"] else ""
-            cells += [f"<td>{_e(fmt_interval(m['kind'], m['mean'][n]))}</td>",
-                      f"<td{cls}>{_e(fmt_interval(m['kind'], d, diff=True).rstrip())}</td>"]
+            cells += [_cell(m["kind"], m["mean"][n]), _cell(m["kind"], m["diff"][n], True)]
         trs.append(f"<tr>{''.join(cells)}</tr>")
     ths = "".join(f'<th class="p">{_e(h)}</th>' if i == 0 else f"<th>{_e(h)}</th>"
                   for i, h in enumerate(head))
