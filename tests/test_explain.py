@@ -218,3 +218,52 @@ def test_memcached_explain_names_the_elephant_its_queue_and_cpu(capsys, tmp_path
     lat = _json(capsys, "latency", _write(tmp_path, "mc", MEMCACHED))
     k = [c for c in lat["causes"] if c["part"] == "to_socket"][0]
     assert k["where"] == f"CPU {cpu}" and k["elephant"]["flow"] == fl.describe(top)
+
+
+def test_flow_limit_is_counted_on_the_enqueuing_cpu_and_names_the_elephant(capsys,
+                                                                            tmp_path):
+    # queue 0 polls on CPU 0, RPS sends everything to CPU 1, which is too slow; flow
+    # limit is on for CPU 0 (the enqueuer), so the elephant loses its excess there
+    sc = _base([_group("elephant", 1, 1_500_000), _group("mice", 300, 300_000)], cpus=3,
+               queues=1, host={"cpus": 3, "costs": {"stack_rx": 1000}},
+               kernel={"rps_cpus": "2", "flow_limit_cpu_bitmap": "1",
+                       "netdev_max_backlog": 200},
+               apps=[{"name": "sink", "cpus": 2, "cost": {"user_ns": 0, "syscall_ns": 0},
+                      "rcvbuf": 64 << 20, "batch": 1024}])
+    ex = _json(capsys, "drops", _write(tmp_path, "fl", sc))
+    assert ex["dropped_by_reason"].get("flow_limit", 0) > 0
+    fl = [c for c in ex["causes"] if c["reason"] == "flow_limit"]
+    assert [c["where"] for c in fl] == ["CPU 0"]
+    assert fl[0]["elephant"]["flow"] == ELEPHANT
+    assert any(s["setting"].startswith("sysctl -w net.core.flow_limit_cpu_bitmap=")
+               for s in fl[0]["settings"])
+    bl = [c for c in ex["causes"] if c["reason"] == "backlog"]
+    assert [c["where"] for c in bl] == ["CPU 1"]  # the drop itself: the target's column
+
+
+def test_the_memcached_example_with_rps_on_all_cpus_names_the_elephant(capsys, tmp_path):
+    """examples/memcached-16cpu.yaml, RPS on all 16 CPUs (the variant with most drops):
+    the largest cause names the heaviest flow, its queue, backlog CPU and socket."""
+    from pathlib import Path
+
+    from rxlab.scenario import load_scenario
+    from rxlab.traffic.flows import build_flows
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "memcached-16cpu.yaml"
+    if not example.is_file():
+        pytest.skip("examples/memcached-16cpu.yaml is not in this tree")
+    sc = load_scenario(str(example))
+    fl = build_flows(sc.traffic, sc.seed)
+    top = int(fl.weight.argmax())
+    h = toeplitz(MS_KEY, int(fl.src_v4[top]).to_bytes(4, "big")
+                 + int(fl.dst_v4[top]).to_bytes(4, "big")
+                 + int(fl.sport[top]).to_bytes(2, "big") + int(fl.dport[top]).to_bytes(2, "big"))
+    queues = sc.nic.queues
+    ex = _json(capsys, "drops", str(example), "--set", "kernel.rps_cpus=ffff",
+               "--duration", "0.05")
+    assert ex["dropped"] > 0
+    e = ex["causes"][0]["elephant"]
+    assert e is not None and e["flow"] == fl.describe(top)
+    assert e["queue"] == (h & (sc.nic.rss.table_size - 1)) % queues
+    assert e["cpu"] == (h * 16) >> 32  # RPS over CPUs 0-15
+    assert e["socket"] == (h * 16) >> 32  # SO_REUSEPORT over 16 sockets, same hash

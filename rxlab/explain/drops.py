@@ -39,7 +39,7 @@ def explain_drops(sub: Subject, dev: str = "DEV", top: int = 5) -> dict:
     if by.get("flow_limit"):
         causes += _flow_limit(sub, dev, top)
     if by.get("socket_rcvbuf"):
-        causes += _socket(sub, top)
+        causes += _socket(sub, dev, top)
     if by.get("no_socket"):
         causes.append(_no_socket(sub, top))
     if by.get("nic_overrun"):
@@ -86,8 +86,8 @@ def _flow_facts(sub: Subject, mask, top: int, where: str) -> tuple[dict | None, 
              f"{f['lost']:,} of them not delivered"]
     e = f["elephant"]
     if e:
-        facts.append(f"elephant flow: {e['flow']} carries {pct(e['share'])} of {where}'s "
-                     f"packets ({pct(e['share_of_all'])} of all); RSS bucket "
+        facts.append(f"elephant flow: {e['flow']} carries {pct(e['share'])} of the packets "
+                     f"at {where} ({pct(e['share_of_all'])} of all); RSS bucket "
                      f"{e['rss_bucket']} -> rx queue {e['queue']} (IRQ on CPU "
                      f"{e['irq_cpu']}), backlog CPU {e['cpu']}"
                      + (f", SO_REUSEPORT socket {e['socket']} (thread on CPU "
@@ -204,8 +204,9 @@ def _backlog(sub: Subject, dev: str, top: int) -> list[dict]:
                     f"taskset -pc <cpus> <tid>  (apps[].cpus without CPU {c})",
                     f"application threads on CPU {c} take "
                     f"{pct(roles['util']['user'] + roles['util']['system'])} of it"))
+        kind = "backlog" if by.get("backlog") else "flow-limit"
         out.append({"reason": "backlog", "where": f"CPU {c}", "packets": n,
-                    "title": f"backlog drops on CPU {c}: {n:,}", "facts": facts, "flows": f,
+                    "title": f"{kind} drops on CPU {c}: {n:,}", "facts": facts, "flows": f,
                     "elephant": e or None, "settings": sets})
     return out
 
@@ -231,7 +232,7 @@ def _flow_limit(sub: Subject, dev: str, top: int) -> list[dict]:
         if sub.flows is not None:
             fl = sub.flows
             mask = (fl.irq_cpu == c) & fl.via_backlog  # skb_flow_limit() runs on the enqueuer
-            f, ff = _flow_facts(sub, mask, top, f"CPU {c}'s enqueues")
+            f, ff = _flow_facts(sub, mask, top, f"the backlogs CPU {c} enqueues to")
             facts += ff
             e = f["elephant"]
             if e is None and f["top"]:
@@ -242,7 +243,7 @@ def _flow_limit(sub: Subject, dev: str, top: int) -> list[dict]:
                 if same:
                     facts.append(f"{same:,} other flow(s) share its flow-limit bucket "
                                  f"{int(fl.fl_bucket[i])} of {cfg.get('flow_limit_table_len')}"
-                                 " and are dropped with it")
+                                 " and count against the same limit")
         sets = [setting(f"sysctl -w net.core.flow_limit_cpu_bitmap=<mask without CPU {c}>"
                         f"{now(sub, 'flow_limit_cpu_bitmap')}",
                         "turns flow limit off there: the elephant's packets reach the "
@@ -260,7 +261,7 @@ def _flow_limit(sub: Subject, dev: str, top: int) -> list[dict]:
     return out
 
 
-def _socket(sub: Subject, top: int) -> list[dict]:
+def _socket(sub: Subject, dev: str, top: int) -> list[dict]:
     out = []
     d = sub.data
     for t, a in enumerate(d["apps"]):
@@ -273,20 +274,36 @@ def _socket(sub: Subject, top: int) -> list[dict]:
                  "packets: its receive buffer (sk_rcvbuf"
                  + (f", {sub.now['rcvbuf'][t]:,} bytes" if "rcvbuf" in sub.now else "")
                  + f") was full; the thread read {a['served']:,}", describe_cpu(sub, c)]
-        f = None
+        f, e, sets = None, None, []
         if sub.flows is not None:
             f, ff = _flow_facts(sub, sub.flows.sock == t, top, f"socket {t}")
             facts += ff
-            if f["elephant"] and (sub.now.get("spread") or ["hash"])[t] == "hash":
-                facts.append("SO_REUSEPORT picks a socket by the flow hash "
-                             "(reciprocal_scale(hash, sockets)): the elephant stays on socket "
-                             f"{t} however many sockets there are")
-        sets = [setting(f"setsockopt(SO_RCVBUF) / apps[].rcvbuf{now(sub, 'rcvbuf', t)}",
+            e = f["elephant"]
+        if e and (sub.now.get("spread") or ["hash"])[t] == "hash":
+            facts.append("SO_REUSEPORT picks a socket by the flow hash "
+                         "(reciprocal_scale(hash, sockets)): the elephant stays on socket "
+                         f"{t} however many sockets there are")
+            sets.append(setting("setsockopt(SO_ATTACH_REUSEPORT_EBPF)",
+                                "a reuseport BPF program may choose the socket per packet "
+                                "(a stateless UDP request protocol allows it) and spread the "
+                                "elephant over threads"))
+        if e and sub.flows.via_backlog[e["index"]] and e["cpu"] == c:
+            q = e["queue"]
+            rest = [x for x in range(len(sub.data["cpus"]))
+                    if x != c and x in _mask_cpus(rps_masks(sub)[q])]
+            facts.append(f"RPS puts the elephant's protocol work on CPU {c}, where its reader "
+                         "runs: softirq there comes first and the reader falls behind")
+            if rest:
+                sets.append(setting(
+                    f"echo {mask_of(rest)} > /sys/class/net/{dev}/queues/rx-{q}/rps_cpus",
+                    f"queue {q}'s RPS map without CPU {c}: the elephant's softirq moves off "
+                    "its reader's CPU"))
+        sets += [setting(f"setsockopt(SO_RCVBUF) / apps[].rcvbuf{now(sub, 'rcvbuf', t)}",
                         "a larger buffer absorbs the reader's pauses"),
                 setting("sysctl -w net.core.rmem_max=N",
                         "SO_RCVBUF is capped at rmem_max (rmem_default when the app sets "
                         "none: sysctl -w net.core.rmem_default=N)")]
-        if roles["util"]["softirq"] + roles["util"]["irq"] > 0.2:
+        if roles["util"]["softirq"] + roles["util"]["irq"] > 0.1:
             sets.append(setting(f"taskset -pc <cpus> <tid>  (apps[].cpus without CPU {c})",
                                 f"the reader shares CPU {c} with "
                                 f"{pct(roles['util']['softirq'] + roles['util']['irq'])} "
@@ -295,8 +312,7 @@ def _socket(sub: Subject, top: int) -> list[dict]:
                             "more packets per wake-up, fewer wake-ups"))
         out.append({"reason": "socket_rcvbuf", "where": f"socket {t}", "packets": n,
                     "title": f"socket_rcvbuf on socket {t} (thread on CPU {c}): {n:,}",
-                    "facts": facts, "flows": f, "elephant": f and f["elephant"] or None,
-                    "settings": sets})
+                    "facts": facts, "flows": f, "elephant": e, "settings": sets})
     return out
 
 
