@@ -14,7 +14,11 @@ and one application thread per CPU make the file ready to simulate.
 from __future__ import annotations
 
 import datetime as _dt
+import gzip
+import os
+import platform
 import re
+import time
 
 import yaml
 
@@ -30,6 +34,54 @@ DEFAULT_TRAFFIC = {
         "rate": {"pps": 100000}, "arrivals": "poisson", "size": 128,
     }]
 }
+
+
+def _config_hz(text: str) -> int | None:
+    m = re.search(r"^CONFIG_HZ=(\d+)$", text, re.M)
+    return int(m.group(1)) if m else None
+
+
+def _timer_list_jiffies() -> int | None:
+    try:
+        with open("/proc/timer_list") as fh:
+            for line in fh:
+                if line.startswith("jiffies:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def kernel_hz(boot: str = "/boot") -> dict | None:
+    """The kernel's tick rate: CONFIG_HZ from /boot/config-<release> or /proc/config.gz,
+    else measured as jiffies per second from /proc/timer_list (kernel/time/timer_list.c
+    prints ``jiffies: N``; rounded to the nearest of 100, 250, 300, 1000). ``{"hz",
+    "source"}`` or None."""
+    path = os.path.join(boot, f"config-{platform.release()}")
+    try:
+        with open(path) as fh:
+            hz = _config_hz(fh.read())
+        if hz:
+            return {"hz": hz, "source": path}
+    except OSError:
+        pass
+    try:
+        with gzip.open("/proc/config.gz", "rt") as fh:
+            hz = _config_hz(fh.read())
+        if hz:
+            return {"hz": hz, "source": "/proc/config.gz"}
+    except OSError:
+        pass
+    j0, t0 = _timer_list_jiffies(), time.monotonic()
+    if j0 is None:
+        return None
+    time.sleep(0.5)
+    j1, t1 = _timer_list_jiffies(), time.monotonic()
+    if j1 is None or j1 <= j0:
+        return None
+    rate = (j1 - j0) / (t1 - t0)
+    hz = min((100, 250, 300, 1000), key=lambda h: abs(h - rate))
+    return {"hz": hz, "source": f"measured: {rate:.0f} jiffies/s in /proc/timer_list"}
 
 
 NETIF_RX_DRIVERS = ("veth", "tun")  # no NAPI ring unless XDP/GRO is on: netif_rx delivery
