@@ -105,7 +105,8 @@ def bottleneck(s: dict) -> str | None:
     return f"{head}. Elephant flow, e.g. {r['run']}: {where}, {lost:,} of its packets dropped"
 
 
-def candidates(sc, m, s: dict, *, antagonist: str | None) -> tuple[dict, list[str]]:
+def candidates(sc, m, s: dict, *, antagonist: str | None,
+               real: bool = False) -> tuple[dict, list[str]]:
     """{name: {"overrides", "what", "family"}} for the addressed reasons, and a sentence
     for each reason that no setting here moves."""
     out: dict[str, dict] = {}
@@ -143,8 +144,12 @@ def candidates(sc, m, s: dict, *, antagonist: str | None) -> tuple[dict, list[st
         elif reason == "backlog":
             if has_elephant or antagonist:
                 cpus = sorted(set(irq))
-                out["flow limit"] = {"overrides": {"kernel.flow_limit_cpu_bitmap":
-                                                   format_mask(cpus)},
+                ov = {"kernel.flow_limit_cpu_bitmap": format_mask(cpus)}
+                if antagonist and real:  # known hashes: keep victims out of its buckets
+                    tl = _table_len(sc, m, antagonist)
+                    if tl != sc.kernel.flow_limit_table_len:
+                        ov["kernel.flow_limit_table_len"] = tl
+                out["flow limit"] = {"overrides": ov,
                                      "family": "flow_limit",
                                      "what": "flow limit on the CPUs that enqueue to the "
                                              "backlog (the IRQ CPUs): the elephant flow's "
@@ -171,3 +176,15 @@ def candidates(sc, m, s: dict, *, antagonist: str | None) -> tuple[dict, list[st
         else:
             said.append(f"{reason}: no setting rxlab tune searches moves these drops")
     return out, said
+
+
+def _table_len(sc, m, antagonist: str) -> int:
+    from rxlab.build import flow_steering
+    from rxlab.kernel.versions import behaviour
+    from rxlab.tune.backlog import table_len_for
+
+    fl = m.flows
+    is_ant = fl.group == fl.group_names.index(antagonist)
+    return table_len_for(flow_steering(sc, fl)["skb_hash"], is_ant, fl.rate_pps,
+                         sc.kernel.flow_limit_table_len,
+                         behaviour(sc.host.kernel).flow_limit_hash_32)["flow_limit_table_len"]

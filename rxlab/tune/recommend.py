@@ -297,7 +297,7 @@ def tune(
     # ---- drops -------------------------------------------------------------------------
     ds = drops.summarise(base_runs, labels)
     ds["bottleneck"] = drops.bottleneck(ds)
-    dc, ds["not_addressed"] = drops.candidates(sc, m, ds, antagonist=ant)
+    dc, ds["not_addressed"] = drops.candidates(sc, m, ds, antagonist=ant, real=real)
     cands.update(dc)
 
     # ---- simulate every candidate on every run -----------------------------------------
@@ -367,6 +367,10 @@ def tune(
         "after": dict(zip(labels, after, strict=True)),
         "validation": verdict(base, after, key) if picks else None,
         "costs": costs(base, after) if picks else [],
+        "target_drops": {"victim_drop_rate": target_drops,
+                         "met_before": all(b["victim_drop_rate"] <= target_drops for b in base),
+                         "met_after": all(a["victim_drop_rate"] <= target_drops
+                                          for a in after)},
         "overrides": final_ov, "notes": notes,
     }
     report["commands"] = commands(report, sc, dev)

@@ -123,6 +123,11 @@ def render(r: dict, console: Console | None = None) -> None:
                    f"{v['wins']} of {v['runs']} runs")
         for cost in r["costs"]:
             _line(con, f"  cost: {cost}")
+    t = r["target_drops"]
+    if r["objective"] == "drops":
+        _line(con, f"Target victim drop rate {t['victim_drop_rate']:.3%}: "
+                   + ("met on every run" if t["met_after"] else "not met on every run")
+                   + (" (already before)" if t["met_before"] else ""))
     con.print("[bold]Commands[/bold]" + ("" if r["commands"] else ": none, keep the current "
                                         "settings"))
     for c in r["commands"]:
