@@ -36,7 +36,7 @@ from rxlab.tune.runs import CAPTURE, Runner
 OBJECTIVES = ("balance", "latency", "drops")
 TABLES = ("rsspp", "rsspp_best_run", "ours", "ours_weight")
 TIE = 0.002  # relative: simulated differences below this are ties
-WORSE = 0.05  # relative rise of p99 or a drop rate that is reported as a cost
+WORSE = TIE  # relative rise of p99 or a drop rate that is reported as a cost
 MIN_SEEDS = 5
 
 
@@ -111,8 +111,8 @@ def costs(base: list[dict], cand: list[dict]) -> list[str]:
     if pa > pb * (1 + WORSE):
         worse = sum(c["p99_ns"] > b["p99_ns"] * (1 + TIE) for b, c in zip(base, cand,
                                                                             strict=True))
-        out.append(f"raises p99 latency from {fmt_ns(pb)} to {fmt_ns(pa)} (mean of {n} runs; "
-                   f"higher on {worse} of {n})")
+        out.append(f"raises p99 latency from {fmt_ns(pb)} to {fmt_ns(pa)} (+{pa / pb - 1:.1%}, "
+                   f"mean of {n} runs; higher on {worse} of {n})")
     for g in base[0]["group_drop_rate"]:
         db = float(np.mean([r["group_drop_rate"][g] for r in base]))
         da = float(np.mean([r["group_drop_rate"][g] for r in cand]))

@@ -12,6 +12,10 @@ def _mib(b: int) -> str:
     return f"{b / 2**20:,.2f} MiB"
 
 
+NAMES = {"p99_ns": "p99 latency", "imbalance": "CPU load max/mean",
+         "victim_drop_rate": "victims' drop rate"}
+
+
 def fmt_metric(key: str, v: float) -> str:
     if key == "p99_ns":
         return fmt_ns(v)
@@ -27,7 +31,7 @@ def _line(con: Console, text: str) -> None:
 def candidates_table(r: dict) -> Table:
     key = r["metric"]
     t = Table(title=f"Settings tried, each on {len(r['runs'])} runs ({', '.join(r['runs'])}): "
-                    f"{key}, lower is better")
+                    f"{NAMES[key]}, lower is better")
     for col, just in (("setting", "left"), ("before (mean)", "right"),
                       ("after: mean [min, max]", "right"), ("better on", "right"),
                       ("verdict", "left")):
@@ -49,12 +53,16 @@ def runs_table(r: dict) -> Table:
     key = r["metric"]
     t = Table(title="Before and after, per run (simulated)")
     t.add_column("run")
-    for col in (f"{key} before", "after", "p99 before", "after", "drops before", "after"):
-        t.add_column(col, justify="right")
+    keys = [key] + [k for k in ("p99_ns",) if k != key]
+    for k in keys:
+        t.add_column(f"{NAMES[k]} before", justify="right")
+        t.add_column("after", justify="right")
+    t.add_column("drops before", justify="right")
+    t.add_column("after", justify="right")
     for lab in r["runs"]:
         b, a = r["before"][lab], r["after"][lab]
-        t.add_row(lab, fmt_metric(key, b[key]), fmt_metric(key, a[key]), fmt_ns(b["p99_ns"]),
-                  fmt_ns(a["p99_ns"]), f"{b['drops']:,}", f"{a['drops']:,}")
+        cells = [x for k in keys for x in (fmt_metric(k, b[k]), fmt_metric(k, a[k]))]
+        t.add_row(lab, *cells, f"{b['drops']:,}", f"{a['drops']:,}")
     return t
 
 
@@ -63,7 +71,7 @@ def render(r: dict, console: Console | None = None) -> None:
 
     con = console or make_console()
     con.print(f"[bold]rxlab tune {r['scenario']}[/bold]: objective {r['objective']} "
-              f"({r['metric']}), {r['flows']:,} {r['flows_source']} flows, {r['queues']} "
+              f"({NAMES[r['metric']]}), {r['flows']:,} {r['flows_source']} flows, {r['queues']} "
               f"queues, {r['cpus']} CPUs, kernel {r['kernel']}, {r['duration_s']} s per run; "
               f"runs: {', '.join(r['runs'])}")
     for n in r["notes"]:
@@ -117,7 +125,7 @@ def render(r: dict, console: Console | None = None) -> None:
     con.print(runs_table(r))
     if r["recommended"]:
         v = r["validation"]
-        _line(con, f"Recommended: {', '.join(r['recommended'])}: {r['metric']} "
+        _line(con, f"Recommended: {', '.join(r['recommended'])}: {NAMES[r['metric']]} "
                    f"{fmt_metric(r['metric'], v['mean_before'])} -> "
                    f"{fmt_metric(r['metric'], v['mean_after'])} (mean), better on "
                    f"{v['wins']} of {v['runs']} runs")
