@@ -78,3 +78,20 @@ def test_model_summary_equals_top_over_the_synthetic_proc_stat():
     assert got["si"] == pytest.approx(45.0) and got["hi"] == pytest.approx(15.0)
     per_cpu = top_summary(ZERO, st[1])
     assert per_cpu["id"] == pytest.approx(50.0)
+
+
+def test_live_top_summary_line_from_proc_stat():
+    """rxlab top: the %Cpu(s) line between two /proc/stat readings, as top computes it."""
+    from rxlab.host.top import Sample, rates, render
+
+    a = Sample(0.0, {}, {}, parse_proc_stat("cpu  10 0 10 80 0 0 0 0 0 0\n"))
+    b = Sample(1.0, {}, {}, parse_proc_stat("cpu  10 0 30 130 0 5 15 0 0 0\n"))
+    r = rates(a, b)  # deltas: sy 20, id 50, hi 5, si 15 of 90
+    assert r["cpu_summary"]["si"] == pytest.approx(100 * 15 / 90)
+    assert r["cpu_summary"]["id"] == pytest.approx(100 * 50 / 90)
+    assert rates(Sample(0.0, {}), Sample(1.0, {}))["cpu_summary"] is None
+    from rich.console import Console
+
+    console = Console(width=100, record=True)
+    console.print(render(r))
+    assert "16.7 si" in console.export_text()
