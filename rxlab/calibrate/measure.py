@@ -26,7 +26,8 @@ USER_HZ = os.sysconf("SC_CLK_TCK")  # /proc/stat counts in these ticks
 
 @dataclass
 class Plan:
-    """What to run: u32 filter counts, load fractions of the usable rate, repetitions."""
+    """What to run: u32 filter counts, load fractions of the usable rate (besides the
+    unpaced runs), repetitions."""
 
     filters: tuple[int, ...] = (0, 800, 1600)
     fractions: tuple[float, ...] = (0.5, 0.75, 1.0)
@@ -38,7 +39,7 @@ class Plan:
         return cls(filters=(0, 800, 1600), fractions=(0.5, 1.0), repeat=3, duration=0.4)
 
     def runs(self) -> int:
-        return len(self.filters) * (1 + len(self.fractions) * self.repeat) + 1
+        return len(self.filters) * (1 + len(self.fractions)) * self.repeat + 1
 
 
 def configure(lab: Lab, n_filters: int) -> None:
@@ -99,7 +100,9 @@ def usable_rate(pilot: dict) -> float:
 
 def measure(lab: Lab, timer: SoftirqTimer, plan: Plan,
             progress: Callable[[str], None]) -> dict:
-    """All runs of ``plan``: {"pilots": [...], "points": [...]} (pilots are not fitted)."""
+    """All runs of ``plan``: per filter count ``repeat`` runs at the sender's full rate
+    (the first, the pilot, sets the paced loads) and ``repeat`` at each fraction of the
+    usable rate; {"pilots": [...], "points": [every run], "background_ns_per_s"}."""
     pilots, points = [], []
     progress("background: CPU 1's NET_RX softirq time without traffic")
     a = timer.read()
@@ -110,10 +113,11 @@ def measure(lab: Lab, timer: SoftirqTimer, plan: Plan,
           / (time.monotonic() - t))
     for n in plan.filters:
         configure(lab, n)
-        progress(f"{n} u32 filters: pilot run at the sender's full rate")
-        pilot = one(lab, timer, n, None, plan.duration)
-        pilots.append(pilot)
-        top = usable_rate(pilot)
+        for rep in range(plan.repeat):  # unpaced: CPU 1 saturated where the filters allow
+            progress(f"{n} u32 filters: the sender's full rate, repetition {rep + 1}")
+            points.append(one(lab, timer, n, None, plan.duration))
+        pilots.append(points[-plan.repeat])
+        top = usable_rate(pilots[-1])
         for rep in range(plan.repeat):
             for frac in plan.fractions:
                 pps = top * frac

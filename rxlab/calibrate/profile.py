@@ -115,7 +115,8 @@ def build(meas: dict, plan, base: str = DEFAULT_BASE, hz: int | None = None) -> 
     f = fits(meas["points"], meas.get("background_ns_per_s", 0.0))
     soft, recv = f["softirq_cpu1"], f["receiver_system"]
     c0 = soft["coef"]["ns_per_packet"]
-    plain = [p for p in meas["points"] if p["filters"] == 0] or meas["points"]
+    plain = [p for p in meas["points"] if p["filters"] == 0 and p["pps_target"]] or \
+        meas["points"]
     load = sorted(p["sent"] / max(p["send_seconds"], 1e-3) for p in plain)[len(plain) // 2]
     solved = solve_stack_rx(base, c0, load)
     now = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
@@ -170,7 +171,6 @@ def build(meas: dict, plan, base: str = DEFAULT_BASE, hz: int | None = None) -> 
             "fits": {k: {"coef": {c: round(x, 3) for c, x in v["coef"].items()},
                          "se": {c: round(x, 3) for c, x in v["se"].items()},
                          "n": v["n"], "r2": round(v["r2"], 4)} for k, v in f.items()},
-            "pilots": meas["pilots"],
             "points": meas["points"],
         },
     }
