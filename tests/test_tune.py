@@ -281,6 +281,22 @@ def test_rps_already_on_is_not_a_change(drops_report):
     assert not any("rps_cpus" in c["cmd"] for c in r["commands"])
 
 
+def test_rps_on_where_it_would_be_advised_is_in_place():
+    """RPS on all CPUs of the example: the CPUs without interrupts are idle enough that
+    RPS would be advised; it is on, so it is reported in place and not changed."""
+    from rxlab.simulate import simulate
+    from rxlab.tune import rfs
+
+    sc = with_overrides(load_scenario(str(EXAMPLE)), {"duration": 0.02,
+                                                     "kernel.rps_cpus": "ffff"})
+    raw = rfs.verdicts(simulate(sc).data, sc, build(sc), None)["rps"]
+    assert raw["verdict"] == "yes" and set(raw["spread_to"]) <= set(range(16))
+    r = tune(sc, objective="balance", jobs=1)
+    assert r["steering"]["rps"]["verdict"] == "in place"
+    assert "rps" not in r["candidates"] and "kernel.rps_cpus" not in r["overrides"]
+    assert "RPS: in place" in _text(r)
+
+
 def test_flow_limit_only_where_it_drops(drops_report):
     _, r = drops_report
     for name, c in r["candidates"].items():
