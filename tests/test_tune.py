@@ -393,3 +393,18 @@ def test_bad_inputs_one_line_exit_2(tmp_path, capsys, extra, msg):
 def test_missing_scenario_exit_2(capsys):
     assert main(["tune", "/nonexistent/scenario.yaml"]) == 2
     assert "no such scenario file" in capsys.readouterr().err
+
+
+def test_a_scenario_that_replays_a_capture_is_real_flows(tmp_path):
+    small = {**SKEWED, "host": {"cpus": 4}, "nic": {"queues": 4, "link_gbps": 100},
+             "apps": [{**SKEWED["apps"][0], "cpus": "0-3"}]}
+    write_pcap(scenario_from_dict(small), tmp_path / "cap.pcap")
+    sc = {**small, "traffic": {"pcap": {"file": "cap.pcap"}}}
+    path = tmp_path / "pcap.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    r = _cli_json(["tune", str(path), "--json", "--jobs", "1"])
+    cap = open_capture(tmp_path / "cap.pcap")
+    assert r["flows_source"] == "capture" and r["runs"][-1] == "capture"
+    assert r["indirection"]["planned"] and r["flows"] == len(cap.flows)
+    assert sum(r["indirection"]["bucket_pps"]) == pytest.approx(
+        cap.packets / cap.duration_s, rel=1e-6)
