@@ -408,3 +408,25 @@ def test_a_scenario_that_replays_a_capture_is_real_flows(tmp_path):
     assert r["indirection"]["planned"] and r["flows"] == len(cap.flows)
     assert sum(r["indirection"]["bucket_pps"]) == pytest.approx(
         cap.packets / cap.duration_s, rel=1e-6)
+
+
+def test_groups_that_fix_every_flow_are_real_flows():
+    """One group per flow with fixed addresses and ports (as host export --sockets writes
+    them): the seed draws only packet times, so a table can be planned."""
+    groups = [{"name": f"udp-{i}", "flows": 1, "proto": "udp",
+               "src": {"addr": f"10.0.{i // 200}.{i % 200 + 1}"},
+               "dst": {"addr": "192.168.0.1"}, "sport": {"value": 1024 + 7 * i},
+               "dport": {"value": 9000}, "rate": {"pps": 20_000 + 30_000 * (i % 5)},
+               "size": 64} for i in range(40)]
+    d = {**SKEWED, "host": {"cpus": 4}, "nic": {"queues": 4, "link_gbps": 100},
+         "traffic": {"groups": groups}, "apps": [{**SKEWED["apps"][0], "cpus": "0-3"}]}
+    r = tune(scenario_from_dict(d), objective="balance", jobs=1)
+    assert r["flows_source"] == "fixed" and r["indirection"]["planned"]
+    assert "capture" not in r["runs"] and len(r["runs"]) == 5
+    assert r["indirection"]["recommended"] is None or all(
+        r["candidates"][f"table {r['indirection']['recommended']}"]["runs"][lab]["imbalance"]
+        < r["before"][lab]["imbalance"] for lab in r["runs"])
+    # and the synthetic scenario is not taken for real flows
+    from rxlab.tune.recommend import fixed_flows
+
+    assert not fixed_flows(scenario_from_dict(SKEWED))
