@@ -72,6 +72,7 @@ from rxlab.kernel.versions import KernelBehaviour, behaviour
 from rxlab.memory_budget import check as check_memory
 from rxlab.nic.toeplitz import MS_RSS_KEY, parse_key, rss_hash_flows, v4_mapped
 from rxlab.profiles import stage_costs
+from rxlab.reuseport import ehash_secrets, lookup_hash, reuseport_pick
 from rxlab.scenario import Scenario, hex_mask_to_cpus
 from rxlab.scenario_checks import table as table_of
 from rxlab.traffic.flows import FlowTable, build_flows
@@ -308,9 +309,9 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
         if app.spread == "round_robin":
             pick = np.arange(int(rows.sum()), dtype=I64) % len(cpus)
         else:
-            # SO_REUSEPORT: reciprocal_scale(hash, n) over the group's sockets
-            h = steer["skb_hash"][rows].astype(np.uint64)
-            pick = ((h * np.uint64(len(cpus))) >> np.uint64(32)).astype(I64)
+            # SO_REUSEPORT: reciprocal_scale(ehashfn of the 4-tuple, n), not the skb hash
+            h = lookup_hash(fl, ehash_secrets(sc.seed), kb.version, rows)
+            pick = reuseport_pick(h, len(cpus))
         flow_sock[rows] = first + pick
     nth = len(threads)
     sock_cap = np.array(sock_cap_l, I64)
