@@ -53,7 +53,7 @@ def _run(args) -> int:
     if args.json:
         exp = run_experiment(mod, args.quick, args.kernel, seeds=args.seeds, jobs=jobs)
         out = {k: exp[k] for k in ("experiment", "title", "kernels", "cases", "claims", "quick",
-                                  "seed_file", "seeds")}
+                                  "seed_file", "seeds", "seed_table") if k in exp}
         print(dumps(out, indent=1, sort_keys=True))
         return 0
     from rxlab.report.tables import make_console, print_claims, print_experiment

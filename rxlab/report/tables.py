@@ -126,6 +126,10 @@ def print_experiment(exp: dict, console: Console) -> None:
         return
     rows = [[k, *(_fmt(c["metrics"].get(k)) for c in cases)] for k in keys]
     print_fitted(console, title, ["metric", *(c["name"] for c in cases)], rows)
+    if exp.get("seed_table"):  # the seed's whole posted table beside the model's
+        from rxlab.report.seed_table import print_seed_table
+
+        print_seed_table(exp["seed_table"], console)
 
 
 def print_claims(exp: dict, console: Console) -> None:

@@ -7,6 +7,8 @@ reproduces), ``TABLE`` (metric rows to print), ``cases(quick, kernel)`` returnin
 (:func:`fig`, :func:`true`) and its basis: ``"calibrated"`` when a cost was set from that
 very figure of the seed (the claim then restates an input), ``"predicted"`` when the
 figure comes out of the model.
+A module may define ``seed_table(exp) -> dict``: the seed's whole posted table beside
+the model's figures (``exp["seed_table"]``, printed and in ``--json``).
 A module that is not an rx-engine run defines ``run_case(name, params, spec) -> metrics``
 (including ``packets``, ``cpu_softirq``, ``cpu_util``) and its ``cases`` return its own
 specs instead of Scenarios (a dataclass with a ``seed`` field gets one seed per run).
@@ -215,10 +217,13 @@ def run_experiment(module, quick: bool = False, kernel: str | None = None,
                 for s in range(seeds)]
     title = module.TITLE + (f" (kernel{'s' if len(kernels) > 1 else ''} "
                             f"{', '.join(kernels)})" if kernels else "")
-    return {"experiment": module.NAME, "title": title, "kernels": kernels,
-            "seed_file": module.SEED, "seeds": seeds,
-            "quick": quick, "cases": out, "claims": judge(per_seed),
-            "table_metrics": module.TABLE}
+    exp = {"experiment": module.NAME, "title": title, "kernels": kernels,
+           "seed_file": module.SEED, "seeds": seeds,
+           "quick": quick, "cases": out, "claims": judge(per_seed),
+           "table_metrics": module.TABLE}
+    if hasattr(module, "seed_table"):
+        exp["seed_table"] = module.seed_table(exp)
+    return exp
 
 
 def _is_num(v) -> bool:
