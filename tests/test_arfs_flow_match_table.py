@@ -147,6 +147,14 @@ def test_printed_table_fits_80_columns_and_has_every_row(table):
         assert len(re.findall(rf"│ {re.escape(r['row'])}\s+│", out)) == 3, r["row"]
     assert "rps_flow_cnt 512" in out and "rps_flow_cnt 2048" in out
     assert out.count("│   model") == 3 * len(ROWS)
+    # the reproduction's own printout (cases, then the seed's table) on an 80-column tty
+    from rxlab.report.tables import print_experiment
+
+    buf = io.StringIO()
+    print_experiment(table, Console(file=buf, width=80, color_system=None))
+    text = buf.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert text.count("│   model") == 3 * len(ROWS)
 
 
 def test_a_row_the_model_lacks_prints_not_modelled(table):

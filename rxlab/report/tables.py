@@ -123,9 +123,9 @@ def print_experiment(exp: dict, console: Console) -> None:
     if len(cases) > 5:
         rows = [[c["name"], *(_fmt(c["metrics"].get(k)) for k in keys)] for c in cases]
         print_fitted(console, title, ["case", *keys], rows)
-        return
-    rows = [[k, *(_fmt(c["metrics"].get(k)) for c in cases)] for k in keys]
-    print_fitted(console, title, ["metric", *(c["name"] for c in cases)], rows)
+    else:
+        rows = [[k, *(_fmt(c["metrics"].get(k)) for c in cases)] for k in keys]
+        print_fitted(console, title, ["metric", *(c["name"] for c in cases)], rows)
     if exp.get("seed_table"):  # the seed's whole posted table beside the model's
         from rxlab.report.seed_table import print_seed_table
 
