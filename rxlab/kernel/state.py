@@ -1,17 +1,22 @@
 """Simulation state as arrays, grouped in NamedTuples named after kernel structures.
 
 Python allocates (``rxlab.build``); jitted mechanisms mutate in place (stumpy's
-``stumpi`` pattern). Leading axis = CPU, rx queue, socket or flow. Queue positions are
-free-running counters as in the kernel (``input_queue_head``/``tail`` are u32 and
-compared with ``s32_diff``); FIFOs are ring buffers indexed ``position & mask`` over
-storage rounded up to a power of two (an integer division per access was ~1/3 of the
-per-packet time); the logical capacity (ring size, socket queue) is kept apart.
+``stumpi`` pattern). Each kernel struct the model keeps is one array of a numpy
+structured dtype, one record per entry (``SOFTNET_DATA`` per CPU, ``RX_RING`` per rx
+queue, ``SOCK`` per socket and its thread, ``RPS_DEV_FLOW`` per queue and slot,
+``ARFS_ENTRY``, ``CPUMAP_ENTRY``, ``FLOW``, ``SKB``): compiled code reads
+``sd.cpu[c].input_queue_head``, Python reads a field of every entry as
+``sd.cpu["input_queue_head"]`` (a view). Queue positions are free-running counters as
+in the kernel (``input_queue_head``/``tail`` are u32 and compared with ``s32_diff``);
+queues are rings indexed ``position & mask`` over storage rounded up to a power of two
+(an integer division per access was ~1/3 of the per-packet time); the logical capacity
+(ring size, socket queue) is kept apart.
 
-Packets in flight carry their own columns (flow, NIC arrival time, per-flow sequence,
-length, and the time they became visible in the queue), because a packet can stay
-queued across traffic chunks.
+A packet in flight is one ``SKB`` record in the slab (``SkbCache``) from the moment the
+NIC fills a descriptor until it is delivered, dropped or sent back out; every queue
+(rx ring, backlog, socket queue, cpumap bulk queue, ptr_ring) holds int32 skb ids, so a
+packet can stay queued across traffic chunks and a hand-off moves four bytes.
 """
-
 from typing import NamedTuple
 
 import numpy as np
