@@ -5,9 +5,9 @@ with xdp" (upstream bf280c0387eb): Open vSwitch forwarding through AF_XDP ports,
 tester at 10G wire speed, 1000 L3 flows, frame sizes 64-1514 bytes (FCS included). The
 case reproduced is the physical loopback (in and out on the same port).
 
-This is not an rx-engine run: :func:`run_case` drives :func:`rxlab.xdp.afxdp_fwd.
-run_forwarding` (the AF_XDP rings of :mod:`rxlab.xdp.xsk`, the two ixgbe clean variants
-of :mod:`rxlab.xdp.ixgbe_tx`, the checker of :mod:`rxlab.xdp.invariants`).
+This is not an rx-engine run: :func:`run_case` drives :func:`rxlab.afxdp.forward.
+run_forwarding` (the AF_XDP rings of :mod:`rxlab.afxdp.xsk`, the two ixgbe clean variants
+of :mod:`rxlab.afxdp.ixgbe_tx`, the checker of :mod:`rxlab.afxdp.invariants`).
 
 What is calibrated: one number, the pipeline's CPU cost per forwarded packet, 299.1 ns
 (seed 002's loopback FIX row at 64 bytes, published-figures.md 1.5). Everything else
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rxlab.xdp.afxdp_fwd import ForwardingCosts, line_rate_pps, run_forwarding
+from rxlab.afxdp.forward import ForwardingCosts, line_rate_pps, run_forwarding
 
 NAME = "afxdp-tx-clean"
 TITLE = ("Seed 002: OVS AF_XDP loopback on one ixgbe 10G port, TX clean ixgbe-2019 (buggy) "

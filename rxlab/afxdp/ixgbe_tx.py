@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rxlab.afxdp.xsk import XskPool
 from rxlab.errors import UsageError
-from rxlab.xdp.xsk import XskPool
 
 #: ixgbe.h: default and limits of the TX descriptor ring.
 IXGBE_DEFAULT_TXD = 512

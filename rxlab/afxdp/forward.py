@@ -11,10 +11,10 @@ a frame popped from the pool, submits the TX ring and kicks the kernel with
 
 The kernel side is the ixgbe zero-copy driver: RX clean (XDP redirect into the socket),
 refill from the FILL ring, ``xsk_flush``; TX clean in one of the two variants of
-:mod:`rxlab.xdp.ixgbe_tx` followed by ``ixgbe_xmit_zc``.
+:mod:`rxlab.afxdp.ixgbe_tx` followed by ``ixgbe_xmit_zc``.
 
 :class:`ForwardingHost` holds the state and exposes each operation as one *step*; after
-every step the :class:`rxlab.xdp.invariants.RingChecker` runs. :func:`run_forwarding`
+every step the :class:`rxlab.afxdp.invariants.RingChecker` runs. :func:`run_forwarding`
 drives the steps in simulated time (two CPUs: cpu0 takes the NIC interrupt and runs the
 NAPI poll in softirq, cpu1 runs the OVS PMD thread) against a tester sending at line
 rate. Simplifications are listed in ``docs/afxdp.md``.
@@ -28,9 +28,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from rxlab.errors import UsageError
-from rxlab.xdp.invariants import RingChecker
-from rxlab.xdp.ixgbe_tx import (
+from rxlab.afxdp.invariants import RingChecker
+from rxlab.afxdp.ixgbe_tx import (
     IXGBE_DEFAULT_TX_WORK,
     IXGBE_DEFAULT_TXD,
     IxgbeTxRing,
@@ -39,7 +38,7 @@ from rxlab.xdp.ixgbe_tx import (
     hw_transmit,
     ixgbe_clean_xdp_tx_irq,
 )
-from rxlab.xdp.xsk import (
+from rxlab.afxdp.xsk import (
     INVALID_ADDR,
     XSK_RING_CONS__DEFAULT_NUM_DESCS,
     XSK_RING_PROD__DEFAULT_NUM_DESCS,
@@ -50,6 +49,7 @@ from rxlab.xdp.xsk import (
     s32_diff,
     u32,
 )
+from rxlab.errors import UsageError
 
 #: ixgbe.h: default RX descriptors per ring.
 IXGBE_DEFAULT_RXD = 512
@@ -176,7 +176,7 @@ class ForwardingHost:
             self.checker.after(action)
 
     def ownership(self) -> dict[str, np.ndarray]:
-        """Frames held by each party (see :mod:`rxlab.xdp.invariants`)."""
+        """Frames held by each party (see :mod:`rxlab.afxdp.invariants`)."""
         p = self.pool
         fr = self.umem.frames_of
 
