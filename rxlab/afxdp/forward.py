@@ -472,6 +472,8 @@ class ForwardingCosts:
     pmd_ns: float = 299.1
     kernel_rx_ns: float = 50.0
     kernel_tx_ns: float = 0.0
+    tx_clean_ns: float = 5.36
+    cq_skip_ns: float = 1.266
     sources: dict = field(default_factory=lambda: {
         "pmd_ns": "published-figures.md 1.5 / seed 002: OVS AF_XDP physical loopback, "
                   "64-byte frames, after the ixgbe fix: 3,343,188 pps = 299.1 ns/pkt "
@@ -480,6 +482,17 @@ class ForwardingCosts:
         "kernel_rx_ns": "published-figures.md 1.5: AF_XDP zero-copy to user space 'upwards "
                         "of 20 Mpps' = at most 50 ns/pkt (XDP paper, CoNEXT 2018)",
         "kernel_tx_ns": "not published (published-figures.md 7); 0 = folded into pmd_ns",
+        "tx_clean_ns": "published-figures.md 1.6: one L2 hit, 5.36 ns (lmbench, cpumap04), "
+                       "per descriptor ixgbe_clean_xdp_tx_irq consumes: it reads the "
+                       "write-back status and the tx_buffer_info entry and clears its "
+                       "xdpf; no published per-descriptor TX clean cost",
+        "cq_skip_ns": "published-figures.md 1.6: 1.266 ns = 4 cycles, the per-iteration "
+                      "cost of the smallest loop measured on the seed-era CPU class "
+                      "(direct-call benchmark, traits01, E5-1650 v4), as the cost of one "
+                      "afxdp_complete_tx iteration over an entry already marked UINT64_MAX "
+                      "(load, compare, afxdp_cq_skip increment); a proxy: no published "
+                      "per-entry cost of afxdp_complete_tx. Never charged with the fixed "
+                      "driver, whose completion ring holds no marked entries",
     }, compare=False)
 
     def capacity_pps(self) -> Fraction:
@@ -554,6 +567,8 @@ def run_forwarding(size: int, variant: str, duration_ns: int = 20_000_000,
     pmd_ps = round(costs.pmd_ns * 1000)
     krx_ps = round(costs.kernel_rx_ns * 1000)
     ktx_ps = round(costs.kernel_tx_ns * 1000)
+    kclean_ps = round(costs.tx_clean_ns * 1000)
+    skip_ps = round(costs.cq_skip_ns * 1000)
     itr_ps = itr_ns * 1000
     INF = float("inf")
 
@@ -636,7 +651,7 @@ def run_forwarding(size: int, variant: str, duration_ns: int = 20_000_000,
             c = ixgbe_clean_xdp_tx_irq(host.txr, host.pool, variant, cfg.work_limit, t)
             nrx = host._napi_rx(cfg.napi_budget)
             host._end(f"kernel: ixgbe_poll at {t / 1e6:.3f} us")
-            cost = nrx * krx_ps + c.posted * ktx_ps
+            cost = nrx * krx_ps + c.xsk_frames * kclean_ps + c.posted * ktx_ps
             napi_busy = t + cost
             busy[0] += min(cost, end - t)  # CPU time inside the run only
             polls += 1
@@ -644,13 +659,16 @@ def run_forwarding(size: int, variant: str, duration_ns: int = 20_000_000,
                 rx_visible = t + cost  # the PMD sees the RX ring non-empty from here
             progress = nrx or c.xsk_frames or c.posted
             if progress and (nrx >= cfg.napi_budget or not c.done):
-                kick = t + cost  # budget used up: NAPI repolls
+                kick = t + cost  # ixgbe_poll returned its budget: NAPI repolls
         else:
             host._begin()
             host._prepare_fill(cfg.batch)
+            skips = host.app.cq_skip
             rcvd, sent = host._forward(None, t)
             host._end(f"app: pmd iteration at {t / 1e6:.3f} us")
+            skips = host.app.cq_skip - skips  # marked entries afxdp_complete_tx walked over
             cost = round(rcvd * pmd_ps * (1.0 + jitter * (2.0 * rng.random() - 1.0)))
+            cost += skips * skip_ps
             pmd_busy = t + cost
             if s32_diff(host.pool.rx_ring.producer, host.pool.user_rx.cached_cons) <= 0:
                 rx_visible = INF
