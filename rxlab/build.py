@@ -335,6 +335,11 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
         cpus = app.cpu_list()
         first = len(threads)
         xs = app.afxdp
+        record = app.connected
+        if record is None:  # sock_rps_record_flow (include/net/rps.h) needs TCP_ESTABLISHED
+            names = fl.group_names if app.groups == "all" else app.groups
+            sel = np.isin(fl.group, [fl.group_names.index(g) for g in names])
+            record = bool(sel.any() and (fl.proto[sel] == 6).all())
         for k, c in enumerate(cpus):
             threads.append((app.name, c))
             th_cpu.append(c)
@@ -344,7 +349,7 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
             th_sys.append(default_sys if app.cost.syscall_ns is None else app.cost.syscall_ns)
             th_batch.append(app.batch)
             th_app.append(ai)
-            sock_record.append(app.connected and not xs)
+            sock_record.append(record and not xs)
             if xs:
                 q = xs.queues[k]
                 if xsk_of_queue[q] >= 0:

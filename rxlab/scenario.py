@@ -452,7 +452,8 @@ class App(_Strict):
     rcvbuf: int = Field(212992, ge=1024, le=INT_MAX - 1,
                         description="SO_RCVBUF bytes (sk_rcvbuf is an int)")
     batch: int = Field(8, ge=1, le=1024, description="packets a thread reads per wake-up")
-    connected: bool = Field(True, description="TCP or connected UDP: recvmsg records RFS")
+    connected: bool | None = Field(None, description="recvmsg records the flow for RFS; "
+                                   "default: true for TCP, false for UDP (unconnected)")
     migrate: Migrate | list[Move] | None = None
     spread: Literal["hash", "round_robin"] = Field(
         "hash", description="flows to threads: SO_REUSEPORT hash, or one by one in turn"

@@ -17,7 +17,7 @@ from rxlab.afxdp.forward import (
 from rxlab.errors import UsageError
 from rxlab.repro import EXPERIMENTS
 from rxlab.repro import afxdp_tx_clean as exp
-from rxlab.repro.base import run_experiment
+from rxlab.repro.base import claim, run_experiment, true
 
 # published-figures.md section 2 (seed 002 computed aids) and section 3
 PUBLISHED_10G = {64: 14_880_952, 128: 8_445_946, 256: 4_528_986, 512: 2_349_624,
@@ -102,12 +102,17 @@ def test_run_experiment_uses_run_case():
 
     def run_case(name, params, spec):
         calls.append((name, spec))
-        return {"x": spec, "packets": {}, "cpu_softirq": [0.0], "cpu_util": [0.0]}
+        return {"x": spec.size, "packets": {}, "cpu_softirq": [0.0], "cpu_util": [0.0]}
 
+    specs = [("a", {}, exp.CaseSpec(1, "fixed", 10)), ("b", {}, exp.CaseSpec(2, "fixed", 10))]
     mod = SimpleNamespace(NAME="t", TITLE="t", SEED="s", TABLE=["x"],
-                          cases=lambda quick, kernel: [("a", {}, 1), ("b", {}, 2)],
-                          run_case=run_case, claims=lambda cases: [("ok", True)])
-    out = run_experiment(mod, quick=True)
-    assert calls == [("a", 1), ("b", 2)]
+                          cases=lambda quick, kernel: specs, run_case=run_case,
+                          claims=lambda cases: [claim("ok", "predicted", true("x", True))])
+    out = run_experiment(mod, quick=True, seeds=5)
+    # every case once per traffic seed, the spec's seed counting up from its own
+    assert [(n, s.size, s.seed) for n, s in calls] == [
+        (n, size, 2 + k) for k in range(5) for n, size in (("a", 1), ("b", 2))]
     assert [c["metrics"]["x"] for c in out["cases"]] == [1, 2]
-    assert out["claims"] == [{"claim": "ok", "held": True}]
+    assert [r["seed"] for r in out["cases"][0]["runs"]] == [2, 3, 4, 5, 6]
+    (c,) = out["claims"]
+    assert (c["claim"], c["basis"], c["held"], c["seeds"]) == ("ok", "predicted", True, 5)

@@ -26,13 +26,20 @@ def test_reproduction_matches_the_seed(capsys, name, cases, metric):
     exp = reproduce(capsys, name)
     assert exp["experiment"] == name
     assert [c["name"] for c in exp["cases"]] == cases
+    assert exp["seeds"] >= 5
     for c in exp["cases"]:
-        m = c["metrics"]
-        assert metric in m
-        pk = m["packets"]
-        assert pk["offered"] == (pk["delivered"] + pk["dropped"] + pk.get("forwarded", 0)
-                                 + pk["in_flight"])
-        assert "cpu_softirq" in m and "cpu_util" in m or "cpu_total" in m
+        assert metric in c["metrics"]
+        assert len(c["runs"]) == exp["seeds"]
+        for run in c["runs"]:
+            m = run["metrics"]
+            pk = m["packets"]
+            assert pk["offered"] == (pk["delivered"] + pk["dropped"] + pk.get("forwarded", 0)
+                                     + pk["in_flight"])
+            assert "cpu_softirq" in m and "cpu_util" in m or "cpu_total" in m
+    for c in exp["claims"]:
+        assert c["basis"] in ("calibrated", "predicted")
+        assert (c["calibrated_from"] is not None) == (c["basis"] == "calibrated")
+        assert c["figures"] and all(len(f["values"]) == exp["seeds"] for f in c["figures"])
     failed = [c["claim"] for c in exp["claims"] if not c["held"]]
     assert not failed, failed
 

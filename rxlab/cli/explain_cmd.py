@@ -1,6 +1,10 @@
-"""``rxlab explain arfs [--flows N] [--rps-flow-cnt S] [--queues Q] [--kernel V] [--json]``.
+"""``rxlab explain drops|latency [SCENARIO|RESULT] [--set K=V] [--json]`` and
+``rxlab explain arfs [--flows N] [--rps-flow-cnt S] [--queues Q] [--kernel V] [--json]``.
 
-Without options it explains the setup of the ice aRFS collision report (16,384 netperf
+``drops`` and ``latency`` run the scenario (or read a saved result.json) and attribute
+each drop reason and the latency tail to places, flows and settings (rxlab.explain).
+
+``arfs`` without options explains the setup of the ice aRFS collision report (16,384 netperf
 TCP sessions, rps_flow_cnt 512, 144 queues on a 144-CPU host; seed 000).
 
 "With my connections and table size, how many flows fight over filters, and what does a
@@ -16,17 +20,38 @@ from rxlab.jsonout import dumps
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("explain", help="explain a mechanism with numbers (arfs)")
-    p.add_argument("topic", choices=["arfs"], metavar="TOPIC", help="arfs")
-    p.add_argument("--flows", type=int, default=16384,
-                   help="concurrent connections (default 16384, the ice aRFS report's)")
-    p.add_argument("--rps-flow-cnt", type=int, default=512,
-                   help="per-queue table size (default 512)")
-    p.add_argument("--queues", type=int, default=144, help="rx queues (default 144)")
-    p.add_argument("--kernel", default="6.19", help="kernel version (flow_id rule)")
+    from rxlab.cli.run_cmd import add_max_memory
+
+    p = subparsers.add_parser(
+        "explain", help="attribute drops or latency to flows, queues, CPUs and settings; "
+                        "or explain aRFS filter collisions",
+        description="drops / latency: run SCENARIO (default: 'default') or read a saved "
+                    "result.json (rxlab run --out DIR) and name, for each drop reason and "
+                    "for the latency tail, the queue, CPU, socket and flows involved and "
+                    "the setting that would move it. arfs: the ice aRFS collision model.")
+    p.add_argument("topic", choices=["drops", "latency", "arfs"], metavar="TOPIC",
+                   help="drops, latency or arfs")
+    p.add_argument("target", nargs="?", metavar="SCENARIO|RESULT",
+                   help="drops/latency: a scenario (file or built-in name) or a result.json "
+                        "or the --out folder holding it")
+    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
+                   help="drops/latency: override a scenario field")
+    p.add_argument("--seed", type=int, help="drops/latency: override the scenario's seed")
+    p.add_argument("--duration", type=float, help="drops/latency: traffic duration (s)")
+    p.add_argument("--dev", default="DEV", help="device name shown in the commands")
+    p.add_argument("--top", type=int, default=5, help="flows listed per cause (default 5)")
+    p.add_argument("--flows", type=int,
+                   help="arfs: concurrent connections (default 16384, the ice aRFS report's)")
+    p.add_argument("--rps-flow-cnt", type=int, help="arfs: per-queue table size (default 512)")
+    p.add_argument("--queues", type=int, help="arfs: rx queues (default 144)")
+    p.add_argument("--kernel", help="arfs: kernel version (flow_id rule; default 6.19)")
     p.add_argument("--json", action="store_true")
+    add_max_memory(p)
     p.set_defaults(func=run)
     return p
+
+
+ARFS_DEFAULTS = {"flows": 16384, "rps_flow_cnt": 512, "queues": 144, "kernel": "6.19"}
 
 
 def rows(flows: int, cnt: int, queues: int, kernel: str) -> list[dict]:
@@ -59,6 +84,15 @@ def rows(flows: int, cnt: int, queues: int, kernel: str) -> list[dict]:
 
 
 def run(args) -> int:
+    if args.topic != "arfs":
+        return _explain(args)
+    if args.target is not None or args.set or args.seed is not None or (
+            args.duration is not None):
+        raise UsageError("explain arfs: takes no scenario, --set, --seed or --duration; "
+                         "use --flows, --rps-flow-cnt, --queues, --kernel")
+    for k, v in ARFS_DEFAULTS.items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
     data = rows(args.flows, args.rps_flow_cnt, args.queues, args.kernel)
     if args.json:
         print(dumps({"topic": "arfs", "flows": args.flows, "queues": args.queues,
@@ -81,4 +115,39 @@ def run(args) -> int:
     print("Model: two flows share an ice filter when they agree on hash & 1023 (bucket) and "
           "on flow_id; memory: rps_dev_flow entries per queue plus a socket table of "
           "queues x rps_flow_cnt entries (scaling.rst's rule).")
+    return 0
+
+
+def _explain(args) -> int:
+    from rxlab.cli.run_cmd import parse_sets
+    from rxlab.memory_budget import process_limit
+
+    given = [f"--{k.replace('_', '-')}" for k in ARFS_DEFAULTS if getattr(args, k) is not None]
+    if given:
+        raise UsageError(f"explain {args.topic}: {', '.join(given)} belongs to explain arfs; "
+                         "change the scenario with --set PATH=VALUE")
+    if args.top < 1:
+        raise UsageError(f"--top: {args.top} flows; give N >= 1")
+    ov = parse_sets(args.set)
+    if args.seed is not None:
+        ov["seed"] = args.seed
+    if args.duration is not None:
+        if args.duration <= 0:
+            raise UsageError("--duration: must be > 0 seconds")
+        ov["duration"] = args.duration
+    with process_limit(args.max_memory):
+        from rxlab.explain.drops import explain_drops
+        from rxlab.explain.inputs import load_subject
+        from rxlab.explain.latency import explain_latency
+
+        sub = load_subject(args.target or "default", ov, args.max_memory)
+        fn = explain_drops if args.topic == "drops" else explain_latency
+        ex = fn(sub, dev=args.dev, top=args.top)
+    if args.json:
+        print(dumps(ex, indent=1))
+        return 0
+    from rxlab.explain.render import print_explanation
+    from rxlab.report.tables import make_console
+
+    print_explanation(ex, make_console())
     return 0

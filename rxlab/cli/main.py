@@ -16,6 +16,7 @@ from rxlab.errors import ConservationError, UsageError
 # subcommand modules, in the order `rxlab --help` lists them
 COMMANDS = [
     "rxlab.cli.run_cmd",
+    "rxlab.cli.compare_cmd",
     "rxlab.cli.reproduce_cmd",
     "rxlab.cli.hash_cmd",
     "rxlab.cli.list_cmd",
@@ -32,7 +33,7 @@ COMMANDS = [
 
 
 # subcommands that run the event loop: the first run after an install compiles it
-SIMULATING = {"run", "reproduce", "sweep", "bench", "kernel-check", "tune"}
+SIMULATING = {"run", "compare", "reproduce", "sweep", "bench", "kernel-check", "tune"}
 
 
 def _compile_notice() -> None:

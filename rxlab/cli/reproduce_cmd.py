@@ -1,4 +1,9 @@
-"""``rxlab reproduce NAME [--json] [--quick] [--kernel V]``: the seeds' experiments."""
+"""``rxlab reproduce NAME [--json] [--quick] [--kernel V] [--seeds N] [--jobs N]``.
+
+Every case runs under N traffic seeds; each claim of the seed is judged on the 95 %
+intervals of its figures and says whether the figure was calibrated to the seed or
+predicted by the model.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import argparse
 import sys
 
 from rxlab.cli.run_cmd import add_max_memory
+from rxlab.repro.base import DEFAULT_SEEDS
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -17,6 +23,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help="shorter traffic (same scale): the qualitative result in < 1 min")
     p.add_argument("--kernel", metavar="VERSION", help="rerun under another kernel version")
+    p.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, metavar="N",
+                   help=f"traffic seeds per case (default {DEFAULT_SEEDS}); claims are judged "
+                        "on the 95 %% interval over them")
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help="parallel worker processes (default: 1 with --quick, else up to 4)")
     p.add_argument("--json", action="store_true", help="print the cases as JSON")
     add_max_memory(p)
     p.set_defaults(func=run)
@@ -33,27 +44,26 @@ def run(args) -> int:
 def _run(args) -> int:
     from rxlab.jsonout import dumps
     from rxlab.kernel.versions import parse_version
-    from rxlab.repro.base import get, run_experiment
+    from rxlab.repro.base import default_jobs, get, run_experiment
 
     mod = get(args.name)
     if args.kernel:
         parse_version(args.kernel)
+    jobs = default_jobs(args.quick) if args.jobs is None else args.jobs
     if args.json:
-        exp = run_experiment(mod, args.quick, args.kernel)
+        exp = run_experiment(mod, args.quick, args.kernel, seeds=args.seeds, jobs=jobs)
         out = {k: exp[k] for k in ("experiment", "title", "kernels", "cases", "claims", "quick",
-                                  "seed_file")}
+                                  "seed_file", "seeds")}
         print(dumps(out, indent=1, sort_keys=True))
         return 0
-    from rxlab.report.tables import make_console, print_experiment
+    from rxlab.report.tables import make_console, print_claims, print_experiment
 
     console = make_console()
     with console.status(f"running {mod.NAME}") as status:
-        exp = run_experiment(mod, args.quick, args.kernel,
+        exp = run_experiment(mod, args.quick, args.kernel, seeds=args.seeds, jobs=jobs,
                              progress=lambda i, n, name: status.update(
-                                 f"running {mod.NAME}: case {i + 1}/{n} ({name})"))
+                                 f"running {mod.NAME}: run {i + 1}/{n} ({name})"))
     print_experiment(exp, console)
-    for c in exp["claims"]:
-        mark = "[green]held[/green]" if c["held"] else "[red]NOT held[/red]"
-        console.print(f"  {mark}  {c['claim']}")
+    print_claims(exp, console)
     sys.stdout.flush()
     return 0

@@ -89,6 +89,8 @@ def _run(args) -> int:
     skipped = f", {res.skipped} already finished" if res.skipped else ""
     print(f"{res.total} runs ({res.ran} run now{skipped}) in {res.wall_s:.1f} s -> "
           f"{out / 'results.parquet'}")
+    if res.plots_skipped:
+        print("not plotted: " + "; ".join(res.plots_skipped))
     return 0
 
 

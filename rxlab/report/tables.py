@@ -116,6 +116,8 @@ def print_experiment(exp: dict, console: Console) -> None:
     one row per case instead. Either way the table fits the console's width."""
     cases = exp["cases"]
     title = exp.get("title", exp["experiment"])
+    if exp.get("seeds", 1) > 1:
+        title += f": means over {exp['seeds']} traffic seeds"
     keys = exp.get("table_metrics") or [k for k in cases[0]["metrics"]
                                         if isinstance(cases[0]["metrics"][k], (int, float))]
     if len(cases) > 5:
@@ -124,6 +126,44 @@ def print_experiment(exp: dict, console: Console) -> None:
         return
     rows = [[k, *(_fmt(c["metrics"].get(k)) for c in cases)] for k in keys]
     print_fitted(console, title, ["metric", *(c["name"] for c in cases)], rows)
+
+
+def print_claims(exp: dict, console: Console) -> None:
+    """Each claim with its verdict and basis, then every figure that judged it: the mean
+    and 95 % interval over the seeds against the claimed bound."""
+    n = exp.get("seeds")
+    console.print(f"Claims of the seed, judged on 95 % Student-t intervals over {n} traffic "
+                  "seeds (calibrated: a cost was set from that figure of the seed; "
+                  "predicted: the model's output)", highlight=False)
+    for c in exp["claims"]:
+        mark = "[green]held[/green]    " if c["held"] else "[red]NOT held[/red]"
+        console.print(f"  {mark}  [bold]{c['basis']}[/bold]  {c['claim']}", highlight=False)
+        if c.get("calibrated_from"):
+            console.print(f"              calibrated from: {c['calibrated_from']}",
+                          highlight=False, style="dim")
+        for f in c["figures"]:
+            console.print(f"              {'ok ' if f['held'] else 'NO '} {figure_text(f)}",
+                          highlight=False)
+
+
+def figure_text(f: dict) -> str:
+    """``label: mean [lo, hi] op bound`` (a yes/no figure: on how many seeds it was true)."""
+    if f["op"] == "true":
+        k = sum(1 for v in f["values"] if v == 1.0)
+        return f"{f['figure']}: true on {k}/{len(f['values'])} seeds"
+    lo, hi = f["ci95"]
+    b = f["bound"]
+    side = (f"within [{_num(b[0])}, {_num(b[1])}]" if f["op"] == "within"
+            else f"{f['op']} {_num(b)}")
+    return f"{f['figure']}: {_num(f['mean'])} [{_num(lo)}, {_num(hi)}], claimed {side}"
+
+
+def _num(x: float) -> str:
+    if x != x or abs(x) >= 1e4:
+        return f"{x:,.0f}"
+    if abs(x) >= 100:
+        return f"{x:,.1f}"
+    return f"{x:.4g}"
 
 
 def _fmt(v) -> str:

@@ -419,11 +419,12 @@ def _stem(text: str) -> str:
 
 
 def write_plots(out: Path, rows: list[dict], param_paths: list[str],
-                metrics: list[str]) -> list[Path]:
+                metrics: list[str], skipped: list[str] | None = None) -> list[Path]:
+    """Write the plots' PNGs; what is not plotted, and why, is appended to ``skipped``."""
     paths = []
     for old in (out / store.PLOTS).glob("*.png"):  # from an earlier version of the sweep
         old.unlink()
-    for p in make_plots(rows, param_paths, metrics):
+    for p in make_plots(rows, param_paths, metrics, skipped):
         path = out / store.PLOTS / f"{p.name}.png"
         store.atomic_write(path, p.png)
         paths.append(path)

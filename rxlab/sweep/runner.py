@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rxlab.errors import UsageError
@@ -317,6 +317,7 @@ class Outcome:
     summary: list[dict]
     plots: list[Path]
     pool_breaks: int = 0
+    plots_skipped: list[str] = field(default_factory=list)  # not plotted, and why
 
 
 def _record(sweep: Sweep, run: Run, out: dict) -> dict:
@@ -443,12 +444,14 @@ def _run_locked(sweep: Sweep, out: Path, jobs: int | None, scheduler: str | None
     summary = store.summarize(rows, sweep.param_paths, sweep.metrics)
     store.write_summary(out, summary, sweep.param_paths, sweep.metrics)
     paths: list[Path] = []
+    not_plotted: list[str] = []
     if plots:
         from rxlab.sweep.plots import write_plots
 
-        paths = write_plots(out, rows, sweep.param_paths, sweep.metrics)
+        paths = write_plots(out, rows, sweep.param_paths, sweep.metrics, not_plotted)
     return Outcome(total=len(ids), skipped=len(done), ran=len(todo), wall_s=wall, rows=rows,
-                   summary=summary, plots=paths, pool_breaks=breaks)
+                   summary=summary, plots=paths, pool_breaks=breaks,
+                   plots_skipped=not_plotted)
 
 
 class _Bar:

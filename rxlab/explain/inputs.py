@@ -1,0 +1,76 @@
+"""What an explanation reads: a scenario (run here, with its flow table) or a saved
+``result.json`` (``rxlab run --out DIR``: per-queue, per-CPU and per-socket counters but
+no flow table, so no per-flow attribution)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rxlab.errors import UsageError
+from rxlab.explain.flows import Flows, flows_of
+
+
+@dataclass
+class Subject:
+    name: str
+    data: dict  # the run's result (``rxlab run --json``)
+    flows: Flows | None
+    notes: list = field(default_factory=list)
+    now: dict = field(default_factory=dict)  # current settings known (for "now X")
+
+
+def _result_file(target: str) -> Path | None:
+    p = Path(target)
+    if p.is_dir() and (p / "result.json").is_file():
+        return p / "result.json"
+    if p.suffix == ".json":
+        return p
+    return None
+
+
+def load_subject(target: str, overrides: dict, max_memory=None) -> Subject:
+    """Run the scenario ``target`` (with ``overrides``), or read a saved result."""
+    res_path = _result_file(target)
+    if res_path is not None:
+        if overrides:
+            raise UsageError(f"--set/--seed/--duration: {target} is a saved result; give the "
+                             "scenario to change settings")
+        try:
+            data = json.loads(res_path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise UsageError(f"{res_path}: not a readable result.json ({err}); give a "
+                             "scenario or the result.json of `rxlab run --out DIR`") from None
+        need = ("packets", "cpus", "queues", "apps", "config")
+        if not isinstance(data, dict) or any(k not in data for k in need):
+            raise UsageError(f"{res_path}: not an rxlab result (no {', '.join(need)}); give "
+                             "the result.json of `rxlab run --out DIR`")
+        cfg = data["config"]
+        now = {"netdev_max_backlog": None, "flow_limit_table_len": cfg.get(
+            "flow_limit_table_len"), "queues": len(data["queues"])}
+        return Subject(str(target), data, None, [
+            "read from a saved result: it has no flow table, so flows are not named; "
+            "give the scenario to see them"], now)
+    from rxlab.build import build
+    from rxlab.metrics.result import assemble
+    from rxlab.scenario import load_scenario, with_overrides
+    from rxlab.simulate import check_conservation, in_flight, run_model
+
+    sc = load_scenario(target)
+    if overrides:
+        sc = with_overrides(sc, overrides)
+    m = build(sc, max_memory=max_memory)
+    run_model(m)
+    res = assemble(m, in_flight(m))
+    check_conservation(m, res)
+    fl = flows_of(m)
+    k, nic = sc.kernel, sc.nic
+    now = {"ring_size": nic.ring_size, "queues": nic.queues, "rx_usecs": nic.rx_usecs,
+           "netdev_max_backlog": k.netdev_max_backlog, "netdev_budget": k.netdev_budget,
+           "flow_limit_cpu_bitmap": k.flow_limit_cpu_bitmap,
+           "flow_limit_table_len": k.flow_limit_table_len,
+           "rcvbuf": [a.rcvbuf for a in sc.apps for _ in a.cpu_list()],
+           "batch": [a.batch for a in sc.apps for _ in a.cpu_list()],
+           "spread": [a.spread for a in sc.apps for _ in a.cpu_list()]}
+    return Subject(sc.name, res.data, fl, list(fl.notes), now)

@@ -1,0 +1,136 @@
+"""The latency tail -> the wait before the socket (rx ring and backlog, behind the busiest
+softirq CPUs) and the wait in the socket (the reading thread), with their settings.
+
+Latency is measured per delivered packet from its arrival at the NIC to the socket
+queue and to the application's read. A packet waits in the ring until its queue's
+NAPI poll runs, in a backlog until the target CPU's softirq reaches it, and in the
+socket until its thread runs; a CPU that is busy in softirq lengthens the first two,
+a reader that shares its CPU with softirq (which preempts it) the third.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rxlab.explain.common import cpu_roles, describe_cpu, flows_at, now, pct, setting
+from rxlab.explain.inputs import Subject
+from rxlab.report.fit import fmt_time_ns
+
+
+def _busy(u: dict) -> float:
+    return u["softirq"] + u["irq"]
+
+
+def explain_latency(sub: Subject, dev: str = "DEV", top: int = 5) -> dict:
+    d = sub.data
+    lat = d["latency_ns"]
+    ts, ta = lat["to_socket"], lat["to_app"]
+    out = {"topic": "latency", "scenario": sub.name, "kernel": d.get("kernel"),
+           "to_socket": ts, "to_app": ta, "causes": [], "notes": list(sub.notes)}
+    if not ts["samples"]:
+        out["notes"].append("no packet reached a socket: there is no latency to explain")
+        return out
+    rx = [c for c in d["cpus"] if c["softnet_stat"]["processed"]]
+    rx.sort(key=lambda c: -_busy(c["util"]))
+    causes = out["causes"]
+    if rx:
+        causes.append(_kernel_path(sub, rx, ts, dev, top))
+    if ta["samples"]:
+        causes.append(_socket_wait(sub, ts, ta, top))
+        # the larger part of the p99.9 first
+        gap = (ta["p999"] or 0) - (ts["p999"] or 0)
+        if gap > (ts["p999"] or 0):
+            causes.reverse()
+    dropped = d["packets"]["dropped"]
+    if dropped:
+        out["notes"].append(f"{dropped:,} dropped packets are not in these latencies: the "
+                            "tail is of delivered packets only (see `rxlab explain drops`)")
+    return out
+
+
+def _q(s: dict) -> str:
+    return (f"p50 {fmt_time_ns(s['p50'])}, p99 {fmt_time_ns(s['p99'])}, "
+            f"p99.9 {fmt_time_ns(s['p999'])}")
+
+
+def _kernel_path(sub: Subject, rx: list[dict], ts: dict, dev: str, top: int) -> dict:
+    c = rx[0]["cpu"]
+    roles = cpu_roles(sub, c)
+    sn = rx[0]["softnet_stat"]
+    facts = [f"NIC -> socket: {_q(ts)}",
+             f"the busiest softirq CPU is {c} ({pct(_busy(roles['util']))} softirq + IRQ); "
+             "its packets wait longest in the rx ring and backlog",
+             describe_cpu(sub, c)]
+    for other in rx[1:3]:
+        facts.append("next: " + describe_cpu(sub, other["cpu"]))
+    f = None
+    if sub.flows is not None:
+        fl = sub.flows
+        f = flows_at(sub, (fl.irq_cpu == c) | ((fl.cpu == c) & fl.via_backlog), top)
+        facts.append(f"{f['flows']:,} flows are polled or processed on CPU {c}: "
+                     f"{f['packets']:,} packets")
+        e = f["elephant"]
+        if e:
+            facts.append(f"elephant flow: {e['flow']} is {pct(e['share'])} of them "
+                         f"(RSS bucket {e['rss_bucket']} -> rx queue {e['queue']})")
+    if roles["util"]["ksoftirqd"]:
+        facts.append(f"CPU {c} deferred softirq to ksoftirqd "
+                     f"({pct(roles['util']['ksoftirqd'])}): that work waits for the "
+                     "scheduler like any task")
+    sets = [setting(f"ethtool -C {dev} rx-usecs N{now(sub, 'rx_usecs')}",
+                    "interrupt coalescing: each packet can wait this long before its poll"),
+            setting(f"ethtool -X {dev} weight ... / ethtool -L {dev} combined N / "
+                    f"/sys/class/net/{dev}/queues/rx-N/rps_cpus",
+                    f"less traffic on CPU {c}: shorter queues in front of each packet"),
+            setting(f"ethtool -G {dev} rx N{now(sub, 'ring_size')}",
+                    "a shorter ring bounds the wait in it (and drops sooner)")]
+    if sn["time_squeeze"]:
+        sets.append(setting("sysctl -w net.core.netdev_budget=N",
+                            f"CPU {c} ran out of budget {sn['time_squeeze']:,} times; the "
+                            "rest waited for the next softirq run"))
+    if roles["threads"]:
+        sets.append(setting(f"taskset -pc <cpus> <tid>  (apps[].cpus without CPU {c})",
+                            f"threads on CPU {c} delay its softirq when it runs in ksoftirqd"))
+    return {"part": "to_socket", "where": f"CPU {c}",
+            "title": f"before the socket: p99 {fmt_time_ns(ts['p99'])}",
+            "facts": facts, "flows": f, "elephant": f and f["elephant"] or None,
+            "settings": sets}
+
+
+def _socket_wait(sub: Subject, ts: dict, ta: dict, top: int) -> dict:
+    d = sub.data
+    gap99 = max(0.0, (ta["p99"] or 0) - (ts["p99"] or 0))
+    facts = [f"NIC -> application: {_q(ta)}; the reader adds about "
+             f"{fmt_time_ns(gap99)} at p99"]
+    # the threads most likely behind the tail: most served on a CPU busy with softirq
+    th = [(t, a) for t, a in enumerate(d["apps"]) if a["served"]]
+    score = np.array([a["served"] * (1 + 4 * _busy(d["cpus"][a["cpu"]]["util"]))
+                      for _, a in th]) if th else np.zeros(0)
+    sets = []
+    f, where = None, "the readers"
+    if th:
+        t, a = th[int(np.argmax(score))]
+        c = a["cpu"]
+        where = f"socket {t}"
+        roles = cpu_roles(sub, c)
+        facts.append(f"thread {t} ({a['app']}, CPU {c}) reads {a['served']:,} packets, "
+                     f"{pct(a['served'] / max(1, sum(x['served'] for _, x in th)))} of all, "
+                     f"on a CPU with {pct(_busy(roles['util']))} softirq + IRQ")
+        facts.append(describe_cpu(sub, c))
+        if sub.flows is not None:
+            f = flows_at(sub, sub.flows.sock == t, top)
+            if f["elephant"]:
+                e = f["elephant"]
+                facts.append(f"elephant flow: {e['flow']} is {pct(e['share'])} of socket "
+                             f"{t}'s packets (SO_REUSEPORT hash): one thread reads it all")
+        if _busy(roles["util"]) > 0.1:
+            sets.append(setting(f"taskset -pc <cpus> <tid>  (apps[].cpus without CPU {c})",
+                                "softirq preempts the reader on its CPU"))
+        sets.append(setting(f"recvmmsg batch / apps[].batch{now(sub, 'batch', t)}",
+                            "fewer wake-ups per packet (each costs a scheduler wake-up)"))
+        sets.append(setting("apps[].cpus (more reader threads, one SO_REUSEPORT socket "
+                            "each)", "fewer packets per socket"))
+    return {"part": "to_app", "where": where,
+            "title": f"in the socket: +{fmt_time_ns(gap99)} at p99",
+            "facts": facts, "flows": f, "elephant": f and f["elephant"] or None,
+            "settings": sets}
