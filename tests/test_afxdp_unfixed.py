@@ -131,7 +131,7 @@ def test_unfixed_below_fixed_where_cpu_bound(runs, size):
 
 
 @pytest.mark.xfail(strict=True, reason="gap left visible: with the cited costs the PMD's "
-                   "walk takes 3-7 % at 64-256 B, the seed lost 20-31 %, and at 512-1514 B "
+                   "walk takes 3-11 % at 64-256 B, the seed lost 20-31 %, and at 512-1514 B "
                    "the NIC rarely drains its TX ring, so the rate stays at line rate "
                    "(docs/afxdp.md)")
 def test_unfixed_row_as_the_issue_asks(runs):
