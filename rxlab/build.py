@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rxlab import drivers
 from rxlab.engine.arena import relocate
 from rxlab.engine.core import PRIO_TIMER, PRIO_WAKE, Calendar, new_calendar, schedule
 from rxlab.engine.rng import JITTER_EXP, JITTER_LOGNORMAL, JITTER_NONE, new_state
@@ -69,10 +70,10 @@ from rxlab.kernel.state import (
 )
 from rxlab.kernel.versions import KernelBehaviour, behaviour
 from rxlab.memory_budget import check as check_memory
-from rxlab.nic import indirection
 from rxlab.nic.toeplitz import MS_RSS_KEY, parse_key, rss_hash_flows, v4_mapped
 from rxlab.profiles import stage_costs
 from rxlab.scenario import Scenario, hex_mask_to_cpus
+from rxlab.scenario_checks import table as table_of
 from rxlab.traffic.flows import FlowTable, build_flows
 from rxlab.traffic.match import match_mask
 from rxlab.xdp.rules import compile_xdp, xdp_config
@@ -102,18 +103,8 @@ class Model:
 
 
 def _indirection(spec, size: int, queues: int, where: str) -> np.ndarray:
-    try:
-        if spec == "default":
-            return indirection.default_table(size, queues)
-        if isinstance(spec, list):
-            return indirection.explicit_table(spec, size, queues)
-        if isinstance(spec, dict) and set(spec) == {"equal"}:
-            return indirection.equal_table(size, int(spec["equal"]))
-        if isinstance(spec, dict) and set(spec) == {"weight"}:
-            return indirection.weight_table(size, spec["weight"])
-    except ValueError as err:
-        raise UsageError(f"{where}: {err}") from None
-    raise UsageError(f"{where}: use 'default', {{equal: N}}, {{weight: [...]}} or a list")
+    """The table of a spec the schema accepted (rxlab.scenario_checks.table)."""
+    return table_of(spec, size, queues, where)
 
 
 def _addr_rows(fl: FlowTable) -> tuple[np.ndarray, np.ndarray]:
@@ -130,10 +121,7 @@ def _flow_type(proto: np.ndarray, is_v6: np.ndarray) -> np.ndarray:
 def flow_steering(sc: Scenario, fl: FlowTable) -> dict[str, np.ndarray]:
     """RSS hash, rx queue and skb hash of every flow (vectorised)."""
     nic, n = sc.nic, len(fl)
-    try:
-        key = parse_key(nic.rss.key) if nic.rss.key else MS_RSS_KEY
-    except ValueError as err:
-        raise UsageError(f"nic.rss.key: {err}; give 40+ bytes of hex") from None
+    key = parse_key(nic.rss.key) if nic.rss.key else MS_RSS_KEY
     fields = {t: nic.rss.flow_hash.get(t, "sdfn") for t in ("tcp4", "udp4", "tcp6", "udp6")}
     src, dst = _addr_rows(fl)
     try:
@@ -155,17 +143,9 @@ def flow_steering(sc: Scenario, fl: FlowTable) -> dict[str, np.ndarray]:
         if rule.queue is not None:
             rxq[m] = rule.queue
         else:
-            if rule.context not in ctx_tables:
-                raise UsageError(f"nic.ntuple[{r}].context: no RSS context {rule.context}")
-            q = ctx_tables[rule.context][rss[m] & np.uint32(size - 1)] + rule.ring_cookie
-            if np.any(q >= nic.queues):
-                raise UsageError(
-                    f"nic.ntuple[{r}].ring_cookie: context queue + cookie exceeds "
-                    f"{nic.queues} queues"
-                )
-            rxq[m] = q
+            rxq[m] = ctx_tables[rule.context][rss[m] & np.uint32(size - 1)] + rule.ring_cookie
         matched |= m
-    if not nic.rxhash and nic.driver == "mvpp2":
+    if not nic.rxhash and nic.preset().name == "mvpp2":
         rxq[:] = 0  # mvpp2 ties RSS distribution to NETIF_F_RXHASH (seed 001)
     # skb_get_hash(): a hardware L4 hash is kept; an L3 hash or no hash is replaced by
     # the software flow hash (reference 2.1)
@@ -186,65 +166,31 @@ def _rps_maps(sc: Scenario) -> tuple[np.ndarray, np.ndarray, list[str]]:
         masks = [rps] * nq
     elif isinstance(rps, dict):
         for q, m in rps.items():
-            if not 0 <= q < nq:
-                raise UsageError(f"kernel.rps_cpus: queue {q} does not exist (nic.queues={nq})")
             masks[q] = m
     rps_map = np.zeros((nq, ncpu), I64)
     rps_len = np.zeros(nq, I64)
     for q, m in enumerate(masks):
         cpus = hex_mask_to_cpus(m) if m else []
-        bad = [c for c in cpus if c >= ncpu]
-        if bad:
-            raise UsageError(
-                f"kernel.rps_cpus: mask {m!r} names CPU {bad[0]} but host.cpus = {ncpu}"
-            )
         rps_map[q, : len(cpus)] = cpus
         rps_len[q] = len(cpus)
     return rps_map, rps_len, masks
-
-
-RPS_DEV_FLOW_MAX = {"6.19": 1 << 32, "7.1": 1 << 27}  # reference 4.3 size limits
-SIM_TABLE_LIMIT = 1 << 26  # entries over all queues the simulator allocates
 
 
 def _rfs_tables(sc: Scenario, kb: KernelBehaviour) -> tuple[int, np.ndarray]:
     """(rounded rps_sock_flow_entries, log2 of each queue's rps_flow_cnt or 0)."""
     k, nq = sc.kernel, sc.nic.queues
     n = k.rps_sock_flow_entries
-    if n > (1 << 29):
-        raise UsageError(
-            f"kernel.rps_sock_flow_entries: {n} > 2^29 (the kernel returns -EINVAL)"
-        )
     entries = roundup_pow_of_two(n) if n else 0
     cnts = [0] * nq
     if isinstance(k.rps_flow_cnt, dict):
         for q, c in k.rps_flow_cnt.items():
-            if not 0 <= q < nq:
-                raise UsageError(f"kernel.rps_flow_cnt: queue {q} does not exist")
             cnts[q] = c
     else:
         cnts = [k.rps_flow_cnt] * nq
-    limit = RPS_DEV_FLOW_MAX["7.1"] if kb.version >= (7, 1) else RPS_DEV_FLOW_MAX["6.19"]
     logs = np.zeros(nq, I64)
     for q, c in enumerate(cnts):
-        if c == 0:
-            continue
-        if c == 1:
-            raise UsageError(
-                "kernel.rps_flow_cnt: 1 gives log 0 and hash_32(h, 0), undefined in C; "
-                "use 2 or more"
-            )
-        if c > limit:
-            raise UsageError(
-                f"kernel.rps_flow_cnt: {c} is above the kernel maximum {limit} for "
-                f"{sc.host.kernel}; use a smaller power of two"
-            )
-        logs[q] = ilog2(roundup_pow_of_two(c))
-    if int(sum(1 << int(x) for x in logs if x)) > SIM_TABLE_LIMIT:
-        raise UsageError(
-            f"kernel.rps_flow_cnt: tables over all queues exceed {SIM_TABLE_LIMIT} entries, "
-            "more than rxlab allocates; use smaller tables"
-        )
+        if c:
+            logs[q] = ilog2(roundup_pow_of_two(c))
     return entries, logs
 
 
@@ -285,12 +231,7 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     kb = behaviour(sc.host.kernel)
     ncpu, nq = sc.host.cpus, sc.nic.queues
     tl = sc.kernel.flow_limit_table_len
-    if tl & (tl - 1):
-        raise UsageError(
-            f"kernel.flow_limit_table_len: {tl} is not a power of two (the kernel "
-            "returns -EINVAL); use e.g. 4096"
-        )
-    sock_entries, dev_logs = _rfs_tables(sc, kb)  # its limits first: sharper errors
+    sock_entries, dev_logs = _rfs_tables(sc, kb)
     est = check_memory(sc, max_memory, capture)
     if sc.traffic.pcap is not None:
         if capture is None:
@@ -306,10 +247,6 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
 
     # --- kernel knobs, rounded / validated the kernel's way -------------------------
     fl_cpus = hex_mask_to_cpus(sc.kernel.flow_limit_cpu_bitmap)
-    if any(c >= ncpu for c in fl_cpus):
-        raise UsageError(
-            f"kernel.flow_limit_cpu_bitmap: names CPU {max(fl_cpus)} but host.cpus = {ncpu}"
-        )
     hist = K.FLOW_LIMIT_HISTORY_2013 if sc.kernel.flow_limit_variant == "2013" else (
         K.FLOW_LIMIT_HISTORY)
     jiffy_ns = 1_000_000_000 // sc.host.hz
@@ -352,9 +289,6 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
             sock_record.append(record and not xs)
             if xs:
                 q = xs.queues[k]
-                if xsk_of_queue[q] >= 0:
-                    raise UsageError(f"apps[{ai}].afxdp.queues: queue {q} already has an "
-                                     "AF_XDP socket (XSKMAP holds one per queue)")
                 xsk_of_queue[q] = len(threads) - 1
                 frames = min(xs.fill_ring, xs.umem_frames)
                 sock_cap_l.append(min(xs.rx_ring, frames))
@@ -391,11 +325,6 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     rfs_on = bool(sock_entries) and bool(dev_logs.any())
     arfs = sc.nic.arfs
     arfs_model = ARFS_MODELS.index(arfs.model) if arfs else 0
-    if arfs and not rfs_on:
-        raise UsageError(
-            "nic.arfs: aRFS needs RFS: set kernel.rps_sock_flow_entries and "
-            "kernel.rps_flow_cnt"
-        )
     cpu_rmap = np.full(ncpu, -1, I64)
     for q in reversed(range(nq)):
         cpu_rmap[irq[q]] = q  # cpu_rmap_lookup_index: the queue whose IRQ is on the CPU
@@ -536,6 +465,7 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
         schedule(ev, p.arfs_period_ns, PRIO_TIMER, EV_ARFS_TIMER, 0)
     config = {
         "kernel": sc.host.kernel,
+        "driver": drivers.report(sc.nic.preset(), sc.nic.from_preset()),
         "softnet_stat_columns": kb.softnet_columns,
         "rps_cpus": masks,
         "rps_needed": p.rps_needed,

@@ -23,12 +23,14 @@ from pydantic import (
     AfterValidator,
     BeforeValidator,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
-from rxlab import cpuset
+from rxlab import cpuset, drivers
 from rxlab.errors import UsageError
 from rxlab.inputs import read_text
 from rxlab.kernel.versions import parse_version
@@ -195,7 +197,7 @@ class Rss(_Strict):
     hfunc: Literal["toeplitz"] = "toeplitz"
     key: str | None = None  # hex; default: Microsoft verification key
     input_xfrm: Literal["none", "sym-xor", "sym-or-xor"] = "none"
-    table_size: int = Field(128, ge=1, le=65536)
+    table_size: int | None = Field(None, ge=1, le=65536, description="default: the driver's")
     indirection: Indirection = "default"
     flow_hash: dict[Literal["tcp4", "udp4", "tcp6", "udp6"], str] = Field(default_factory=dict)
     contexts: list[RssContext] = Field(default_factory=list)
@@ -214,8 +216,8 @@ class Rss(_Strict):
 
     @field_validator("table_size")
     @classmethod
-    def _pow2(cls, v: int) -> int:
-        if v & (v - 1):
+    def _pow2(cls, v: int | None) -> int | None:
+        if v is not None and v & (v - 1):
             raise ValueError(
                 f"{v} is not a power of two; rxlab picks the entry as hash & (size - 1), as "
                 "NICs with power-of-two tables do (ixgbe 128 or 512, i40e 512, mlx5 a power "
@@ -246,9 +248,13 @@ class Arfs(_Strict):
 
 
 class Nic(_Strict):
-    driver: str = "generic"
+    """The NIC and its driver; fields left out take the driver preset's value
+    (``rxlab.drivers``), and a dump leaves them out again so that a changed driver
+    brings its own."""
+
+    driver: str = Field("generic", description="a preset name or a preset YAML file")
     queues: int = Field(4, ge=1, le=4096)
-    ring_size: int = Field(1024, ge=1, le=65536)
+    ring_size: int | None = Field(None, ge=1, le=65536, description="default: the driver's")
     link_gbps: Annotated[float, in_range(0.01, 1e6, "Gb/s", "from 10BASE-T's 10 Mb/s up")] = 10.0
     max_pps: Annotated[float | None, in_range(MIN_PPS, MAX_PPS, "packets/s",
                                             "the traffic rate bounds")] = Field(
@@ -268,10 +274,48 @@ class Nic(_Strict):
     ntuple: list[NtupleRule] = Field(default_factory=list)
     arfs: Arfs | None = None
 
+    _preset: Any = PrivateAttr(default=None)  # rxlab.drivers.Preset
+    _from_preset: dict = PrivateAttr(default_factory=dict)  # field path -> value filled
+
     @field_validator("queues", mode="before")
     @classmethod
     def _queue_count(cls, v: Any) -> Any:
         return _count(v, "nic.queues", "8")
+
+    @field_validator("driver", mode="before")
+    @classmethod
+    def _driver(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            drivers.load(v)  # an unknown name or a bad preset file is a one-line error
+        return v
+
+    @model_validator(mode="after")
+    def _fill_from_preset(self):
+        pre = drivers.load(self.driver)
+        self._preset, self._from_preset = pre, {}
+        if self.ring_size is None:
+            self.ring_size = self._from_preset["nic.ring_size"] = pre.ring_size.value
+        if self.rss.table_size is None:
+            self.rss.table_size = drivers.table_size(pre, self.queues)
+            self._from_preset["nic.rss.table_size"] = self.rss.table_size
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):
+        data = handler(self)
+        if not isinstance(data, dict):
+            return data
+        if "nic.ring_size" in self._from_preset:  # values the preset filled stay its own
+            data.pop("ring_size", None)
+        if "nic.rss.table_size" in self._from_preset and isinstance(data.get("rss"), dict):
+            data["rss"].pop("table_size", None)
+        return data
+
+    def preset(self) -> drivers.Preset:
+        return self._preset if self._preset is not None else drivers.load(self.driver)
+
+    def from_preset(self) -> dict:
+        return dict(self._from_preset)
 
     @field_validator("irq_affinity", mode="before")
     @classmethod

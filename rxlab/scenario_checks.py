@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from rxlab import cpuset
+from rxlab.kernel.hashfn import roundup_pow_of_two
 from rxlab.kernel.state import STAGES
 from rxlab.kernel.versions import parse_version
 from rxlab.nic import indirection as indir
@@ -24,6 +25,7 @@ KERNEL_RELEASES = {3: 19, 4: 20, 5: 19, 6: 19, 7: 1}
 # rps_flow_cnt: the table mask fits a u32 up to 6.19; from 7.1 the table is one
 # allocation, mask <= INT_MAX / sizeof(struct rps_dev_flow) - 1 (net/core/net-sysfs.c)
 RPS_FLOW_CNT_MAX_7_1 = 1 << 27
+SIM_TABLE_LIMIT = 1 << 26  # rps_dev_flow entries over all queues that rxlab allocates
 
 _INDIR_RULE = ("ethtool -X refuses it and the kernel returns -EINVAL for an entry >= "
                "the rx rings: ethtool_copy_validate_indir(), net/ethtool/ioctl.c")
@@ -93,8 +95,43 @@ def table(spec: Any, size: int, nq: int, where: str) -> np.ndarray:
                      "{weight: [w0, w1, ...]} or a list of queues")
 
 
+def _driver(sc) -> None:
+    """What the driver can have: ethtool refuses a ring or table the driver cannot hold."""
+    nic, pre = sc.nic, sc.nic.preset()
+    name = pre.name
+    if nic.ring_size > pre.ring_max.value:
+        raise ValueError(f"nic.ring_size: {nic.ring_size} is more than {name}'s maximum "
+                         f"{pre.ring_max.value} (ethtool -G: \"requested ring size exceeds "
+                         "maximum\", ethnl_set_rings, net/ethtool/rings.c); use at most "
+                         f"{pre.ring_max.value}")
+    size = nic.rss.table_size
+    if size > pre.table_max.value:
+        raise ValueError(f"nic.rss.table_size: {size} entries is more than {name}'s "
+                         f"indirection table ({pre.table_max.value}); ethtool -X cannot "
+                         "resize it (ethtool_set_rxfh_indir returns -EINVAL for another "
+                         f"size, net/ethtool/ioctl.c); use {pre.table_max.value} or less")
+    if nic.rss.key is not None and name != "generic":
+        from rxlab.nic.toeplitz import parse_key
+
+        got, want = len(parse_key(nic.rss.key)), pre.key_bytes.value
+        if want == 0:
+            raise ValueError(f"nic.rss.key: {name} hashes without a key (ethtool -X hkey "
+                             "returns -EOPNOTSUPP); leave nic.rss.key out")
+        if got != want:
+            raise ValueError(f"nic.rss.key: {got} bytes, but {name}'s key is {want} bytes "
+                             "(ethtool_set_rxfh returns -EINVAL for another length, "
+                             f"net/ethtool/ioctl.c); give {want} bytes")
+    if nic.arfs is not None and nic.arfs.model not in pre.arfs.value:
+        if not pre.arfs.value:
+            raise ValueError(f"nic.arfs: {name} has no ndo_rx_flow_steer (no aRFS); remove "
+                             "nic.arfs or use a driver with aRFS (ice, mlx5)")
+        raise ValueError(f"nic.arfs.model: {nic.arfs.model} is not {name}'s filter model; "
+                         f"use {' or '.join(pre.arfs.value)}")
+
+
 def _nic(sc, n: int, nq: int) -> None:
     nic = sc.nic
+    _driver(sc)
     if nic.irq_affinity is not None:
         if len(nic.irq_affinity) != nq:
             raise ValueError(
@@ -159,6 +196,14 @@ def _kernel(sc, n: int, nq: int) -> None:
             raise ValueError(f"{where}: {c} is above the kernel maximum "
                              f"{RPS_FLOW_CNT_MAX_7_1} from 7.1 (host.kernel = "
                              f"{sc.host.kernel}); use a smaller power of two")
+    per_queue = [cnts.get(q, 0) for q in range(nq)] if None not in cnts else [cnts[None]] * nq
+    if sum(roundup_pow_of_two(c) for c in per_queue if c) > SIM_TABLE_LIMIT:
+        raise ValueError(f"kernel.rps_flow_cnt: tables over all queues exceed "
+                         f"{SIM_TABLE_LIMIT} entries, more than rxlab allocates; use smaller "
+                         "tables")
+    if sc.nic.arfs is not None and not (k.rps_sock_flow_entries and any(per_queue)):
+        raise ValueError("nic.arfs: aRFS needs RFS: set kernel.rps_sock_flow_entries and "
+                         "kernel.rps_flow_cnt")
 
 
 def _mask_cpus(mask: str, n: int, where: str) -> None:

@@ -51,13 +51,23 @@ napi_complete_done re-enables the interrupt. If the budget never binds, that is 
 poll per busy period:
 
   setup D     = irq latency (+ fixed moderation delay) + hard interrupt cost
-                + fixed cost of one NAPI poll           (rxlab: irq_latency + rx_usecs,
-                                                         hardirq, napi_poll)
-  service S   = CPU time per packet inside the poll     (rxlab: driver_rx + gro +
-                                                         stack_rx + socket_enqueue + ...)
+                + fixed cost of one NAPI poll
+  service S   = CPU time per packet inside the poll
   rho         = lam E[S]          (the setup is not work per packet)
   polls/packet = 1 / E[N] = (1 - rho) / (1 + lam E[D])
-  mean latency to the socket = E[W] + the part of S spent before the socket enqueue
+
+In rxlab's stages, for one queue on one CPU, no RPS, the reader on another CPU:
+  D = irq_latency + nic.rx_usecs   (Params.irq_delay_ns: ingest -> EV_IRQ)
+      + hardirq                    (interrupt() adds it as irq_debt; dispatch() charges
+                                    it before the NAPI segment starts on an idle CPU)
+      + napi_poll                  (net_rx_action_step, once per poll)
+  S = driver_rx + gro              (driver_poll, per packet)
+      + stack_rx + socket_enqueue  (netif_receive_skb_core, per packet)
+  latency_ns.to_socket (mean) = E[W] + E[S]: sock_queue_tail stamps the packet after
+  socket_enqueue, from its ring arrival time; the queue's ``polls`` in the result
+  (q_polls, one per driver_poll call) over its delivered packets is polls per packet.
+  A repoll after a full NAPI weight costs napi_poll again (``repoll_cost`` below),
+  without an interrupt.
 
 Only CPU time delays the next packet's service; the interrupt latency is idle time but
 still delays the first packet, so it belongs to D all the same. The formula assumes the

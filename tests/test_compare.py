@@ -223,3 +223,16 @@ def test_cli_json_runs_and_is_strict(capsys, tmp_path):
     assert "<script" not in html and "http" not in html.replace("http-equiv", "")
     assert (tmp_path / "c/comparison.png").stat().st_size > 10_000
     assert math.isfinite(back["metrics"][0]["mean"]["rps"]["estimate"])
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["compare", "--help"]])
+def test_help_lists_compare(capsys, argv):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 0 and "compare" in capsys.readouterr().out
+
+
+def test_memory_limit_is_checked_before_any_run(capsys):
+    line = _err(capsys, "compare", "--set-variant", "rps:kernel.rps_cpus=f",
+                "--max-memory", "64MiB")
+    assert line.startswith("rxlab: error: default: ") and "--max-memory" in line

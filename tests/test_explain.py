@@ -243,7 +243,7 @@ def test_flow_limit_is_counted_on_the_enqueuing_cpu_and_names_the_elephant(capsy
 
 def test_the_memcached_example_with_rps_on_all_cpus_names_the_elephant(capsys, tmp_path):
     """examples/memcached-16cpu.yaml, RPS on all 16 CPUs (the variant with most drops):
-    the largest cause names the heaviest flow, its queue, backlog CPU and socket."""
+    the largest cause names the heaviest flow, its queue, backlog CPU and reader."""
     from pathlib import Path
 
     from rxlab.scenario import load_scenario
@@ -266,4 +266,27 @@ def test_the_memcached_example_with_rps_on_all_cpus_names_the_elephant(capsys, t
     assert e is not None and e["flow"] == fl.describe(top)
     assert e["queue"] == (h & (sc.nic.rss.table_size - 1)) % queues
     assert e["cpu"] == (h * 16) >> 32  # RPS over CPUs 0-15
-    assert e["socket"] == (h * 16) >> 32  # SO_REUSEPORT over 16 sockets, same hash
+    assert e["socket"] >= 0 and e["thread_cpu"] == sc.apps[0].cpu_list()[e["socket"]]
+
+
+def test_latency_names_the_slow_reader_or_the_busy_softirq_cpu(capsys, tmp_path):
+    # a reader that needs 4 us per packet at 200 Kpps: the wait is in the socket
+    slow = _base([_group("clients", 50, 200_000)], cpus=2, queues=1,
+                 apps=[{"name": "slow", "cpus": 1, "cost": {"user_ns": 4000},
+                        "rcvbuf": 64 << 20, "batch": 1}])
+    ex = _json(capsys, "latency", _write(tmp_path, "slow", slow))
+    first = ex["causes"][0]
+    assert first["part"] == "to_app" and first["where"] == "socket 0"
+    assert ex["to_app"]["p99"] > 2 * ex["to_socket"]["p99"]
+    # a fast reader, 1 ms interrupt coalescing: the wait is before the socket, on CPU 0
+    coal = _base([_group("clients", 50, 20_000)], cpus=2, queues=1,
+                 nic={"rx_usecs": 1000},
+                 apps=[{"name": "sink", "cpus": 1, "cost": {"user_ns": 0, "syscall_ns": 0},
+                        "rcvbuf": 64 << 20, "batch": 1024}])
+    ex = _json(capsys, "latency", _write(tmp_path, "coal", coal))
+    first = ex["causes"][0]
+    assert first["part"] == "to_socket" and first["where"] == "CPU 0"
+    assert first["settings"][0]["setting"] == "ethtool -C DEV rx-usecs N (now 1000)"
+    assert ex["to_socket"]["p50"] >= 100_000  # packets wait for the coalesced interrupt
+    assert any(f.startswith("interrupt coalescing holds each interrupt up to 1000 us")
+               for f in first["facts"])

@@ -112,3 +112,23 @@ def test_every_experiment_labels_every_claim():
 def test_fewer_than_two_seeds_is_a_usage_error():
     with pytest.raises(UsageError, match="--seeds"):
         run_experiment(EXPERIMENTS["rss-rxhash"], quick=True, seeds=1)
+
+
+@pytest.mark.parametrize("args", [["--seeds", "1"], ["--jobs", "0"]])
+def test_bad_seeds_or_jobs_exit_2_one_line(capsys, args):
+    from rxlab.cli.main import main
+
+    assert main(["reproduce", "flow-limit", "--quick", "--json", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("rxlab: error: --"), err
+
+
+def test_worker_processes_give_the_same_result():
+    mod = EXPERIMENTS["flow-limit"]
+    one = run_experiment(mod, quick=True, seeds=2, jobs=1)
+    two = run_experiment(mod, quick=True, seeds=2, jobs=2)
+    assert one == two
+    # the seeds really differ: the antagonist's Poisson arrivals change per seed
+    runs = one["cases"][1]["runs"]
+    assert [r["seed"] for r in runs] == [3, 4]
+    assert runs[0]["metrics"] != runs[1]["metrics"]

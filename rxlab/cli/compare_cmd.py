@@ -21,7 +21,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
     p = subparsers.add_parser(
         "compare", help="compare configurations over the same seeds: means, differences, "
-                        "95 % intervals",
+                        "95 %% intervals",  # argparse %-formats help texts
         description="Run each configuration (a scenario file or built-in name, or a variant "
                     "of the first: --set-variant) on the same traffic seeds and compare "
                     "them metric by metric against the first.")

@@ -44,14 +44,23 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="arfs: concurrent connections (default 16384, the ice aRFS report's)")
     p.add_argument("--rps-flow-cnt", type=int, help="arfs: per-queue table size (default 512)")
     p.add_argument("--queues", type=int, help="arfs: rx queues (default 144)")
-    p.add_argument("--kernel", help="arfs: kernel version (flow_id rule; default 6.19)")
+    p.add_argument("--kernel", help="arfs: kernel version (flow_id rule; default the "
+                                    "seed's, as reproduce arfs-flow-match runs it)")
     p.add_argument("--json", action="store_true")
     add_max_memory(p)
     p.set_defaults(func=run)
     return p
 
 
-ARFS_DEFAULTS = {"flows": 16384, "rps_flow_cnt": 512, "queues": 144, "kernel": "6.19"}
+def _arfs_defaults() -> dict:
+    """The ice aRFS report's setup, as ``rxlab reproduce arfs-flow-match`` runs it."""
+    from rxlab.repro import arfs_flow_match as seed
+
+    return {"flows": seed.FLOWS, "rps_flow_cnt": 512, "queues": seed.CPUS,
+            "kernel": seed.KERNEL}
+
+
+ARFS_DEFAULTS = _arfs_defaults()
 
 
 def rows(flows: int, cnt: int, queues: int, kernel: str) -> list[dict]:
@@ -95,8 +104,10 @@ def run(args) -> int:
             setattr(args, k, v)
     data = rows(args.flows, args.rps_flow_cnt, args.queues, args.kernel)
     if args.json:
+        from rxlab.report.arfs_drivers import as_json
+
         print(dumps({"topic": "arfs", "flows": args.flows, "queues": args.queues,
-                     "kernel": args.kernel, "tables": data}, indent=1))
+                     "kernel": args.kernel, "tables": data, "drivers": as_json()}, indent=1))
         return 0
     from rich.table import Table
 
@@ -111,10 +122,16 @@ def run(args) -> int:
         t.add_row(f"{r['rps_flow_cnt']:,}", r["flow_id_rule"], f"{r['colliding_pairs']:,.1f}",
                   f"{r['flows_sharing_a_filter']:,.1f}", f"{100 * r['share_of_flows']:.2f}%",
                   f"{r['memory_bytes'] / 2**20:,.1f} MiB")
-    make_console().print(t)
+    console = make_console()
+    console.print(t)
     print("Model: two flows share an ice filter when they agree on hash & 1023 (bucket) and "
           "on flow_id; memory: rps_dev_flow entries per queue plus a socket table of "
           "queues x rps_flow_cnt entries (scaling.rst's rule).")
+    from rxlab.report.arfs_drivers import print_drivers
+
+    console.print("\nThe drivers' filter paths (ndo_rx_flow_steer, then the deferred "
+                  "programming) and what rxlab models for each step:", highlight=False)
+    print_drivers(console)
     return 0
 
 

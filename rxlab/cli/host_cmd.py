@@ -40,6 +40,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     e.add_argument("--netns", metavar="NS", help="device inside this network namespace")
     e.add_argument("-o", "--output", metavar="FILE", required=True,
                    help="scenario file to write ('-' for stdout)")
+    e.add_argument("--profile", metavar="PATH",
+                   help="a cost profile from rxlab calibrate, recorded as host.cost_profile")
+    src = e.add_mutually_exclusive_group()
+    src.add_argument("--pcap", metavar="FILE",
+                     help="traffic: replay this capture (traffic.pcap) instead of the default")
+    src.add_argument("--sockets", action="store_true",
+                     help="traffic: the host's established TCP connections and connected "
+                          "UDP sockets (/proc/net), one group per flow")
+    e.add_argument("--max-flows", type=int, default=256, metavar="N",
+                   help="with --sockets: at most N flows (default 256)")
     e.set_defaults(func=run, action="export")
 
     a = sub.add_parser("apply", help="apply a scenario's steering settings to a device")
@@ -131,11 +141,25 @@ def run(args) -> int:
         print(json.dumps(info, indent=1) if args.json else format_text(info))
         return 0
     if action == "export":
-        from rxlab.host.export import pick_device, render, scenario_from_host
+        from rxlab.host.export import (
+            host_fields,
+            kernel_hz,
+            pick_device,
+            render,
+            scenario_from_host,
+            socket_flows,
+        )
+        from rxlab.scenario import scenario_from_dict
 
+        if not 1 <= args.max_flows <= 100000:
+            raise UsageError("--max-flows: give 1 to 100000 flows")
         info = read_host(args.netns, [args.dev] if args.dev else None)
         dev = pick_device(info, args.dev)
         data, notes = scenario_from_host(info, dev)
+        flows, listeners = socket_flows(args.netns) if args.sockets else (None, None)
+        host_fields(data, notes, hz=kernel_hz(), profile=args.profile, pcap=args.pcap,
+                    flows=flows, listeners=listeners, max_flows=args.max_flows)
+        scenario_from_dict(data, f"export of {dev}")  # must load; a UsageError is a bug
         text = render(data, notes, info, dev)
         if args.output == "-":
             sys.stdout.write(text)

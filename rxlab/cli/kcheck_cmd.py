@@ -33,6 +33,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--mutate", metavar="NAMES", default="",
                    help="give the model a deliberately wrong setting, to see a check fail: "
                         + ", ".join(f"{k} ({v})" for k, v in MUTATIONS.items()))
+    p.add_argument("--profile", metavar="PATH",
+                   help="a profile written by rxlab calibrate: adds the rate and load checks "
+                        "(backlog_saturation, softirq_half_load, overload_drops) on "
+                        "configurations the calibration did not use")
+    p.add_argument("--repeat", type=int, default=3, metavar="N",
+                   help="kernel runs per rate check (default 3; 3-10)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(func=run)
     return p
@@ -91,13 +97,20 @@ def run(args) -> int:
                          f"choose from {', '.join(MUTATIONS)}")
     if not 0.3 <= args.duration <= 5:
         raise UsageError("--duration: give 0.3 to 5 seconds")
+    if not 3 <= args.repeat <= 10:
+        raise UsageError("--repeat: give 3 to 10 runs (the kernel's spread needs 3)")
+    profile = None
+    if args.profile:
+        from rxlab.kcheck.rates import load
+        profile = load(args.profile)
 
     def log(msg: str) -> None:
         if not args.quiet:
             print(f"kernel-check: {msg}", file=sys.stderr, flush=True)
 
     try:
-        report = run_checks(names, duration=args.duration, mutate=mutate, log=log)
+        report = run_checks(names, duration=args.duration, mutate=mutate, log=log,
+                            profile=profile, repeat=args.repeat)
     except host.CannotRun as err:
         msg = f"cannot run here: {err}"
         if args.json:

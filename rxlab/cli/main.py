@@ -27,6 +27,7 @@ COMMANDS = [
     "rxlab.cli.top_cmd",
     "rxlab.cli.bench_cmd",
     "rxlab.cli.kcheck_cmd",
+    "rxlab.cli.calibrate_cmd",
     "rxlab.cli.tune_cmd",
     "rxlab.cli.cache_cmd",
 ]

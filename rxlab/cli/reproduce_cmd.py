@@ -64,6 +64,9 @@ def _run(args) -> int:
                              progress=lambda i, n, name: status.update(
                                  f"running {mod.NAME}: run {i + 1}/{n} ({name})"))
     print_experiment(exp, console)
+    notes = getattr(mod, "notes", None)
+    for line in notes(exp) if notes else ():
+        console.print(line, highlight=False)
     print_claims(exp, console)
     sys.stdout.flush()
     return 0

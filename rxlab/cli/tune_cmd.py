@@ -1,9 +1,8 @@
 """``rxlab tune SCENARIO [--objective balance|latency|drops] [--json] [-o FILE] ...``.
 
-"My CPUs are unevenly loaded, or I drop packets: what do I change?" Recommends an RSS
-indirection table (RSS++'s greedy migration as the baseline, and ours), RFS table sizes,
-whether RPS/RFS/aRFS help, and flow-limit/backlog settings; every recommendation is
-simulated next to the current configuration. See docs/tune.md.
+"My CPUs are unevenly loaded, or I drop packets: what do I change?" Every candidate
+setting is simulated on several traffic seeds (and on the capture, with --pcap) and
+recommended only when it improves the objective on every one. See docs/tune.md.
 """
 
 from __future__ import annotations
@@ -18,11 +17,12 @@ from rxlab.errors import UsageError
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "tune", help="recommend RSS table, RFS sizes and flow-limit settings, proved by "
-                     "simulation",
-        description="Recommend an RSS indirection table (RSS++ baseline and ours), RFS "
-                    "table sizes, whether RPS/RFS/aRFS help, and flow_limit/backlog "
-                    "settings for SCENARIO; print before/after simulations and commands.")
+        "tune", help="recommend steering, ring, backlog and (with real flows) RSS table "
+                     "settings, each held on several traffic seeds",
+        description="Recommend settings for SCENARIO (RPS/RFS/aRFS, RFS table sizes, ring "
+                    "size, IRQ spread, queues, flow limit, backlog, socket buffers and, "
+                    "with real flows, an RSS indirection table), each simulated on several "
+                    "traffic seeds and recommended only when it improves on every one.")
     p.add_argument("scenario", metavar="SCENARIO", help="scenario YAML or built-in name")
     p.add_argument("--objective", default="balance",
                    help="balance (default), latency or drops: what a recommendation "
@@ -45,6 +45,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="victims' drop rate the flow-limit/backlog search aims at (0.001)")
     p.add_argument("--rsspp-rounds", default="20", metavar="N",
                    help="RSS++ ticks at most (stops earlier when a tick moves nothing)")
+    p.add_argument("--seeds", default="5", metavar="N",
+                   help="traffic seeds every setting is simulated on, from the scenario's "
+                        "seed up (5, the least); a setting must improve on every one")
+    p.add_argument("--pcap", metavar="FILE",
+                   help="the real flows, as a capture of this traffic: their addresses make "
+                        "an indirection table plannable (also replayed as a run)")
+    p.add_argument("--jobs", metavar="N",
+                   help="parallel simulation processes (default: one per CPU)")
     add_max_memory(p)
     p.set_defaults(func=run)
     return p
@@ -69,6 +77,7 @@ def _run(args) -> int:
     from rxlab.jsonout import dumps
     from rxlab.scenario import load_scenario, with_overrides
     from rxlab.tune import scenario_yaml, tune
+    from rxlab.tune.runs import default_jobs
 
     sc = load_scenario(args.scenario)
     if args.seed is not None:
@@ -88,6 +97,9 @@ def _run(args) -> int:
         target_drops=_num(args.target_drops, "--target-drops"),
         rounds=_num(args.rsspp_rounds, "--rsspp-rounds", int),
         duration=duration, form=args.form,
+        seeds=_num(args.seeds, "--seeds", int), pcap=args.pcap,
+        jobs=_num(args.jobs, "--jobs", int) if args.jobs is not None else default_jobs(
+            _num(args.seeds, "--seeds", int) + 1),
         progress=None if quiet else (lambda m: print(f"rxlab tune: {m}", file=sys.stderr)),
     )
     if out is not None:

@@ -280,9 +280,9 @@ def _socket(sub: Subject, dev: str, top: int) -> list[dict]:
             facts += ff
             e = f["elephant"]
         if e and (sub.now.get("spread") or ["hash"])[t] == "hash":
-            facts.append("SO_REUSEPORT picks a socket by the flow hash "
-                         "(reciprocal_scale(hash, sockets)): the elephant stays on socket "
-                         f"{t} however many sockets there are")
+            facts.append("SO_REUSEPORT picks a socket by a hash of the flow's addresses and "
+                         "ports (reuseport_select_sock(), net/core/sock_reuseport.c): the "
+                         f"elephant stays on socket {t} however many sockets there are")
             sets.append(setting("setsockopt(SO_ATTACH_REUSEPORT_EBPF)",
                                 "a reuseport BPF program may choose the socket per packet "
                                 "(a stateless UDP request protocol allows it) and spread the "
@@ -325,7 +325,7 @@ def _no_socket(sub: Subject, top: int) -> dict:
         facts += ff
         groups = sorted({str(g) for g in sub.flows.group[sub.flows.sock < 0]})
         facts.append(f"traffic group(s) without a reader: {', '.join(groups)}")
-    return {"reason": "no_socket", "where": "host", "packets": n,
+    return {"reason": "no_socket", "where": "no socket", "packets": n,
             "title": f"no_socket: {n:,}", "facts": facts, "flows": f, "elephant": None,
             "settings": [setting("apps[].groups", "give these groups a reading application")]}
 

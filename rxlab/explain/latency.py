@@ -61,6 +61,10 @@ def _kernel_path(sub: Subject, rx: list[dict], ts: dict, dev: str, top: int) -> 
              f"the busiest softirq CPU is {c} ({pct(_busy(roles['util']))} softirq + IRQ); "
              "its packets wait longest in the rx ring and backlog",
              describe_cpu(sub, c)]
+    if roles["util"]["idle"] > 0.5:
+        facts.append(f"no receive CPU is busy (CPU {c} is {pct(roles['util']['idle'])} idle): "
+                     "the latency is mostly the path's fixed cost (interrupt, per-packet "
+                     "stages, wake-ups), not queueing")
     for other in rx[1:3]:
         facts.append("next: " + describe_cpu(sub, other["cpu"]))
     f = None
@@ -77,18 +81,24 @@ def _kernel_path(sub: Subject, rx: list[dict], ts: dict, dev: str, top: int) -> 
         facts.append(f"CPU {c} deferred softirq to ksoftirqd "
                      f"({pct(roles['util']['ksoftirqd'])}): that work waits for the "
                      "scheduler like any task")
-    sets = [setting(f"ethtool -C {dev} rx-usecs N{now(sub, 'rx_usecs')}",
-                    "interrupt coalescing: each packet can wait this long before its poll"),
-            setting(f"ethtool -X {dev} weight ... / ethtool -L {dev} combined N / "
+    coalesce = setting(f"ethtool -C {dev} rx-usecs N{now(sub, 'rx_usecs')}",
+                       "interrupt coalescing: each packet can wait this long before its poll")
+    usecs = sub.now.get("rx_usecs") or 0
+    if usecs * 1000 >= 0.25 * (ts["p99"] or 0) and usecs:
+        facts.insert(1, f"interrupt coalescing holds each interrupt up to {usecs:g} us: "
+                        f"{pct(usecs * 1000 / ts['p99'])} of the p99")
+    sets = [setting(f"ethtool -X {dev} weight ... / ethtool -L {dev} combined N / "
                     f"/sys/class/net/{dev}/queues/rx-N/rps_cpus",
                     f"less traffic on CPU {c}: shorter queues in front of each packet"),
             setting(f"ethtool -G {dev} rx N{now(sub, 'ring_size')}",
                     "a shorter ring bounds the wait in it (and drops sooner)")]
+    sets.insert(0 if usecs * 1000 >= 0.25 * (ts["p99"] or 0) and usecs else len(sets),
+                coalesce)
     if sn["time_squeeze"]:
         sets.append(setting("sysctl -w net.core.netdev_budget=N",
                             f"CPU {c} ran out of budget {sn['time_squeeze']:,} times; the "
                             "rest waited for the next softirq run"))
-    if roles["threads"]:
+    if roles["threads"] and roles["util"]["ksoftirqd"]:
         sets.append(setting(f"taskset -pc <cpus> <tid>  (apps[].cpus without CPU {c})",
                             f"threads on CPU {c} delay its softirq when it runs in ksoftirqd"))
     return {"part": "to_socket", "where": f"CPU {c}",

@@ -9,12 +9,22 @@ global ``net.core`` knobs the model has, RFS (``rps_sock_flow_entries``, per-que
 place for ``xps_cpus`` (transmit side): it is listed in the file's header comment, with
 anything else that could not be read. A default traffic group
 and one application thread per CPU make the file ready to simulate.
+
+``host.hz`` is the kernel's CONFIG_HZ (``kernel_hz``); ``--profile`` puts a calibrated
+cost profile (``rxlab calibrate``) in ``host.cost_profile``; ``--pcap`` replaces the
+default traffic with a capture (``traffic.pcap``) and ``--sockets`` with the host's own
+flows: established TCP connections and connected UDP sockets from /proc/net/{tcp,udp}[6]
+(``socket_flows``), so that run and tune work on real addresses and ports.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import gzip
+import os
+import platform
 import re
+import time
 
 import yaml
 
@@ -30,6 +40,54 @@ DEFAULT_TRAFFIC = {
         "rate": {"pps": 100000}, "arrivals": "poisson", "size": 128,
     }]
 }
+
+
+def _config_hz(text: str) -> int | None:
+    m = re.search(r"^CONFIG_HZ=(\d+)$", text, re.M)
+    return int(m.group(1)) if m else None
+
+
+def _timer_list_jiffies() -> int | None:
+    try:
+        with open("/proc/timer_list") as fh:
+            for line in fh:
+                if line.startswith("jiffies:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def kernel_hz(boot: str = "/boot") -> dict | None:
+    """The kernel's tick rate: CONFIG_HZ from /boot/config-<release> or /proc/config.gz,
+    else measured as jiffies per second from /proc/timer_list (kernel/time/timer_list.c
+    prints ``jiffies: N``; rounded to the nearest of 100, 250, 300, 1000). ``{"hz",
+    "source"}`` or None."""
+    path = os.path.join(boot, f"config-{platform.release()}")
+    try:
+        with open(path) as fh:
+            hz = _config_hz(fh.read())
+        if hz:
+            return {"hz": hz, "source": path}
+    except OSError:
+        pass
+    try:
+        with gzip.open("/proc/config.gz", "rt") as fh:
+            hz = _config_hz(fh.read())
+        if hz:
+            return {"hz": hz, "source": "/proc/config.gz"}
+    except OSError:
+        pass
+    j0, t0 = _timer_list_jiffies(), time.monotonic()
+    if j0 is None:
+        return None
+    time.sleep(0.5)
+    j1, t1 = _timer_list_jiffies(), time.monotonic()
+    if j1 is None or j1 <= j0:
+        return None
+    rate = (j1 - j0) / (t1 - t0)
+    hz = min((100, 250, 300, 1000), key=lambda h: abs(h - rate))
+    return {"hz": hz, "source": f"measured: {rate:.0f} jiffies/s in /proc/timer_list"}
 
 
 NETIF_RX_DRIVERS = ("veth", "tun")  # no NAPI ring unless XDP/GRO is on: netif_rx delivery
@@ -172,8 +230,151 @@ def render(data: dict, notes: list[str], info: dict, dev: str) -> str:
     head = [f"# rxlab host export: device {dev} on {info.get('hostname')} "
             f"(kernel {info.get('kernel')}"
             + (f", netns {info['netns']}" if info.get("netns") else "") + f"), {stamp}",
-            "# The traffic group and the application are defaults: edit them to match the "
-            "real workload."]
+            ("# The traffic group and the application are defaults: edit them to match the "
+             "real workload." if data.get("traffic") == DEFAULT_TRAFFIC else
+             "# The application is a default: edit it to match the real workload.")]
     head += [f"# not exported: {n}" for n in notes]
     return "\n".join(head) + "\n" + yaml.safe_dump(data, sort_keys=False,
                                                    default_flow_style=None, width=100)
+
+
+# --- flows: a sample of the host's sockets, or a capture ---------------------------------------
+
+TCP_ESTABLISHED = 1  # include/net/tcp_states.h
+PROC_NET = {"tcp": ("/proc/net/tcp", 4), "tcp6": ("/proc/net/tcp6", 6),
+            "udp": ("/proc/net/udp", 4), "udp6": ("/proc/net/udp6", 6)}
+
+
+def _proc_addr(text: str, ip: int) -> tuple[str, int]:
+    """``0100007F:1F90`` -> ("127.0.0.1", 8080): the kernel prints each 32-bit word of
+    the address with %08X in host byte order (net/ipv4/tcp_ipv4.c get_tcp4_sock,
+    net/ipv6/tcp_ipv6.c get_tcp6_sock)."""
+    import ipaddress
+    import sys
+    addr, port = text.split(":")
+    words = [int(addr[i:i + 8], 16) for i in range(0, len(addr), 8)]
+    raw = b"".join(w.to_bytes(4, sys.byteorder) for w in words)
+    a = ipaddress.IPv4Address(raw) if ip == 4 else ipaddress.IPv6Address(raw)
+    if ip == 6 and a.ipv4_mapped is not None:
+        a = a.ipv4_mapped
+    return str(a), int(port, 16)
+
+
+def parse_proc_net(text: str, proto: str, ip: int) -> tuple[list[dict], list[int]]:
+    """One /proc/net/{tcp,udp}[6] table -> (receive-side flows, ports of unconnected UDP
+    sockets). A flow is an established TCP connection or a connected UDP socket: the
+    packets it receives come from (remote addr, port) to (local addr, port)."""
+    flows, listeners = [], []
+    for line in text.splitlines()[1:]:
+        cols = line.split()
+        if len(cols) < 4:
+            continue
+        try:
+            laddr, lport = _proc_addr(cols[1], ip)
+            raddr, rport = _proc_addr(cols[2], ip)
+            st = int(cols[3], 16)
+        except (ValueError, IndexError):
+            continue
+        if proto.startswith("tcp"):
+            if st != TCP_ESTABLISHED:
+                continue
+        elif rport == 0:
+            listeners.append(lport)
+            continue
+        flows.append({"proto": proto.rstrip("6"), "src": raddr, "sport": rport,
+                      "dst": laddr, "dport": lport})
+    return flows, listeners
+
+
+def _read_proc_net() -> dict[str, str]:
+    out = {}
+    for name, (path, _ip) in PROC_NET.items():
+        try:
+            with open(path) as fh:
+                out[name] = fh.read()
+        except OSError:
+            pass
+    return out
+
+
+def socket_flows(netns: str | None = None) -> tuple[list[dict], list[int]]:
+    """The host's (or a namespace's) receive-side flows from its socket tables, without
+    loopback ones (they never cross a NIC), sorted; and unconnected UDP ports."""
+    import ipaddress
+    if netns:
+        from rxlab.kcheck.host import in_netns
+        texts = in_netns(netns, _read_proc_net, sysfs=False)  # /proc/net is per netns
+    else:
+        texts = _read_proc_net()
+    flows, listeners = [], []
+    for name, text in texts.items():
+        f, ls = parse_proc_net(text, name, PROC_NET[name][1])
+        flows += f
+        listeners += ls
+    flows = [f for f in flows if not ipaddress.ip_address(f["src"]).is_loopback]
+    uniq = {tuple(sorted(f.items())): f for f in flows}
+    return sorted(uniq.values(), key=lambda f: (f["proto"], f["dst"], f["dport"], f["src"],
+                                                f["sport"])), sorted(set(listeners))
+
+
+def flow_groups(flows: list[dict], total_pps: float) -> list[dict]:
+    """One traffic group per flow (a group's ports are a single value, a range or a
+    sequence, so real port pairs need one each), ``total_pps`` shared evenly: a socket
+    table holds no rates."""
+    import ipaddress
+    pps = total_pps / max(1, len(flows))
+    out = []
+    for i, f in enumerate(flows):
+        ip = ipaddress.ip_address(f["src"]).version
+        g = {"name": f"{f['proto']}-{i}", "flows": 1, "proto": f["proto"],
+             "src": {"addr": f["src"]}, "dst": {"addr": f["dst"]},
+             "sport": {"value": f["sport"]}, "dport": {"value": f["dport"]},
+             "rate": {"pps": pps}, "arrivals": "poisson", "size": 128}
+        if ip == 6:
+            g["ip"] = 6
+        out.append(g)
+    return out
+
+
+def host_fields(data: dict, notes: list[str], *, hz: dict | None, profile: str | None,
+                pcap: str | None = None, flows: list[dict] | None = None,
+                listeners: list[int] | None = None, max_flows: int = 256,
+                total_pps: float = 100000.0) -> dict:
+    """Add HZ, the calibrated profile and real flows to an exported scenario mapping."""
+    from rxlab.profiles import load_profile
+    host = data["host"]
+    if hz and hz["hz"] in (100, 250, 300, 1000):
+        host["hz"] = hz["hz"]
+    else:
+        notes.append(f"HZ: {'not found' if not hz else hz['hz']} (CONFIG_HZ in /boot/config-*"
+                     " or /proc/config.gz, or jiffies in /proc/timer_list); default used")
+    if profile:
+        path = os.path.abspath(profile)
+        try:
+            load_profile(path)
+        except UsageError as err:
+            raise UsageError(f"--profile: {str(err).removeprefix('host.cost_profile: ')}") \
+                from None
+        host["cost_profile"] = path
+    if pcap:
+        path = os.path.abspath(pcap)
+        if not os.path.isfile(path):
+            raise UsageError(f"--pcap: {pcap!r} is not a file; give a pcap or pcapng capture")
+        data["traffic"] = {"pcap": {"file": path}}
+    elif flows is not None:
+        if not flows:
+            notes.append("no established TCP connection or connected UDP socket besides "
+                         "loopback: the default traffic group is kept")
+        else:
+            if len(flows) > max_flows:
+                notes.append(f"{len(flows)} socket flows; the first {max_flows} (sorted) "
+                             "exported")
+                flows = flows[:max_flows]
+            data["traffic"] = {"groups": flow_groups(flows, total_pps)}
+            notes.append(f"traffic: {len(flows)} flows from the socket tables; their rates "
+                         f"are not in /proc, so {total_pps:g} pps is shared evenly")
+        if listeners:
+            notes.append("unconnected UDP sockets on port(s) "
+                         f"{', '.join(map(str, listeners[:20]))}: their peers are unknown "
+                         "(a capture, --pcap, gives them)")
+    return data

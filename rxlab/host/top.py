@@ -4,8 +4,9 @@ A ``Sample`` holds ``/proc/net/softnet_stat`` (parsed with
 ``rxlab.metrics.softnet.parse_softnet``, rows keyed by the CPU column, not line position)
 and, per device, ``/sys/class/net/DEV/statistics`` plus the per-queue packet counters of
 ``ethtool -S`` (``rx_queue_N_packets``, ``rx-N.packets``, ``rxN_packets``; veth:
-``rx_queue_N_xdp_packets``), read inside ``--netns`` when given. ``rates()`` turns two
-samples into per-second rates; softnet counters are u32 and wrap.
+``rx_queue_N_xdp_packets``), read inside ``--netns`` when given, and /proc/stat for
+top's ``%Cpu(s)`` line (rxlab.report.topview). ``rates()`` turns two samples into
+per-second rates; softnet counters are u32 and wrap.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from rxlab.host import ethtool
 from rxlab.host.netns import in_netns
 from rxlab.metrics.softnet import parse_softnet
+from rxlab.report.topview import parse_proc_stat, summary_line, top_summary
 
 SOFTNET_FIELDS = ("processed", "dropped", "time_squeeze", "received_rps", "flow_limit_count")
 DEV_FIELDS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped")
@@ -29,6 +31,7 @@ class Sample:
     t: float
     softnet: dict[int, dict]  # cpu -> counters
     devices: dict[str, dict] = field(default_factory=dict)  # dev -> {stats, queues}
+    stat: dict = field(default_factory=dict)  # /proc/stat cpu rows, USER_HZ ticks
 
 
 def _devices(names: list[str] | None, with_ethtool: bool) -> dict[str, dict]:
@@ -66,7 +69,9 @@ def sample(netns: str | None = None, devices: list[str] | None = None,
         rows = parse_softnet(fh.read())
     sn = {r["cpu"]: r for r in rows}
     devs = in_netns(netns, _devices, devices, with_ethtool)
-    return Sample(time.monotonic(), sn, devs)
+    with open("/proc/stat") as fh:
+        stat = parse_proc_stat(fh.read())
+    return Sample(time.monotonic(), sn, devs, stat)
 
 
 def _delta(a: int | None, b: int | None, wrap: int | None = None) -> int | None:
@@ -98,7 +103,9 @@ def rates(a: Sample, b: Sample) -> dict:
               for q, v in sorted(db["queues"].items(),
                                  key=lambda kv: (kv[0][:2], int(kv[0][3:])))}
         devs[dev] = {"stats": st, "queues": qs}
-    return {"interval": dt, "cpus": cpus, "devices": devs}
+    both = "all" in a.stat and "all" in b.stat
+    summary = top_summary(a.stat["all"], b.stat["all"]) if both else None
+    return {"interval": dt, "cpus": cpus, "devices": devs, "cpu_summary": summary}
 
 
 def render(r: dict, title: str = "rxlab top"):
@@ -125,4 +132,8 @@ def render(r: dict, title: str = "rxlab top"):
         txq = {q[3:]: v for q, v in d["queues"].items() if q.startswith("tx")}
         for q in sorted(set(rxq) | set(txq), key=int):
             t2.add_row("", q, f(rxq.get(q)), f(txq.get(q)), "", "")
-    return Group(t1, t2)
+    if not r.get("cpu_summary"):
+        return Group(t1, t2)
+    from rich.text import Text
+
+    return Group(Text(summary_line(r["cpu_summary"])), t1, t2)

@@ -50,6 +50,10 @@ BPF_MAP_TYPE_HASH, BPF_MAP_TYPE_ARRAY, BPF_MAP_TYPE_CPUMAP = 1, 2, 16
 BPF_PROG_TYPE_SCHED_CLS, BPF_PROG_TYPE_XDP, BPF_PROG_TYPE_RAW_TRACEPOINT = 3, 6, 17
 FN_MAP_LOOKUP, FN_MAP_UPDATE, FN_CPU, FN_SKB_LOAD_BYTES, FN_SET_HASH = 1, 2, 8, 26, 48
 FN_REDIRECT_MAP = 51
+FN_KTIME_GET_NS = 5
+NET_RX_SOFTIRQ = 3  # include/linux/interrupt.h
+SOFTIRQ_SLOTS = 64  # per CPU: struct {u64 start_ns; u64 total_ns; u64 count}
+SOFTIRQ_SLOT_SIZE = 24
 XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_TX, XDP_REDIRECT = range(5)
 CPUMAP_STATS_SLOTS = 16  # 0..7: enqueue per destination CPU, 8..15: kthread per CPU
 CPUMAP_STATS_SIZE = 16  # struct {u64 processed; u64 drops}
@@ -310,6 +314,65 @@ def cpumap_counter_insns(stats_fd: int, kthread: bool) -> bytes:
         exit_(),
     ]
     return b"".join(body)
+
+
+def softirq_timer_insns(slots_fd: int, entry: bool) -> bytes:
+    """Raw tracepoints ``softirq_entry(vec_nr)`` / ``softirq_exit(vec_nr)``
+    (include/trace/events/irq.h, fired around each handler in kernel/softirq.c
+    handle_softirqs, also in ksoftirqd): for NET_RX only, the entry stamps
+    ``bpf_ktime_get_ns()`` into this CPU's slot, the exit adds the elapsed time to
+    ``total_ns`` and counts the run. One CPU writes its own slot and NET_RX does not
+    nest on a CPU, so no atomics are needed."""
+    head = [
+        ldx("dw", R7, R1, 0),  # args[0] = vec_nr
+        jne_imm(R7, NET_RX_SOFTIRQ, 0),  # patched: to the end
+        call(FN_CPU),
+        and64_imm(R0, SOFTIRQ_SLOTS - 1),
+        stx("w", R10, R0, -4),
+        mov64_reg(R2, R10),
+        add64_imm(R2, -4),
+        ld_map_fd(R1, slots_fd),
+        call(FN_MAP_LOOKUP),
+        jeq_imm(R0, 0, 0),  # patched: to the end
+        mov64_reg(R8, R0),
+    ]
+    if entry:
+        body = [call(FN_KTIME_GET_NS), stx("dw", R8, R0, 0)]
+    else:
+        body = [
+            ldx("dw", R9, R8, 0),
+            jeq_imm(R9, 0, 8),  # no entry seen (attached mid-softirq): skip
+            call(FN_KTIME_GET_NS),
+            _insn(0x1F, R0, R9),  # r0 -= r9
+            ldx("dw", R1, R8, 8),
+            _insn(0x0F, R1, R0),  # r1 += r0
+            stx("dw", R8, R1, 8),
+            ldx("dw", R1, R8, 16),
+            add64_imm(R1, 1),
+            stx("dw", R8, R1, 16),
+            st_imm("dw", R8, 0, 0),
+        ]
+        # the skip lands on the exit sequence: count the instructions after the jump
+        body[1] = jeq_imm(R9, 0, len(body) - 2)
+    tail = [mov64_imm(R0, 0), exit_()]
+    ins = head + body
+    # jumps to ``tail``: offsets in instruction slots (ld_map_fd takes two)
+    def slots(lst):
+        return sum(len(x) // N for x in lst)
+    ins[1] = jne_imm(R7, NET_RX_SOFTIRQ, slots(ins[2:]))
+    ins[9] = jeq_imm(R0, 0, slots(ins[10:]))
+    return b"".join(ins + tail)
+
+
+def parse_softirq_slots(items: list[tuple[bytes, bytes]]) -> dict[int, dict[str, int]]:
+    """cpu -> {"ns": NET_RX softirq time, "runs": handler runs} (CPUs with any)."""
+    out = {}
+    for k, v in items:
+        cpu = struct.unpack("<I", k)[0]
+        _start, total, count = struct.unpack("<QQQ", v)
+        if count:
+            out[cpu] = {"ns": total, "runs": count}
+    return out
 
 
 # --- maps and programs --------------------------------------------------------------------

@@ -23,7 +23,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rxlab.kcheck import model
+from rxlab.kcheck import model, rates
 from rxlab.kcheck.host import DEV_RX, DEV_TX, NS_RX, Lab, Sysctls
 from rxlab.kcheck.kernel import Bpf, Run, run_traffic, slow_consumer
 
@@ -47,6 +47,8 @@ class Ctx:
     log: Callable[[str], None] = lambda _m: None
     cache: dict = field(default_factory=dict)
     bpf: list[Bpf] = field(default_factory=list)
+    profile: dict | None = None  # a calibrated profile (rates.load), for the rate checks
+    repeat: int = 3  # kernel runs per rate check
 
     def configure(self, *, rps_cpus: str = "0", rps_flow_cnt: int = 0, backlog: int = 1000,
                   flow_limit: str = "0", sock_flow_entries: int = 0) -> None:
@@ -700,7 +702,12 @@ CHECKS: dict[str, Callable[[Ctx], dict]] = {
     "flow_limit_shedding": flow_limit_shedding,
     "backlog_drop_accounting": backlog_drop_accounting,
     "cpumap_cpu_choice": cpumap_cpu_choice,
+    **rates.CHECKS,
+    "latency_percentiles": lambda _ctx: skipped("latency_percentiles",
+                                                rates.LATENCY_NOT_CHECKED),
 }
+NEEDS_PROFILE = set(rates.CHECKS)
+UNAVAILABLE["latency_percentiles"] = lambda: rates.LATENCY_NOT_CHECKED
 
 
 def skipped(name: str, reason: str) -> dict:

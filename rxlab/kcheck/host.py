@@ -7,8 +7,9 @@ Safety rules of ``../shared/reference/kernel-lab.md`` sec. 12, as implemented he
 * every sysctl written is read first and written back in ``finally`` (``Sysctls``); the
   originals are also kept in a state file, so a run killed with SIGKILL is repaired by
   the next run before it changes anything;
-* dedicated namespaces (``rxkc_tx``/``rxkc_rx``), left-overs deleted before setup and
-  both deleted on exit; SIGTERM/SIGHUP raise SystemExit so ``finally`` runs, and signals
+* dedicated namespaces (``rxkc_tx``/``rxkc_rx``; ``rxlab calibrate`` has its own,
+  ``rxcal_tx``/``rxcal_rx``), left-overs deleted before setup and both deleted on exit;
+  SIGTERM/SIGHUP raise SystemExit so ``finally`` runs, and signals
   are ignored while cleaning up so a second Ctrl-C cannot cut the cleanup short;
 * per-device settings (``rps_cpus``, ``rps_flow_cnt``, clsact) are undone after each
   experiment; traffic runs only between the two namespaces (10.77.0.0/24).
@@ -39,6 +40,10 @@ from rxlab.kcheck.bpf import libc
 NS_TX, NS_RX = "rxkc_tx", "rxkc_rx"
 DEV_TX, DEV_RX = "rxkc0", "rxkc1"
 IP_TX, IP_RX = "10.77.0.1", "10.77.0.2"
+# rxlab calibrate's lab: other names, so a left-over of one tool is never taken for the other's
+CAL_NAMES = {"ns_tx": "rxcal_tx", "ns_rx": "rxcal_rx", "dev_tx": "rxcal0", "dev_rx": "rxcal1",
+             "ip_tx": "10.78.0.1", "ip_rx": "10.78.0.2"}
+ALL_NAMESPACES = (NS_TX, NS_RX, CAL_NAMES["ns_tx"], CAL_NAMES["ns_rx"])
 QUEUES = 4
 NETNS_DIR = "/run/netns"
 STATE_DIR = "/run/rxlab-kcheck"
@@ -151,43 +156,53 @@ class Sysctls:
         return errors
 
 
-def save_state(orig: dict[str, str]) -> None:
+def cal_state_file() -> str:
+    """``rxlab calibrate``'s state file (same directory and lock as kernel-check's)."""
+    return os.path.join(STATE_DIR, "calibrate.json")
+
+
+def save_state(orig: dict[str, str], path: str | None = None,
+               namespaces: tuple[str, ...] = (NS_TX, NS_RX)) -> None:
+    path = path or STATE_FILE
     os.makedirs(STATE_DIR, exist_ok=True)
-    tmp = STATE_FILE + ".tmp"
+    tmp = path + ".tmp"
     with open(tmp, "w") as fh:
-        json.dump({"sysctls": orig, "namespaces": [NS_TX, NS_RX], "pid": os.getpid()}, fh)
-    os.replace(tmp, STATE_FILE)
+        json.dump({"sysctls": orig, "namespaces": list(namespaces), "pid": os.getpid()}, fh)
+    os.replace(tmp, path)
 
 
-def clear_state() -> None:
+def clear_state(path: str | None = None) -> None:
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(STATE_FILE)
+        os.unlink(path or STATE_FILE)
 
 
 def repair_leftovers() -> list[str]:
-    """Undo what a killed run left: sysctls from the state file, our namespaces."""
+    """Undo what a killed run of kernel-check or calibrate left: sysctls from the state
+    files, the namespaces of both tools (the lock says neither is running now)."""
     notes = []
-    try:
-        with open(STATE_FILE) as fh:
-            state = json.load(fh)
-    except (FileNotFoundError, ValueError):
-        state = None
-    if state:
-        for name, val in state.get("sysctls", {}).items():
-            if name in SYSCTLS and read_sysctl(name) != val:
-                write_sysctl(name, val)
-                notes.append(f"restored net.core.{name}={val} left by an interrupted run")
-    for ns in (NS_TX, NS_RX):
+    for path in (STATE_FILE, cal_state_file()):
+        try:
+            with open(path) as fh:
+                state = json.load(fh)
+        except (FileNotFoundError, ValueError):
+            state = None
+        if state:
+            for name, val in state.get("sysctls", {}).items():
+                if name in SYSCTLS and read_sysctl(name) != val:
+                    write_sysctl(name, val)
+                    notes.append(f"restored net.core.{name}={val} left by an interrupted run")
+        clear_state(path)
+    notes += restore_ksoftirqd()
+    for ns in ALL_NAMESPACES:
         if os.path.exists(os.path.join(NETNS_DIR, ns)):
             ip("netns", "del", ns, check=False)
             notes.append(f"deleted left-over namespace {ns}")
-    clear_state()
     return notes
 
 
 @contextlib.contextmanager
 def run_lock() -> Iterator[None]:
-    """One kernel-check at a time on this machine (they share the names and sysctls)."""
+    """One kernel-check or calibrate at a time on this machine (they share sysctls)."""
     os.makedirs(STATE_DIR, exist_ok=True)
     fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
     try:
@@ -349,32 +364,38 @@ def _udp_stats() -> dict:
 
 
 class Lab:
-    """Namespaces ``rxkc_tx``/``rxkc_rx``, veth ``rxkc0``/``rxkc1`` with 4 queues each."""
+    """Namespaces ``rxkc_tx``/``rxkc_rx``, veth ``rxkc0``/``rxkc1`` with 4 queues each
+    (other names with ``names``, e.g. ``CAL_NAMES``)."""
 
-    def __init__(self):
+    def __init__(self, names: dict[str, str] | None = None):
         self.up = False
         self.tx_features: dict[str, str] | None = None  # sender veth, before tx off
+        n = names or {"ns_tx": NS_TX, "ns_rx": NS_RX, "dev_tx": DEV_TX, "dev_rx": DEV_RX,
+                      "ip_tx": IP_TX, "ip_rx": IP_RX}
+        self.ns_tx, self.ns_rx = n["ns_tx"], n["ns_rx"]
+        self.dev_tx, self.dev_rx = n["dev_tx"], n["dev_rx"]
+        self.ip_tx, self.ip_rx = n["ip_tx"], n["ip_rx"]
 
     def setup(self) -> None:
-        for ns in (NS_TX, NS_RX):
+        for ns in (self.ns_tx, self.ns_rx):
             if os.path.exists(os.path.join(NETNS_DIR, ns)):
                 ip("netns", "del", ns, check=False)
         self.up = True  # from here on teardown() must run
-        ip("netns", "add", NS_TX)
-        ip("netns", "add", NS_RX)
+        ip("netns", "add", self.ns_tx)
+        ip("netns", "add", self.ns_rx)
         q = str(QUEUES)
-        ip("link", "add", DEV_TX, "numtxqueues", q, "numrxqueues", q, "netns", NS_TX,
-           "type", "veth", "peer", "name", DEV_RX, "numtxqueues", q, "numrxqueues", q,
-           "netns", NS_RX)
-        ip("addr", "add", f"{IP_TX}/24", "dev", DEV_TX, ns=NS_TX)
-        ip("addr", "add", f"{IP_RX}/24", "dev", DEV_RX, ns=NS_RX)
-        for ns, dev in ((NS_TX, DEV_TX), (NS_RX, DEV_RX)):
+        ip("link", "add", self.dev_tx, "numtxqueues", q, "numrxqueues", q, "netns", self.ns_tx,
+           "type", "veth", "peer", "name", self.dev_rx, "numtxqueues", q, "numrxqueues", q,
+           "netns", self.ns_rx)
+        ip("addr", "add", f"{self.ip_tx}/24", "dev", self.dev_tx, ns=self.ns_tx)
+        ip("addr", "add", f"{self.ip_rx}/24", "dev", self.dev_rx, ns=self.ns_rx)
+        for ns, dev in ((self.ns_tx, self.dev_tx), (self.ns_rx, self.dev_rx)):
             ip("link", "set", "lo", "up", ns=ns)
             ip("link", "set", dev, "up", ns=ns)
 
     def teardown(self) -> list[str]:
         errors = []
-        for ns in (NS_TX, NS_RX):
+        for ns in (self.ns_tx, self.ns_rx):
             if os.path.exists(os.path.join(NETNS_DIR, ns)):
                 p = ip("netns", "del", ns, check=False)
                 if p.returncode != 0:
@@ -389,29 +410,29 @@ class Lab:
         for q in range(QUEUES):
             if rps_cpus is not None:
                 m = rps_cpus[q] if isinstance(rps_cpus, list) else rps_cpus
-                items.append((queue_path(DEV_RX, "rx", q, "rps_cpus"), m))
+                items.append((queue_path(self.dev_rx, "rx", q, "rps_cpus"), m))
             if rps_flow_cnt is not None:
-                items.append((queue_path(DEV_RX, "rx", q, "rps_flow_cnt"), str(rps_flow_cnt)))
-        in_netns(NS_RX, _write_files, items)
+                items.append((queue_path(self.dev_rx, "rx", q, "rps_flow_cnt"), str(rps_flow_cnt)))
+        in_netns(self.ns_rx, _write_files, items)
 
     def read_rx_queues(self) -> dict[str, str]:
-        paths = [queue_path(DEV_RX, "rx", q, n) for q in range(QUEUES)
+        paths = [queue_path(self.dev_rx, "rx", q, n) for q in range(QUEUES)
                  for n in ("rps_cpus", "rps_flow_cnt")]
-        return in_netns(NS_RX, _read_files, paths)
+        return in_netns(self.ns_rx, _read_files, paths)
 
     def reset_device(self) -> None:
         """Undo per-experiment device state: RPS maps, RFS tables, tc hooks, the sender
         veth's offloads."""
         self.restore_tx_offload()
         self.set_rx_queues("0", 0)
-        for ns, dev in ((NS_TX, DEV_TX), (NS_RX, DEV_RX)):
+        for ns, dev in ((self.ns_tx, self.dev_tx), (self.ns_rx, self.dev_rx)):
             netns_exec(ns, ["tc", "qdisc", "del", "dev", dev, "clsact"], check=False)
 
     def dev_stats(self) -> dict[str, dict[str, int]]:
-        rx = in_netns(NS_RX, _read_files, dev_stat_paths(DEV_RX))
-        tx = in_netns(NS_TX, _read_files, dev_stat_paths(DEV_TX))
+        rx = in_netns(self.ns_rx, _read_files, dev_stat_paths(self.dev_rx))
+        tx = in_netns(self.ns_tx, _read_files, dev_stat_paths(self.dev_tx))
         out = {}
-        for dev, vals in ((DEV_RX, rx), (DEV_TX, tx)):
+        for dev, vals in ((self.dev_rx, rx), (self.dev_tx, tx)):
             out[dev] = {os.path.basename(p): int(v) for p, v in vals.items()}
         return out
 
@@ -419,7 +440,7 @@ class Lab:
         """The receiver namespace's UDP counters (``/proc/net/snmp``) and, per connected
         socket, the peer's source port -> socket drops (receive buffer full) and bytes
         queued (``/proc/net/udp``). /proc/net follows the reading thread's namespace."""
-        return in_netns(NS_RX, _udp_stats)
+        return in_netns(self.ns_rx, _udp_stats)
 
     def add_clsact(self, ns: str, dev: str) -> None:
         netns_exec(ns, ["tc", "qdisc", "add", "dev", dev, "clsact"])
@@ -430,24 +451,24 @@ class Lab:
         rebuild and UDP drops every packet as InCsumErrors). The features it turns off
         (tx checksumming and what depends on it) are restored by ``restore_tx_offload``."""
         if self.tx_features is None:
-            self.tx_features = _offload_features(NS_TX, DEV_TX)
-        netns_exec(NS_TX, ["ethtool", "-K", DEV_TX, "tx", "off"])
+            self.tx_features = _offload_features(self.ns_tx, self.dev_tx)
+        netns_exec(self.ns_tx, ["ethtool", "-K", self.dev_tx, "tx", "off"])
 
     def restore_tx_offload(self) -> list[str]:
         if self.tx_features is None:
             return []
-        now = _offload_features(NS_TX, DEV_TX)
+        now = _offload_features(self.ns_tx, self.dev_tx)
         args = []
         for name, val in self.tx_features.items():
             if now.get(name) != val:
                 args += [name, val]
         errors = []
         if args:
-            p = netns_exec(NS_TX, ["ethtool", "-K", DEV_TX, *args], check=False)
-            left = {k: v for k, v in _offload_features(NS_TX, DEV_TX).items()
+            p = netns_exec(self.ns_tx, ["ethtool", "-K", self.dev_tx, *args], check=False)
+            left = {k: v for k, v in _offload_features(self.ns_tx, self.dev_tx).items()
                     if self.tx_features.get(k) != v}
             if left:
-                errors.append(f"ethtool -K {DEV_TX}: still differs {left} "
+                errors.append(f"ethtool -K {self.dev_tx}: still differs {left} "
                               f"({p.stderr.strip()})")
         self.tx_features = None
         return errors
@@ -517,3 +538,97 @@ def signals_ignored() -> Iterator[None]:
     finally:
         for sig, h in old.items():
             signal.signal(sig, h)
+
+
+# --- /proc/stat: per-CPU time ------------------------------------------------------------------
+
+PROC_STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def parse_proc_stat(text: str) -> dict[int, dict[str, int]]:
+    """``cpuN`` lines of /proc/stat -> {N: {field: clock ticks (USER_HZ)}}; the kernel
+    fills them in fs/proc/stat.c show_stat() from kcpustat_cpu(N).cpustat[]."""
+    out = {}
+    for line in text.splitlines():
+        cols = line.split()
+        if not cols or not cols[0].startswith("cpu") or cols[0] == "cpu":
+            continue
+        vals = [int(x) for x in cols[1:1 + len(PROC_STAT_FIELDS)]]
+        out[int(cols[0][3:])] = dict(zip(PROC_STAT_FIELDS, vals, strict=False))
+    return out
+
+
+def proc_stat() -> dict[int, dict[str, int]]:
+    with open("/proc/stat") as fh:
+        return parse_proc_stat(fh.read())
+
+
+def stat_delta(a: dict, b: dict) -> dict[int, dict[str, int]]:
+    return {c: {k: b[c][k] - a.get(c, {}).get(k, 0) for k in b[c]} for c in b}
+
+
+# --- ksoftirqd priority -----------------------------------------------------------------------
+
+def ksoftirqd_pid(cpu: int) -> int | None:
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/comm") as fh:
+                if fh.read().strip() == f"ksoftirqd/{cpu}":
+                    return int(pid)
+        except OSError:
+            continue
+    return None
+
+
+def _ksoftirqd_file() -> str:
+    return os.path.join(STATE_DIR, "ksoftirqd.json")
+
+
+def _set_policy(pid: int, policy: int, prio: int) -> None:
+    os.sched_setscheduler(pid, policy, os.sched_param(prio))
+
+
+def restore_ksoftirqd() -> list[str]:
+    """Put back the scheduling policy a run saved (also after a SIGKILL)."""
+    notes = []
+    try:
+        with open(_ksoftirqd_file()) as fh:
+            saved = json.load(fh)
+    except (FileNotFoundError, ValueError):
+        return notes
+    for pid, (policy, prio) in saved.items():
+        try:
+            if (os.sched_getscheduler(int(pid)), os.sched_getparam(int(pid)).sched_priority) \
+                    != (policy, prio):
+                _set_policy(int(pid), policy, prio)
+                notes.append(f"restored the scheduling policy of pid {pid} (ksoftirqd)")
+        except (ProcessLookupError, PermissionError) as err:
+            notes.append(f"ksoftirqd pid {pid}: {err}")
+    clear_state(_ksoftirqd_file())
+    return notes
+
+
+@contextlib.contextmanager
+def ksoftirqd_fifo(cpu: int) -> Iterator[dict]:
+    """``ksoftirqd/<cpu>`` at SCHED_FIFO 1 for the block, so that the receive softirq
+    owns the CPU as on the model's otherwise idle CPU (under SCHED_OTHER it shares the
+    CPU with whatever else runs there: kernel/softirq.c defers to ksoftirqd after 2 ms
+    or 10 restarts). The real-time throttle (sched_rt_runtime_us, 95 % by default)
+    still leaves the rest of the machine a share. The old policy is saved to a state
+    file first and restored on the way out (and by the next run after a SIGKILL)."""
+    pid = ksoftirqd_pid(cpu)
+    info = {"pid": pid, "changed": False}
+    if pid is None:
+        yield info
+        return
+    old = (os.sched_getscheduler(pid), os.sched_getparam(pid).sched_priority)
+    os.makedirs(STATE_DIR, exist_ok=True)
+    with open(_ksoftirqd_file(), "w") as fh:
+        json.dump({str(pid): list(old)}, fh)
+    try:
+        _set_policy(pid, os.SCHED_FIFO, 1)
+        info["changed"] = True
+        yield info
+    finally:
+        with signals_ignored():
+            restore_ksoftirqd()

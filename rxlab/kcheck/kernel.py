@@ -20,17 +20,13 @@ from dataclasses import dataclass, field
 
 from rxlab.kcheck import bpf
 from rxlab.kcheck.host import (
-    DEV_RX,
-    DEV_TX,
-    IP_RX,
-    IP_TX,
-    NS_RX,
-    NS_TX,
     Lab,
     in_netns,
     netns_exec,
+    proc_stat,
     softnet,
     softnet_delta,
+    stat_delta,
 )
 
 TRAFFIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "traffic.py")
@@ -99,6 +95,13 @@ class Run:
     # filled in by the caller: flow recorder counts, side ("tx"/"rx") -> port -> packets
     recorded: dict[str, dict[int, int]] = field(default_factory=dict)
     seconds: float = 0.0
+    # /proc/stat deltas per CPU (clock ticks), same window as ``softnet``
+    cpu_ticks: dict[int, dict[str, int]] = field(default_factory=dict)
+    window: float = 0.0  # seconds between the two counter readings
+    send_seconds: float = 0.0  # how long the sender sent
+    # the processes' own CPU time (getrusage), seconds: {"utime", "stime"}
+    recv_rusage: dict[str, float] = field(default_factory=dict)
+    send_rusage: dict[str, float] = field(default_factory=dict)
 
     @property
     def total_sent(self) -> int:
@@ -116,25 +119,29 @@ class Run:
 def run_traffic(lab: Lab, sports: list[int], weights: list[int] | None = None, *,
                 duration: float = 1.0, send_cpu: int = 0, recv_cpu: int = 1,
                 migrate_at: float | None = None, migrate_to: int = 0,
-                settle: float = 0.0) -> Run:
+                settle: float = 0.0, pps: float | None = None) -> Run:
+    """``pps``: the sender paces itself to this total rate (default: as fast as it can)."""
     ports = ",".join(map(str, sports))
-    rargs = ["recv", "--cpu", str(recv_cpu), "--addr", IP_RX, "--peer", IP_TX,
+    rargs = ["recv", "--cpu", str(recv_cpu), "--addr", lab.ip_rx, "--peer", lab.ip_tx,
              "--port", str(PORT), "--sports", ports, "--settle", str(settle),
              "--max-seconds", str(duration + 15)]
     if migrate_at is not None:
         rargs += ["--migrate-at", str(migrate_at), "--migrate-to", str(migrate_to)]
     try:
-        recv = PROCS.start(NS_RX, rargs)
+        recv = PROCS.start(lab.ns_rx, rargs)
         _readline(recv, "ready")
         d0 = lab.dev_stats()
         u0 = lab.udp_stats()
         s0 = softnet()
-        sargs = ["send", "--cpu", str(send_cpu), "--src", IP_TX, "--dst", IP_RX,
+        sargs = ["send", "--cpu", str(send_cpu), "--src", lab.ip_tx, "--dst", lab.ip_rx,
                  "--port", str(PORT), "--sports", ports, "--duration", str(duration)]
         if weights:
             sargs += ["--weights", ",".join(map(str, weights))]
+        if pps:
+            sargs += ["--pps", f"{pps:.1f}"]
         t0 = time.monotonic()
-        snd = PROCS.start(NS_TX, sargs)
+        c0 = proc_stat()
+        snd = PROCS.start(lab.ns_tx, sargs)
         phases = []
         if migrate_at is not None:
             _readline(recv, "migrated", timeout=duration + 15)
@@ -145,6 +152,8 @@ def run_traffic(lab: Lab, sports: list[int], weights: list[int] | None = None, *
             raise RuntimeError(f"sender failed: {err.strip()[-300:]}")
         time.sleep(0.2)
         s1 = softnet()
+        c1 = proc_stat()
+        window = time.monotonic() - t0
         d1 = lab.dev_stats()
         u1 = lab.udp_stats()  # the receiver's sockets are still open
         secs = time.monotonic() - t0
@@ -166,7 +175,9 @@ def run_traffic(lab: Lab, sports: list[int], weights: list[int] | None = None, *
                samples=samples, softnet=softnet_delta(s0, s1), phases=phases, dev=dev,
                udp=udp, sockets={p: u1["sockets"].get(p, {"drops": 0, "rx_queue": 0})
                                  for p in sports},
-               seconds=secs)
+               seconds=secs, cpu_ticks=stat_delta(c0, c1), window=window,
+               send_seconds=float(sent.get("seconds", 0.0)),
+               recv_rusage=res.get("rusage", {}), send_rusage=sent.get("rusage", {}))
 
 
 # --- BPF on the lab's veth ------------------------------------------------------------------
@@ -195,9 +206,9 @@ class Bpf:
             bpf.map_update(mfd, bpf.port_key(port), int(h & 0xFFFFFFFF).to_bytes(4, "little"))
         pfd = bpf.prog_load(bpf.hash_setter_insns(mfd), b"rxkc_set_hash")
         try:
-            self._clsact(NS_TX, DEV_TX)
-            in_netns(NS_TX, bpf.tc_attach, DEV_TX, "egress", pfd, "rxkc_set_hash",
-                     sysfs=False)
+            self._clsact(self.lab.ns_tx, self.lab.dev_tx)
+            in_netns(self.lab.ns_tx, bpf.tc_attach, self.lab.dev_tx, "egress", pfd,
+                     "rxkc_set_hash", sysfs=False)
         finally:
             os.close(pfd)
 
@@ -211,8 +222,9 @@ class Bpf:
         2 by default: after the hash setter)."""
         if prio is None:
             prio = 1 if side == "rx" else 2
-        ns, dev, hook = (NS_RX, DEV_RX, "ingress") if side == "rx" else (NS_TX, DEV_TX,
-                                                                          "egress")
+        lab = self.lab
+        ns, dev, hook = ((lab.ns_rx, lab.dev_rx, "ingress") if side == "rx" else
+                         (lab.ns_tx, lab.dev_tx, "egress"))
         mfd = bpf.map_create(4, bpf.RECORD_SIZE, 1024, b"rxkc_flows_" + side.encode())
         self.fds.append(mfd)
         self.recorders[side] = mfd
@@ -265,7 +277,7 @@ class Bpf:
         pfd = bpf.prog_load(bpf.xdp_cpumap_insns(ports, cmap), b"rxkc_xdp_cpumap",
                             bpf.BPF_PROG_TYPE_XDP)
         try:
-            in_netns(NS_RX, bpf.xdp_attach, DEV_RX, pfd, sysfs=False)
+            in_netns(self.lab.ns_rx, bpf.xdp_attach, self.lab.dev_rx, pfd, sysfs=False)
             self.xdp = True
         finally:
             os.close(pfd)
@@ -279,22 +291,59 @@ class Bpf:
         if self.xdp:  # the namespace's deletion would remove it too
             self.xdp = False
             with contextlib.suppress(OSError, RuntimeError):
-                in_netns(NS_RX, bpf.xdp_attach, DEV_RX, -1, sysfs=False)
+                in_netns(self.lab.ns_rx, bpf.xdp_attach, self.lab.dev_rx, -1, sysfs=False)
         for fd in self.fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self.fds.clear()
 
 
-def slow_consumer(n_filters: int = 800) -> None:
+class SoftirqTimer:
+    """NET_RX softirq time per CPU, in ns, from the softirq_entry/exit tracepoints:
+    exact where /proc/stat samples one tick (4 ms at HZ 250). Global, not per
+    namespace: background NET_RX work of the host is included (fits take it as an
+    intercept). ``close`` detaches."""
+
+    def __init__(self):
+        self.fds: list[int] = []
+        self.slots = bpf.map_create(4, bpf.SOFTIRQ_SLOT_SIZE, bpf.SOFTIRQ_SLOTS,
+                                    b"rxcal_softirq", bpf.BPF_MAP_TYPE_ARRAY)
+        self.fds.append(self.slots)
+        try:
+            for tp, entry in (("softirq_entry", True), ("softirq_exit", False)):
+                pfd = bpf.prog_load(bpf.softirq_timer_insns(self.slots, entry),
+                                    b"rxcal_" + tp[8:].encode(),
+                                    bpf.BPF_PROG_TYPE_RAW_TRACEPOINT)
+                try:
+                    self.fds.append(bpf.raw_tracepoint_open(tp, pfd))
+                finally:
+                    os.close(pfd)
+        except BaseException:
+            self.close()
+            raise
+
+    def read(self) -> dict[int, dict[str, int]]:
+        return bpf.parse_softirq_slots(
+            bpf.map_items(self.slots, 4, bpf.SOFTIRQ_SLOT_SIZE))
+
+    def close(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds.clear()
+
+
+def slow_consumer(n_filters: int = 800, lab: Lab | None = None) -> None:
     """800 non-matching u32 filters at tc ingress of the receiver veth: every packet
-    walks them on the CPU that processes it (kernel-lab.md sec. 7)."""
+    walks them on the CPU that processes it (kernel-lab.md sec. 7). The clsact qdisc
+    must be there (``Lab.add_clsact``)."""
+    lab = lab or Lab()
     with tempfile.NamedTemporaryFile("w", suffix=".tc", delete=False) as fh:
         for i in range(1, n_filters + 1):
-            fh.write(f"filter add dev {DEV_RX} ingress prio {i} protocol ip u32 "
+            fh.write(f"filter add dev {lab.dev_rx} ingress prio {i} protocol ip u32 "
                      f"match ip dport {10000 + i} 0xffff flowid 1:1\n")
         path = fh.name
     try:
-        netns_exec(NS_RX, ["tc", "-b", path], timeout=60)
+        netns_exec(lab.ns_rx, ["tc", "-b", path], timeout=60)
     finally:
         os.unlink(path)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 from rxlab.kcheck import host
-from rxlab.kcheck.checks import CHECKS, MUTATIONS, UNAVAILABLE, Ctx, skipped
+from rxlab.kcheck.checks import CHECKS, MUTATIONS, NEEDS_PROFILE, UNAVAILABLE, Ctx, skipped
 from rxlab.kcheck.kernel import PROCS
 
 ALL = list(CHECKS)
@@ -45,7 +45,8 @@ def warm_model(log: Callable[[str], None]) -> float:
 
 
 def run_checks(names: list[str], *, duration: float = 1.0, mutate: set[str] | None = None,
-               log: Callable[[str], None] | None = None) -> dict:
+               log: Callable[[str], None] | None = None, profile: dict | None = None,
+               repeat: int = 3) -> dict:
     """The report: ``{"checks": [...], "notes": [...], "seconds": s}``.
 
     Raises ``host.CannotRun`` (nothing changed) when the machine cannot run them."""
@@ -68,11 +69,13 @@ def run_checks(names: list[str], *, duration: float = 1.0, mutate: set[str] | No
         sysctls = host.Sysctls()
         host.save_state(sysctls.orig)
         ctx = Ctx(lab=lab, sysctls=sysctls, duration=duration, mutate=set(mutate or ()),
-                  log=log)
+                  log=log, profile=profile, repeat=repeat)
         try:
             lab.setup()
             for name in names:
                 why = UNAVAILABLE[name]() if name in UNAVAILABLE else None
+                if name in NEEDS_PROFILE and profile is None:
+                    why = "needs --profile PATH (a profile written by rxlab calibrate)"
                 if why:
                     results.append(skipped(name, why))
                     continue

@@ -4,20 +4,23 @@ Run as a script inside a namespace (``ip netns exec NS python traffic.py ...``) 
 starting it does not import rxlab (numba). Both pin themselves to one CPU.
 
     traffic.py send --cpu 0 --dst 10.77.0.2 --port 9000 --sports 40000,40001 \
-                    --weights 8,1 --duration 1.0
+                    --weights 8,1 --duration 1.0 [--pps 50000]
     traffic.py recv --cpu 1 --peer 10.77.0.1 --port 9000 --sports 40000,40001 \
                     [--migrate-at 0.6 --migrate-to 0]
 
 Sender: one socket per flow, bound to its source port and ``connect()``ed; rounds of
-``weights[i]`` sends per flow, 64-byte payloads, until the duration is up. Prints
-``{"sent": {port: n}, "seconds": s}``.
+``weights[i]`` sends per flow, 64-byte payloads, until the duration is up; with
+``--pps`` it sleeps whenever it is ahead of that total rate. Prints
+``{"sent": {port: n}, "seconds": s, "rusage": {"utime", "stime"}}`` (its own CPU time
+while sending, from getrusage).
 
 Receiver: one socket per flow bound to the port (SO_REUSEADDR) and ``connect()``ed to
 (peer, source port): RFS and SO_INCOMING_CPU need connected UDP sockets (kernel-lab.md
 sec. 8). Prints ``ready`` once bound, ``migrated`` when it moved itself, and at EOF on
 stdin (or after ``--max-seconds``) a JSON line: per port the packets received and the
 ``SO_INCOMING_CPU`` samples (every 16th packet), per phase (0 before the migration,
-1 after it; samples in the first ``--settle`` seconds of a phase are not kept).
+1 after it; samples in the first ``--settle`` seconds of a phase are not kept), and its
+own CPU time from ``ready`` to the end (``rusage``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import selectors
 import socket
 import sys
@@ -36,6 +40,16 @@ SO_RCVBUFFORCE = 33
 
 def _ports(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
+
+
+def _rusage() -> dict[str, float]:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return {"utime": r.ru_utime, "stime": r.ru_stime}
+
+
+def _since(r0: dict[str, float]) -> dict[str, float]:
+    r1 = _rusage()
+    return {k: r1[k] - r0[k] for k in r0}
 
 
 def send(args) -> None:
@@ -53,9 +67,11 @@ def send(args) -> None:
             for _ in range(w)]
     sent = [0] * len(socks)
     payload = b"x" * 64
+    r0 = _rusage()
     end = time.monotonic() + args.duration
     t0 = time.monotonic()
     rounds = 0
+    per_round = len(plan) / args.pps if args.pps else 0.0
     while True:
         for i, fn in plan:
             try:
@@ -64,11 +80,15 @@ def send(args) -> None:
             except OSError:  # ENOBUFS and the like: not sent
                 pass
         rounds += 1
+        if per_round:
+            ahead = t0 + rounds * per_round - time.monotonic()
+            if ahead > 0.0005:
+                time.sleep(ahead)
         if rounds & 15 == 0 and time.monotonic() >= end:
             break
     secs = time.monotonic() - t0
     print(json.dumps({"sent": {str(p): n for p, n in zip(sports, sent, strict=True)},
-                      "seconds": secs}), flush=True)
+                      "seconds": secs, "rusage": _since(r0)}), flush=True)
 
 
 def recv(args) -> None:
@@ -93,6 +113,7 @@ def recv(args) -> None:
     # samples[phase][port][cpu] = count
     samples = [{sp: {} for sp in sports}, {sp: {} for sp in sports}]
     print("ready", flush=True)
+    r0 = _rusage()
     t0 = time.monotonic()
     phase, phase_t = 0, t0
     deadline = t0 + args.max_seconds
@@ -134,7 +155,7 @@ def recv(args) -> None:
             except (BlockingIOError, OSError):
                 break
             received[sp] += 1
-    out = {"received": {str(k): v for k, v in received.items()},
+    out = {"received": {str(k): v for k, v in received.items()}, "rusage": _since(r0),
            "samples": [{str(p): {str(c): n for c, n in d.items()} for p, d in ph.items()}
                        for ph in samples]}
     print(json.dumps(out), flush=True)
@@ -151,6 +172,7 @@ def main(argv=None) -> None:
     s.add_argument("--sports", required=True)
     s.add_argument("--weights", default="")
     s.add_argument("--duration", type=float, default=1.0)
+    s.add_argument("--pps", type=float, default=0.0)
     r = sub.add_parser("recv")
     r.add_argument("--cpu", type=int, default=1)
     r.add_argument("--addr", default="10.77.0.2")

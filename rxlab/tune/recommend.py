@@ -1,58 +1,134 @@
-"""``tune(scenario)``: recommendations for a host, each checked by simulation.
+"""``tune(scenario)``: recommendations for a host, each held against several traffic seeds.
 
-1. Indirection table: per-bucket load from the scenario's flows (RSS hash, rates) and a
-   load model fitted to a simulated run (``balance.LoadModel``); RSS++'s greedy migration
-   (baseline), ours, and the best table ``ethtool -X weight`` can write; each simulated
-   with ``nic.rss.indirection: [explicit list]`` and compared with the current table.
-2. RFS tables for a target collision rate (``rfs.size_tables``) and whether RPS, RFS and
-   aRFS help at all (``rfs.verdicts``); a "may help" is simulated before it is advised.
-3. flow_limit and netdev_max_backlog for a target drop rate under an antagonist
-   (``backlog.search``), when ``--objective drops`` or an antagonist is given.
+Every setting is simulated on ``seeds`` traffic seeds (5 by default, at least 5) and, when
+real flows are given (``--pcap``, or a scenario that replays a capture), on the capture
+replayed as captured (``rxlab.tune.runs``). A setting is recommended only when it improves
+the objective on **every** run; each is reported with its per-run figures and spread, and
+with what it makes worse (p99, any group's drop rate, the elephant flow's drops).
 
-Everything is a function of the scenario and its seed: the same input gives the same
-report.
+1. **Indirection table**, only with real flows: a table is a plan for the RSS hashes of
+   known addresses. With synthetic flows the addresses, hence the hashes and which bucket
+   holds the elephant flow, are random draws of the seed: a table fitted to one draw is
+   not advice, so none is printed. With real flows: RSS++'s greedy migration (baseline),
+   ours and the best ``ethtool -X weight`` table (``balance``), each validated.
+2. **Steering**: whether RPS, RFS and aRFS help (``rfs.verdicts``); a setting already in
+   place is reported as such, never as a change. RFS tables are sized only for flows
+   whose socket records its CPU (TCP, connected UDP), within a memory limit, with their
+   cost in bytes.
+3. **Drops** (``drops``): the runs' drop reasons, the dominant one named with the
+   elephant flow and the queue/CPU it lands on, and the settings that address it (ring
+   size, IRQ spread, queues, flow limit, backlog, socket buffer), each simulated.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
 from rxlab.errors import UsageError
 from rxlab.scenario import Scenario, with_overrides
-from rxlab.tune import backlog, balance, rfs
+from rxlab.tune import backlog, balance, drops, rfs
+from rxlab.tune.runs import CAPTURE, Runner
 
 OBJECTIVES = ("balance", "latency", "drops")
-CANDIDATE_ORDER = ("ours", "ours_weight", "rsspp", "rsspp_best_run", "before")
-TIE = 0.002  # relative: simulated differences below this are ties (earlier name wins)
+TABLES = ("rsspp", "rsspp_best_run", "ours", "ours_weight")
+TIE = 0.002  # relative: simulated differences below this are ties
+WORSE = TIE  # relative rise of p99 or a drop rate that is reported as a cost
+MIN_SEEDS = 5
 
 
-def sim_metrics(d: dict, cpus, victims: list[str] | None = None) -> dict:
-    """Side-by-side figures of one simulated run (loads over the IRQ CPUs; the drop
-    rate of the ``victims`` groups, all groups by default)."""
+def sim_metrics(d: dict, cpus, antagonist: str | None = None) -> dict:
+    """Figures of one simulated run: loads over ``cpus`` (all CPUs too), p99 to the
+    application, drops, each group's drop rate, and the victims' drop rate (the groups
+    other than ``antagonist``; without one, every flow but the elephant flows)."""
     busy = np.array([1.0 - c["util"]["idle"] for c in d["cpus"]])
     sel = busy[list(cpus)] if len(cpus) else busy
     lat = d["latency_ns"]
     p99 = lat["to_app"]["p99"] if lat["to_app"]["samples"] else lat["to_socket"]["p99"]
     pk = d["packets"]
     mean = float(sel.mean())
+    groups = {g: round((v["offered"] - v["delivered"]) / v["offered"], 6) if v["offered"]
+              else 0.0 for g, v in d["flows_by_group"].items()}
+    if antagonist is not None:
+        victim = round(backlog.group_loss(
+            d, [g for g in d["flows_by_group"] if g != antagonist])["drop_rate"], 6)
+    else:
+        t = d["tune"]
+        victim = round(1 - t["victim_delivered"] / t["victim_offered"], 6) \
+            if t["victim_offered"] else 0.0
+    ele = d["tune"]["elephants"]
     return {
         "max_load": round(float(sel.max()), 4),
         "max_load_all": round(float(busy.max()), 4),
         "mean_load": round(mean, 4),
         "imbalance": round(float(sel.max()) / mean, 4) if mean > 0 else 1.0,
-        "p99_ns": float(p99 or 0.0),  # None: nothing delivered
+        "p99_ns": float(p99 or 0.0),
         "drops": int(pk["dropped"]),
         "drop_rate": round(pk["dropped"] / pk["offered"], 6) if pk["offered"] else 0.0,
         "delivered": int(pk["delivered"]),
-        "victim_drop_rate": round(backlog.group_loss(
-            d, victims or list(d["flows_by_group"]))["drop_rate"], 6),
+        "drops_by_reason": {k: int(v) for k, v in pk["dropped_by_reason"].items() if v},
+        "group_drop_rate": groups,
+        "victim_drop_rate": victim,
+        "elephant_drops": int(ele[0]["offered"] - ele[0]["delivered"]) if ele else 0,
     }
 
 
-def _check(objective, collision_target, target_drops, antagonist, rounds, duration, sc):
+KEY = {"balance": "imbalance", "latency": "p99_ns", "drops": "victim_drop_rate"}
+
+
+def verdict(base: list[dict], cand: list[dict], key: str) -> dict:
+    """Per-run comparison on ``key`` (lower is better): improves on every run?"""
+    b = [r[key] for r in base]
+    c = [r[key] for r in cand]
+    better = [y < x * (1 - TIE) - 1e-12 for x, y in zip(b, c, strict=True)]
+    neutral = [x == 0 and y == 0 for x, y in zip(b, c, strict=True)]
+    wins = sum(better)
+    return {"metric": key, "before": b, "after": c,
+            "mean_before": float(np.mean(b)), "mean_after": float(np.mean(c)),
+            "min_after": float(np.min(c)), "max_after": float(np.max(c)),
+            "wins": wins, "runs": len(b),
+            "every_run": bool(wins and all(w or n for w, n in zip(better, neutral,
+                                                                 strict=True)))}
+
+
+def fmt_ns(ns: float) -> str:
+    if ns >= 1e6:
+        return f"{ns / 1e6:.1f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.1f} us"
+    return f"{ns:.0f} ns"
+
+
+def costs(base: list[dict], cand: list[dict]) -> list[str]:
+    """What a setting makes worse, with figures (means over the runs)."""
+    out = []
+    n = len(base)
+    pb = float(np.mean([r["p99_ns"] for r in base]))
+    pa = float(np.mean([r["p99_ns"] for r in cand]))
+    if pa > pb * (1 + WORSE):
+        worse = sum(c["p99_ns"] > b["p99_ns"] * (1 + TIE) for b, c in zip(base, cand,
+                                                                            strict=True))
+        out.append(f"raises p99 latency from {fmt_ns(pb)} to {fmt_ns(pa)} (+{pa / pb - 1:.1%}, "
+                   f"mean of {n} runs; higher on {worse} of {n})")
+    for g in base[0]["group_drop_rate"]:
+        db = float(np.mean([r["group_drop_rate"][g] for r in base]))
+        da = float(np.mean([r["group_drop_rate"][g] for r in cand]))
+        if da > db * (1 + WORSE) and da - db > 1e-5:
+            out.append(f"raises group {g}'s drop rate from {db:.3%} to {da:.3%} (mean of "
+                       f"{n} runs)")
+    eb = sum(r["elephant_drops"] for r in base)
+    ea = sum(r["elephant_drops"] for r in cand)
+    if ea > eb * (1 + WORSE) and ea - eb > 0:
+        out.append(f"drops more of the elephant flow's packets: {eb:,} -> {ea:,} over {n} "
+                   "runs")
+    return out
+
+
+def _check(objective, collision_target, target_drops, antagonist, rounds, duration, seeds,
+           sc):
     if objective not in OBJECTIVES:
         raise UsageError(f"--objective {objective!r}: choose one of {', '.join(OBJECTIVES)}")
     if not 0 < collision_target < 1:
@@ -64,6 +140,9 @@ def _check(objective, collision_target, target_drops, antagonist, rounds, durati
         raise UsageError(f"--rsspp-rounds {rounds}: give 1 or more")
     if duration is not None and not duration > 0:
         raise UsageError(f"--duration {duration}: must be > 0 seconds")
+    if seeds < MIN_SEEDS:
+        raise UsageError(f"--seeds {seeds}: give {MIN_SEEDS} or more (a recommendation must "
+                         "hold on several traffic draws)")
     names = sc.traffic.group_names()
     if antagonist is not None and antagonist not in names:
         raise UsageError(f"--antagonist {antagonist!r}: no traffic group of that name "
@@ -74,13 +153,29 @@ def _check(objective, collision_target, target_drops, antagonist, rounds, durati
                          "(bucket = hash & (size - 1))")
 
 
-def _auto_antagonist(sc: Scenario) -> str | None:
-    """The group with the heaviest single flow, when there are several groups."""
-    gs = sc.traffic.groups
-    if len(gs) < 2:
-        return None
-    return max(gs, key=lambda g: (g.rate.pps / g.flows if g.rate.per_flow == "constant"
-                                  else g.rate.pps)).name
+def with_capture(sc: Scenario, pcap: str) -> Scenario:
+    """The scenario with its traffic replaced by the capture (every app reads it)."""
+    p = Path(pcap)
+    if not p.is_file():
+        raise UsageError(f"--pcap {pcap}: no such file")
+    apps = sc.model_dump(mode="python", exclude_none=True)["apps"]
+    named = [i for i, a in enumerate(apps) if a.get("groups", "all") != "all"]
+    if len(named) > 1:
+        raise UsageError(f"--pcap: apps[{named[1]}].groups names generated groups; with a "
+                         "capture (one group, pcap) give one app or groups: all")
+    for a in apps:
+        a["groups"] = "all"
+    return with_overrides(sc, {"traffic": {"pcap": {"file": str(p.resolve())}},
+                               "apps": apps})
+
+
+def _same(sc: Scenario, overrides: dict) -> bool:
+    """The overrides change nothing (a setting already in place)."""
+    try:
+        new = with_overrides(sc, overrides)
+    except UsageError:
+        return False
+    return new.model_dump(exclude_none=True) == sc.model_dump(exclude_none=True)
 
 
 def tune(
@@ -94,253 +189,298 @@ def tune(
     rounds: int = 20,
     duration: float | None = None,
     form: str = "explicit",
+    seeds: int = MIN_SEEDS,
+    pcap: str | None = None,
+    jobs: int = 1,
     progress: Callable[[str], None] | None = None,
 ) -> dict:
-    """Recommendations and their simulated before/after, as a JSON-able dict."""
+    """Recommendations, each validated on every run, as a JSON-able dict."""
     from rxlab.build import build, flow_steering
     from rxlab.kernel.versions import behaviour
-    from rxlab.simulate import simulate
 
-    _check(objective, collision_target, target_drops, antagonist, rounds, duration, sc)
+    _check(objective, collision_target, target_drops, antagonist, rounds, duration, seeds,
+           sc)
     if form not in ("explicit", "weight"):
         raise UsageError(f"--form {form!r}: choose explicit or weight")
+    if jobs < 1:
+        raise UsageError(f"--jobs {jobs}: give a number of processes >= 1")
     if duration is not None:
         sc = with_overrides(sc, {"duration": duration})
+    if pcap is not None:
+        sc = with_capture(sc, pcap)
     say = progress or (lambda msg: None)
+    real = sc.traffic.pcap is not None
     kb = behaviour(sc.host.kernel)
+    seed_list = [sc.seed + i for i in range(seeds)]
+    runner = Runner(sc, seeds=seed_list, capture=real, jobs=jobs, say=say)
+    labels = runner.labels
     m = build(sc)
     fl = m.flows
-    steer = flow_steering(sc, fl)
-    size, nq, ncpu = sc.nic.rss.table_size, sc.nic.queues, sc.host.cpus
-    mask = np.uint32(size - 1)
-    bucket = (steer["rss_hash"] & mask).astype(np.int64)
-    table0 = np.asarray(steer["table"], np.int64)
-    by_table = table0[bucket] == steer["rxq"]  # flows an n-tuple rule does not override
-    bucket_pps = np.bincount(bucket[by_table], weights=fl.rate_pps[by_table], minlength=size)
+    nq, ncpu = sc.nic.queues, sc.host.cpus
     irq = np.asarray(m.params.irq_cpu, np.int64)
     irq_cpus = sorted(set(irq.tolist()))
     rps_now = set()
     for q in range(nq):
         rps_now |= set(np.asarray(m.params.rps_map[q][: m.params.rps_len[q]]).tolist())
-    # CPUs in use: rx interrupts, RPS targets, consumer threads (+ RPS targets we add)
     use_cpus = sorted(set(irq_cpus) | rps_now | {c for _, c in m.threads})
-    sims: dict[str, dict] = {}
     ant = antagonist
-    if ant is None and objective == "drops":
-        ant = _auto_antagonist(sc)
-    victims = [g for g in sc.traffic.group_names() if g != ant] or sc.traffic.group_names()
+    key = KEY[objective]
 
-    def metrics(d: dict) -> dict:
-        return sim_metrics(d, use_cpus, victims)
+    def metrics(runs: list[dict]) -> list[dict]:
+        return [sim_metrics(d, use_cpus, ant) for d in runs]
 
-    def run(name: str, overrides: dict | None = None) -> dict:
-        say(f"simulating {name}")
-        res = simulate(sc, overrides=overrides or None)
-        sims[name] = res.data
-        return res.data
+    base_runs = runner.runs({"before": {}})["before"]
+    base = metrics(base_runs)
+    notes: list[str] = []
+    cands: dict[str, dict] = {}  # name -> {"overrides", "what", "family", ...}
 
-    d0 = run("before")
-    before = metrics(d0)
+    # ---- indirection table: real flows only ------------------------------------------
+    indir = {"table_size": sc.nic.rss.table_size, "queues": nq, "irq_cpus": irq_cpus,
+             "planned": real}
+    if not real:
+        indir["why"] = (
+            "the flows are synthetic with random addresses: their RSS hashes, and so which "
+            "bucket holds the elephant flow, are a draw of the traffic seed and cannot be "
+            "planned; a table fitted to one draw wins or loses at random on another. Give "
+            "the real flows (--pcap FILE, a capture of this traffic) for a table")
+    else:
+        indir.update(_tables(sc, m, fl, base_runs[labels.index(CAPTURE)], rounds, form,
+                             flow_steering))
+        for name in TABLES:
+            c = indir["candidates"].get(name)
+            if c is None or c["same_table_as"] is not None or c["buckets_moved"] == 0:
+                continue
+            ov = ({"nic.rss.indirection": {"weight": c["ethtool"]["weight"]}}
+                  if form == "weight" and c["ethtool"] and "weight" in c["ethtool"]
+                  else {"nic.rss.indirection": c["table"]})
+            if form == "weight" and not (c["ethtool"] and "weight" in c["ethtool"]):
+                continue
+            cands[f"table {name}"] = {"overrides": ov, "family": "table",
+                                      "what": f"indirection table: {name}"}
+
+    # ---- RFS sizing and steering verdicts ----------------------------------------------
+    steer = flow_steering(sc, fl)
+    fs = np.asarray(m.params.flow["flow_sock"], np.int64)
+    rec_sock = np.asarray(m.so.sock["sock_record"], bool)
+    record = np.array([bool(rec_sock[s]) if s >= 0 else False for s in fs])
+    if not record.any():
+        sizes = {"offered": False, "flows": 0,
+                 "why": "no flow records its CPU: the sockets are unconnected UDP, and "
+                        "recvmsg records a flow only for a TCP or connected UDP socket "
+                        "(sock_rps_record_flow needs TCP_ESTABLISHED, include/net/rps.h), "
+                        "so RFS tables would steer nothing"}
+    else:
+        sizes = rfs.size_tables(steer["skb_hash"][record], steer["rxq"][record].astype(
+            np.int64), np.asarray(steer["table"], np.int64), nq, collision_target,
+            kb.version, exact=real)
+        sizes["offered"] = True
+    ver = rfs.verdicts(base_runs[0], sc, m, sizes)
+    rv = ver["rps"]
+    if rps_now and rv["verdict"] != "yes":
+        rv["why"] += (f"; RPS is on now (CPUs {_cpulist(sorted(rps_now))}) and stays as "
+                      "configured")
+    if rv["verdict"] == "yes":
+        if set(rv["spread_to"]) <= rps_now:
+            rv["verdict"], rv["why"] = "in place", (
+                f"RPS already spreads to CPUs {_cpulist(sorted(rps_now))}")
+        else:
+            cands["rps"] = {"overrides": {"kernel.rps_cpus": backlog.cpu_mask(
+                rv["spread_to"])}, "family": "rps",
+                "what": "RPS: protocol work to the CPUs without rx interrupts"}
+    if (ver["rfs"]["verdict"] == "may help" and not ver["rfs"]["enabled"]
+            and sizes.get("offered")):
+        cands["rfs"] = {"overrides": {
+            "kernel.rps_sock_flow_entries": sizes["rps_sock_flow_entries"],
+            "kernel.rps_flow_cnt": sizes["rps_flow_cnt"]}, "family": "rfs",
+            "what": "RFS tables sized for the recording flows"}
+
+    # ---- drops -------------------------------------------------------------------------
+    ds = drops.summarise(base_runs, labels)
+    ds["bottleneck"] = drops.bottleneck(ds)
+    dc, ds["not_addressed"] = drops.candidates(sc, m, ds, antagonist=ant, real=real)
+    cands.update(dc)
+
+    # ---- simulate every candidate on every run -----------------------------------------
+    for c in cands.values():
+        if _same(sc, c["overrides"]):
+            c["in_place"] = True
+    todo = {n: c["overrides"] for n, c in cands.items() if not c.get("in_place")}
+    got = runner.runs(todo) if todo else {}
+    for name, c in cands.items():
+        if c.get("in_place"):
+            c.update(adopt=False, why="already in place")
+            continue
+        mets = metrics(got[name])
+        c["runs"] = dict(zip(labels, mets, strict=True))
+        v = verdict(base, mets, key)
+        c["validation"] = v
+        c["costs"] = costs(base, mets)
+        c["adopt"] = v["every_run"]
+        if c["family"] == "flow_limit":
+            fdrops = sum(r["drops_by_reason"].get("flow_limit", 0) for r in mets)
+            c["flow_limit_drops"] = fdrops
+            if not fdrops:
+                c["adopt"], c["why"] = False, "flow limit dropped nothing in simulation"
+        if "why" not in c:
+            c["why"] = _why(v)
+
+    # ---- the recommendation: best of each family, together if that holds ---------------
+    best: dict[str, str] = {}
+    for name, c in cands.items():
+        if c.get("adopt"):
+            f = c["family"]
+            if f not in best or (c["validation"]["mean_after"]
+                                 < cands[best[f]]["validation"]["mean_after"]):
+                best[f] = name
+    picks = list(best.values())
+    final_ov: dict = {}
+    after = base
+    if picks:
+        merged: dict = {}
+        for n in picks:
+            merged.update(cands[n]["overrides"])
+        if len(picks) > 1:
+            comb = metrics(runner.runs({"combined": merged})["combined"])
+            vc = verdict(base, comb, key)
+        if len(picks) == 1 or vc["every_run"]:
+            final_ov, after = merged, (comb if len(picks) > 1 else
+                                       [cands[picks[0]]["runs"][lab] for lab in labels])
+        else:
+            one = min(picks, key=lambda n: cands[n]["validation"]["mean_after"])
+            notes.append(f"together, {', '.join(picks)} did not improve {key} on every run; "
+                         f"recommending {one} alone")
+            picks = [one]
+            final_ov, after = cands[one]["overrides"], [cands[one]["runs"][lab]
+                                                      for lab in labels]
+    if real:
+        tab = [n for n in picks if cands[n]["family"] == "table"]
+        indir["recommended"] = tab[0].split(" ", 1)[1] if tab else None
+    report = {
+        "scenario": sc.name, "seeds": seed_list, "runs": labels,
+        "flows_source": "capture" if real else "synthetic",
+        "duration_s": sc.duration, "objective": objective, "metric": key, "device": dev,
+        "kernel": sc.host.kernel, "flows": len(fl), "queues": nq, "cpus": ncpu,
+        "indirection": indir, "rfs": sizes, "steering": ver, "drops": ds,
+        "candidates": cands, "recommended": picks,
+        "cpus_in_use": list(use_cpus),
+        "before": dict(zip(labels, base, strict=True)),
+        "after": dict(zip(labels, after, strict=True)),
+        "validation": verdict(base, after, key) if picks else None,
+        "costs": costs(base, after) if picks else [],
+        "target_drops": {"victim_drop_rate": target_drops,
+                         "met_before": all(b["victim_drop_rate"] <= target_drops for b in base),
+                         "met_after": all(a["victim_drop_rate"] <= target_drops
+                                          for a in after)},
+        "overrides": final_ov, "notes": notes,
+    }
+    report["commands"] = commands(report, sc, dev)
+    return report
+
+
+def _why(v: dict) -> str:
+    idle = sum(1 for b, a in zip(v["before"], v["after"], strict=True) if b == 0 and a == 0)
+    if v["every_run"]:
+        return ("better on every run" if not idle else
+                f"better on every run with something to improve ({v['wins']}; {idle} had "
+                f"{v['metric']} 0 before and after)")
+    return f"better on {v['wins']} of {v['runs']} runs only"
+
+
+def _cpulist(cpus) -> str:
+    from rxlab.cpuset import format_cpulist
+
+    return format_cpulist(cpus)
+
+
+def _tables(sc, m, fl, d0: dict, rounds: int, form: str, flow_steering) -> dict:
+    """Table candidates for real flows, from the load model fitted to the capture run."""
+    steer = flow_steering(sc, fl)
+    size, nq, ncpu = sc.nic.rss.table_size, sc.nic.queues, sc.host.cpus
+    mask = np.uint32(size - 1)
+    bucket = (steer["rss_hash"] & mask).astype(np.int64)
+    table0 = np.asarray(steer["table"], np.int64)
+    by_table = table0[bucket] == steer["rxq"]
+    bucket_pps = np.bincount(bucket[by_table], weights=fl.rate_pps[by_table], minlength=size)
+    irq = np.asarray(m.params.irq_cpu, np.int64)
     busy = np.array([1.0 - c["util"]["idle"] for c in d0["cpus"]])
     rx_busy = np.array([c["util"]["softirq"] + c["util"]["irq"] for c in d0["cpus"]])
     q_pps = np.bincount(steer["rxq"], weights=fl.rate_pps, minlength=nq)
     cpu_pps = np.bincount(irq, weights=q_pps, minlength=ncpu)
-    costs = m.config["costs_ns"]
-    first = costs["driver_rx"] + costs["gro"] + costs["rps_enqueue"]
-    full = first + costs["stack_rx"] + costs["socket_enqueue"]
-    rps = bool(m.params.rps_needed)
-    model = balance.LoadModel.fit(bucket_pps, irq, busy, rx_busy, cpu_pps, rps=rps,
+    c = m.config["costs_ns"]
+    first = c["driver_rx"] + c["gro"] + c["rps_enqueue"]
+    full = first + c["stack_rx"] + c["socket_enqueue"]
+    model = balance.LoadModel.fit(bucket_pps, irq, busy, rx_busy, cpu_pps,
+                                  rps=bool(m.params.rps_needed),
                                   rps_share=first / full if full else 1.0)
     if not by_table.all():  # n-tuple-steered flows: fixed load on their queue's CPU
         extra_q = np.bincount(steer["rxq"][~by_table], weights=fl.rate_pps[~by_table],
                               minlength=nq)
         model.base = model.base + np.bincount(irq, weights=extra_q, minlength=ncpu) * (
             model.cost_ns * 1e-9)
-
-    notes: list[str] = []
-    if sc.nic.driver == "mvpp2" and not sc.nic.rxhash:
-        notes.append("mvpp2 with rxhash off sends every flow to queue 0: the table has no "
-                     "effect until rxhash is on (ethtool -K DEV rxhash on)")
-    if not by_table.any():
-        notes.append("every flow is steered by an n-tuple rule: the table has no effect")
-
-    # ---- tables -----------------------------------------------------------------------
     rs = balance.rsspp(model, table0, rounds)
     wt = balance.contiguous(model)
     ours = balance.optimise(model, table0, {"rsspp": rs.table, "rsspp_best_run": rs.best_table,
                                             "weight_form": wt["table"]})
     lb = balance.lower_bound(model)
     mean_pred = model.summary(table0)["mean"]
-    tables = {"before": table0, "rsspp": rs.table, "rsspp_best_run": rs.best_table,
-              "ours": ours["table"], "ours_weight": wt["table"]}
-    cands: dict[str, dict] = {}
-    seen: dict[bytes, str] = {}
-    for name in ("before", "rsspp", "rsspp_best_run", "ours", "ours_weight"):
-        t = tables[name]
-        key = t.tobytes()
-        if name == "before":
-            d = d0
-        elif key in seen:
-            d = sims[seen[key]]
-        else:
-            d = run(name, {"nic.rss.indirection": [int(x) for x in t]})
-        seen.setdefault(key, name)
-        pred = model.summary(t)
-        cands[name] = {
-            "table": [int(x) for x in t],
-            "buckets_moved": balance.buckets_moved(t, table0),
-            "same_table_as": seen[key] if seen[key] != name else None,
-            "predicted": {k: round(v, 4) for k, v in pred.items()},
-            "simulated": metrics(d),
-            "ethtool": balance.rxfh_form(t, nq),
-        }
-    cands["rsspp"]["rounds"] = rs.rounds
-    cands["rsspp_best_run"]["rounds"] = rs.best_rounds
-    cands["ours"]["start"] = ours["start"]
-    cands["ours"]["starts"] = {k: {"max": round(v["max"], 4), "moved": v["moved"]}
-                               for k, v in ours["candidates"].items()}
-    cands["ours_weight"]["weights"] = wt["weights"]
-
-    key_of = {
-        "balance": lambda s: (s["imbalance"], s["p99_ns"]),
-        "latency": lambda s: (s["p99_ns"], s["imbalance"]),
-        "drops": lambda s: (s["victim_drop_rate"], s["p99_ns"]),
-    }[objective]
-    order = list(CANDIDATE_ORDER)
-    if form == "weight":  # only what ethtool -X (and rxlab host apply) can write
-        order = [n for n in order if cands[n]["ethtool"] is not None]
-    pick = order[0]
-    for name in order[1:]:
-        a, b = key_of(cands[name]["simulated"]), key_of(cands[pick]["simulated"])
-        if a[0] < b[0] * (1 - TIE) - 1e-12 or (abs(a[0] - b[0]) <= TIE * abs(b[0]) and
-                                               a[1] < b[1] * (1 - TIE)):
-            pick = name
-    if np.array_equal(tables[pick], table0):
-        pick = "before"
-    rec_table = tables[pick]
-    indir = {
-        "table_size": size, "queues": nq, "irq_cpus": irq_cpus,
-        "bucket_pps": [round(float(x), 3) for x in bucket_pps],
-        "load_model": {"cost_ns_per_packet": round(model.cost_ns, 2),
-                       "irq_cpu_overhead": round(model.irq_ns * 1e-9, 4),
-                       "source": model.source},
-        "lower_bound": {"max": round(lb, 4),
-                        "imbalance": round(lb / mean_pred, 4) if mean_pred else 1.0},
-        "candidates": cands,
-        "recommended": pick,
-    }
-
-    # ---- RFS sizing and verdicts --------------------------------------------------------
-    rq = np.where(by_table, rec_table[bucket], steer["rxq"]).astype(np.int64)
-    fs = m.params.flow["flow_sock"]
-    record = np.array([bool(m.so.sock["sock_record"][s]) if s >= 0 else False for s in fs])
-    sizes = rfs.size_tables(steer["skb_hash"][record], rq[record], rec_table, nq,
-                            collision_target, kb.version)
-    sizes["recording_flows_note"] = ("flows whose socket records its CPU: connected "
-                                     "sockets with a consumer (reference 4.2)")
-    ver = rfs.verdicts(d0, sc, m, sizes)
-    after_ov: dict = {}
-    if pick != "before":
-        after_ov["nic.rss.indirection"] = (
-            {"weight": cands[pick]["ethtool"]["weight"]}
-            if form == "weight" and "weight" in (cands[pick]["ethtool"] or {})
-            else [int(x) for x in rec_table])
-    after = cands[pick]["simulated"]
-    after_data = sims[cands[pick]["same_table_as"] or pick]
-    checks = {}
-    adopt_key = {"balance": lambda x: x["max_load_all"], "latency": lambda x: x["p99_ns"],
-                 "drops": lambda x: x["victim_drop_rate"]}[objective]
-    others = ver["rps"]["spread_to"]
-    if ver["rps"]["verdict"] == "yes" and not set(others) <= rps_now:
-        ov = {**after_ov, "kernel.rps_cpus": backlog.cpu_mask(others)}
-        d = run("rps", ov)
-        s = metrics(d)
-        better = adopt_key(s) < adopt_key(after) * (1 - TIE)
-        checks["rps"] = {"overrides": ov, "simulated": s, "adopt": better}
-        if better:
-            after_ov, after, after_data = ov, s, d
-            use_cpus[:] = sorted(set(use_cpus) | set(others))
-    if ver["rfs"]["verdict"] == "may help" and not ver["rfs"]["enabled"]:
-        ov = {**after_ov, "kernel.rps_sock_flow_entries": sizes["rps_sock_flow_entries"],
-              "kernel.rps_flow_cnt": sizes["rps_flow_cnt"]}
-        d = run("rfs", ov)
-        s = metrics(d)
-        better = adopt_key(s) < adopt_key(after) * (1 - TIE)
-        checks["rfs"] = {"overrides": ov, "simulated": s, "adopt": better}
-        if better:
-            after_ov, after, after_data = ov, s, d
-    ver["simulated_checks"] = checks
-
-    # ---- flow limit / backlog ---------------------------------------------------------
-    if objective == "drops" or antagonist is not None:
-        fls = backlog.search(sc, m, simulate=lambda s, overrides: _sim(s, overrides, say),
-                             base_overrides=after_ov, antagonist=ant, target=target_drops,
-                             metrics=metrics)
-        if fls.get("applicable") and fls["overrides"]:
-            after_ov = {**after_ov, **fls["overrides"]}
-            row = next(r for r in fls["rows"] if r["setting"] == fls["recommended"])
-            after, after_data = {k: row[k] for k in before}, None
-    else:
-        fls = {"searched": False, "why": "run with --objective drops or --antagonist GROUP "
-                                          "to search flow_limit and netdev_max_backlog"}
-
-    before = metrics(d0)  # over the final set of CPUs in use
-    if after_data is not None:
-        after = metrics(after_data)
-    report = {
-        "scenario": sc.name, "seed": sc.seed, "duration_s": sc.duration,
-        "objective": objective, "device": dev, "kernel": sc.host.kernel,
-        "flows": len(fl), "queues": nq, "cpus": ncpu,
-        "indirection": indir,
-        "rfs": sizes,
-        "steering": ver,
-        "flow_limit": fls,
-        "cpus_in_use": list(use_cpus),
-        "before": before,
-        "after": after,
-        "overrides": after_ov,
-        "notes": notes,
-    }
-    report["commands"] = commands(report, dev, kb.version)
-    return report
+    tables = {"rsspp": rs.table, "rsspp_best_run": rs.best_table, "ours": ours["table"],
+              "ours_weight": wt["table"]}
+    out: dict = {}
+    seen: dict[bytes, str] = {table0.tobytes(): "before"}
+    for name, t in tables.items():
+        k = t.tobytes()
+        out[name] = {"table": [int(x) for x in t], "buckets_moved": balance.buckets_moved(
+            t, table0), "same_table_as": seen.get(k),
+            "predicted": {a: round(b, 4) for a, b in model.summary(t).items()},
+            "ethtool": balance.rxfh_form(t, nq)}
+        seen.setdefault(k, name)
+    out["rsspp"]["rounds"] = rs.rounds
+    out["ours"]["start"] = ours["start"]
+    out["ours_weight"]["weights"] = wt["weights"]
+    return {"bucket_pps": [round(float(x), 3) for x in bucket_pps],
+            "load_model": {"cost_ns_per_packet": round(model.cost_ns, 2),
+                           "irq_cpu_overhead": round(model.irq_ns * 1e-9, 4),
+                           "source": model.source},
+            "lower_bound": {"max": round(lb, 4),
+                            "imbalance": round(lb / mean_pred, 4) if mean_pred else 1.0},
+            "before_predicted": {a: round(b, 4) for a, b in model.summary(table0).items()},
+            "candidates": out}
 
 
-def _sim(sc, overrides, say):
-    from rxlab.simulate import simulate
-
-    say("simulating flow-limit/backlog candidate")
-    return simulate(sc, overrides=overrides or None)
-
-
-def commands(r: dict, dev: str, kernel: tuple) -> list[dict]:
+def commands(r: dict, sc: Scenario, dev: str) -> list[dict]:
     """The exact commands for the recommended settings, each with what it does."""
     out: list[dict] = []
-    ind = r["indirection"]
-    pick = ind["recommended"]
     ov = r["overrides"]
-    if pick != "before":
-        c = ind["candidates"][pick]
-        form = c["ethtool"]
-        if form and "weight" in form:
-            out.append({"cmd": f"ethtool -X {dev} weight {' '.join(map(str, form['weight']))}",
-                        "what": f"indirection table ({pick}), contiguous runs"})
-        elif form:
+    ind = ov.get("nic.rss.indirection")
+    if isinstance(ind, dict) and "weight" in ind:
+        out.append({"cmd": f"ethtool -X {dev} weight {' '.join(map(str, ind['weight']))}",
+                    "what": "indirection table, contiguous runs"})
+    elif ind is not None:
+        form = balance.rxfh_form(np.asarray(ind), sc.nic.queues)
+        if form and "equal" in form:
             out.append({"cmd": f"ethtool -X {dev} equal {form['equal']}",
-                        "what": f"indirection table ({pick})"})
+                        "what": "indirection table"})
+        elif form and "weight" in form:
+            out.append({"cmd": f"ethtool -X {dev} weight {' '.join(map(str, form['weight']))}",
+                        "what": "indirection table, contiguous runs"})
         else:
-            js = json.dumps({"header": {"dev-name": dev}, "indir": c["table"]})
+            js = json.dumps({"header": {"dev-name": dev}, "indir": list(ind)})
             out.append({"cmd": f"ynl --family ethtool --do rss-set --json '{js}'",
-                        "what": f"indirection table ({pick}): an explicit table, which the "
-                                "ethtool CLI cannot write (-X takes only equal N | weight "
-                                "W... | default); netlink ETHTOOL_MSG_RSS_SET takes it (its "
-                                "length must divide the device table size), so does the "
-                                "ETHTOOL_SRXFH ioctl (exactly the device size)"})
-            w = ind["candidates"]["ours_weight"]
-            out.append({"cmd": f"ethtool -X {dev} weight "
-                               f"{' '.join(map(str, w['weights']))}",
-                        "what": "alternative with the ethtool CLI (and rxlab host apply): "
-                                "best contiguous-run table, simulated imbalance "
-                                f"{w['simulated']['imbalance']:.3f}"})
+                        "what": "indirection table: an explicit table, which the ethtool CLI "
+                                "cannot write (-X takes only equal N | weight W... | "
+                                "default); netlink ETHTOOL_MSG_RSS_SET takes it"})
+    if "nic.queues" in ov:
+        out.append({"cmd": f"ethtool -L {dev} combined {ov['nic.queues']}",
+                    "what": "rx queues (the driver spreads their IRQs)"})
+    if ov.get("nic.irq_affinity"):
+        for q, c in enumerate(ov["nic.irq_affinity"]):
+            out.append({"cmd": f"echo {c} > /proc/irq/$(grep -m1 '{dev}.*-{q}$' "
+                               f"/proc/interrupts | cut -d: -f1 | tr -d ' ')"
+                               "/smp_affinity_list",
+                        "what": f"queue {q}'s rx interrupt on CPU {c}"})
+    if "nic.ring_size" in ov:
+        out.append({"cmd": f"ethtool -G {dev} rx {ov['nic.ring_size']}",
+                    "what": "rx descriptor ring length"})
     if "kernel.rps_cpus" in ov:
         out.append({"cmd": f"for f in /sys/class/net/{dev}/queues/rx-*/rps_cpus; do "
                            f"echo {ov['kernel.rps_cpus']} > $f; done",
@@ -365,6 +505,15 @@ def commands(r: dict, dev: str, kernel: tuple) -> list[dict]:
         out.append({"cmd": f"sysctl -w net.core.netdev_max_backlog="
                            f"{ov['kernel.netdev_max_backlog']}",
                     "what": "per-CPU backlog length"})
+    rcv = {k: v for k, v in ov.items() if k.startswith("apps.") and k.endswith(".rcvbuf")}
+    if rcv:
+        top = max(rcv.values())
+        out.append({"cmd": f"sysctl -w net.core.rmem_max={top}",
+                    "what": "let applications ask for the larger buffer"})
+        for k, v in rcv.items():
+            a = sc.apps[int(k.split(".")[1])].name
+            out.append({"cmd": f"# in {a}: setsockopt(fd, SOL_SOCKET, SO_RCVBUF, {v})",
+                        "what": f"{a}'s socket receive buffer"})
     return out
 
 
@@ -373,9 +522,6 @@ def scenario_yaml(sc: Scenario, report: dict, form: str = "explicit") -> str:
     import yaml
 
     ov = dict(report["overrides"])
-    if form == "weight" and "nic.rss.indirection" in ov:
-        w = report["indirection"]["candidates"]["ours_weight"]["weights"]
-        ov["nic.rss.indirection"] = {"weight": w}
     if report["duration_s"] != sc.duration:
         ov.setdefault("duration", report["duration_s"])
     new = with_overrides(sc, ov) if ov else sc

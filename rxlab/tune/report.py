@@ -5,58 +5,64 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-LABELS = {
-    "before": "before (current table)",
-    "rsspp": "RSS++ greedy migration (published)",
-    "rsspp_best_run": "RSS++, best solver run kept",
-    "ours": "ours (min-max + local search)",
-    "ours_weight": "ours, ethtool -X weight form",
-}
-
-
-def _us(ns: float) -> str:
-    return f"{ns / 1e3:,.1f}"
+from rxlab.tune.recommend import fmt_ns
 
 
 def _mib(b: int) -> str:
     return f"{b / 2**20:,.2f} MiB"
 
 
-def table_rows(r: dict) -> Table:
-    ind = r["indirection"]
-    t = Table(title=f"RSS indirection table: {ind['table_size']} buckets over {ind['queues']} "
-                    f"queues (IRQ CPUs {len(ind['irq_cpus'])}); loads over the IRQ CPUs")
-    for col in ("table", "buckets moved", "model max/mean", "sim max", "sim mean",
-                "sim max/mean", "p99 us", "drops"):
-        t.add_column(col, justify="left" if col == "table" else "right")
-    for name in ("before", "rsspp", "rsspp_best_run", "ours", "ours_weight"):
-        c = ind["candidates"][name]
-        s = c["simulated"]
-        label = LABELS[name] + ("  <- recommended" if name == ind["recommended"] else "")
-        t.add_row(label, str(c["buckets_moved"]), f"{c['predicted']['imbalance']:.3f}",
-                  f"{s['max_load']:.3f}", f"{s['mean_load']:.3f}", f"{s['imbalance']:.3f}",
-                  _us(s["p99_ns"]), f"{s['drops']:,}")
-    lb = ind["lower_bound"]
-    t.add_row(f"lower bound of the model (max {lb['max']:.3f})", "",
-              f"{lb['imbalance']:.3f}", "", "", "", "", "")
+NAMES = {"p99_ns": "p99 latency", "imbalance": "CPU load max/mean",
+         "victim_drop_rate": "victims' drop rate"}
+
+
+def fmt_metric(key: str, v: float) -> str:
+    if key == "p99_ns":
+        return fmt_ns(v)
+    if key.endswith("rate"):
+        return f"{v:.3%}"
+    return f"{v:.3f}"
+
+
+def _line(con: Console, text: str) -> None:
+    con.print(text, markup=False, highlight=False)
+
+
+def candidates_table(r: dict) -> Table:
+    key = r["metric"]
+    t = Table(title=f"Settings tried, each on {len(r['runs'])} runs ({', '.join(r['runs'])}): "
+                    f"{NAMES[key]}, lower is better")
+    for col, just in (("setting", "left"), ("before (mean)", "right"),
+                      ("after: mean [min, max]", "right"), ("better on", "right"),
+                      ("verdict", "left")):
+        t.add_column(col, justify=just)
+    for name, c in r["candidates"].items():
+        if c.get("in_place"):
+            t.add_row(name, "", "", "", "already in place")
+            continue
+        v = c["validation"]
+        t.add_row(name, fmt_metric(key, v["mean_before"]),
+                  f"{fmt_metric(key, v['mean_after'])} [{fmt_metric(key, v['min_after'])}, "
+                  f"{fmt_metric(key, v['max_after'])}]", f"{v['wins']}/{v['runs']}",
+                  ("recommended" if name in r["recommended"] else
+                   "adopted" if c["adopt"] else "no") + f": {c['why']}")
     return t
 
 
-def before_after(r: dict) -> Table:
-    b, a = r["before"], r["after"]
-    t = Table(title="Before and after (simulated, same traffic and seed)")
-    t.add_column("")
-    t.add_column("before", justify="right")
+def runs_table(r: dict) -> Table:
+    key = r["metric"]
+    t = Table(title="Before and after, per run (simulated)")
+    t.add_column("run")
+    keys = [key] + [k for k in ("p99_ns",) if k != key]
+    for k in keys:
+        t.add_column(f"{NAMES[k]} before", justify="right")
+        t.add_column("after", justify="right")
+    t.add_column("drops before", justify="right")
     t.add_column("after", justify="right")
-    rows = [("max CPU load", "max_load", "{:.3f}"), ("mean CPU load", "mean_load", "{:.3f}"),
-            ("imbalance max/mean", "imbalance", "{:.3f}"), ("p99 latency (us)", "p99_ns", None),
-            ("drops", "drops", "{:,}"), ("drop rate", "drop_rate", "{:.4%}")]
-    if r["flow_limit"].get("antagonist"):
-        rows.append((f"drop rate without {r['flow_limit']['antagonist']}", "victim_drop_rate",
-                     "{:.4%}"))
-    for label, k, fmt in rows:
-        f = _us if fmt is None else fmt.format
-        t.add_row(label, f(b[k]), f(a[k]))
+    for lab in r["runs"]:
+        b, a = r["before"][lab], r["after"][lab]
+        cells = [x for k in keys for x in (fmt_metric(k, b[k]), fmt_metric(k, a[k]))]
+        t.add_row(lab, *cells, f"{b['drops']:,}", f"{a['drops']:,}")
     return t
 
 
@@ -64,72 +70,72 @@ def render(r: dict, console: Console | None = None) -> None:
     from rxlab.report.tables import make_console
 
     con = console or make_console()
-    con.print(f"[bold]rxlab tune {r['scenario']}[/bold]: objective {r['objective']}, "
-              f"{r['flows']:,} flows, {r['queues']} queues, {r['cpus']} CPUs, kernel "
-              f"{r['kernel']}, seed {r['seed']}, {r['duration_s']} s simulated per run")
+    con.print(f"[bold]rxlab tune {r['scenario']}[/bold]: objective {r['objective']} "
+              f"({NAMES[r['metric']]}), {r['flows']:,} {r['flows_source']} flows, {r['queues']} "
+              f"queues, {r['cpus']} CPUs, kernel {r['kernel']}, {r['duration_s']} s per run; "
+              f"runs: {', '.join(r['runs'])}")
     for n in r["notes"]:
-        con.print(f"note: {n}", markup=False)
+        _line(con, f"note: {n}")
+
     ind = r["indirection"]
-    lm = ind["load_model"]
-    con.print(f"load model: {lm['cost_ns_per_packet']:.0f} ns per packet on its IRQ CPU + "
-              f"{lm['irq_cpu_overhead']:.3f} per IRQ CPU ({lm['source']})")
-    con.print(table_rows(r))
-    rs = ind["candidates"]["rsspp"]
-    con.print(f"RSS++: {len(rs['rounds'])} round(s) until no move "
-              f"(moves per round {[x['moves'] for x in rs['rounds']]}); ours started from "
-              f"{ind['candidates']['ours']['start']}.")
+    if not ind["planned"]:
+        _line(con, f"RSS indirection table: none recommended - {ind['why']}.")
+    else:
+        lm = ind["load_model"]
+        _line(con, f"RSS indirection table (real flows): load model {lm['cost_ns_per_packet']:.0f}"
+                   f" ns per packet on its IRQ CPU; model max/mean now "
+                   f"{ind['before_predicted']['imbalance']:.3f}, lower bound "
+                   f"{ind['lower_bound']['imbalance']:.3f}. Recommended: "
+                   f"{ind['recommended'] or 'none (no table improved on every run)'}")
 
     f = r["rfs"]
-    if "rps_flow_cnt" in f and f.get("flows"):
-        mem = f["memory"]
-        con.print(
-            f"RFS tables for a {f['target']:.1%} collision target ({f['flows']:,} recording "
-            f"flows): rps_sock_flow_entries {f['rps_sock_flow_entries']:,} (exact "
-            f"{f['sock_collision_rate']:.2%}, birthday {f['sock_birthday_rate']:.2%}), "
-            f"rps_flow_cnt {f['rps_flow_cnt']:,} per queue (exact "
-            f"{f['dev_collision_rate']:.2%}, slot {f['dev_slot_rule']}); memory "
-            f"{_mib(mem['sock_table_bytes'])} + {_mib(mem['dev_tables_bytes'])} "
-            f"({mem['dev_entry_bytes']} B per queue entry). scaling.rst's 32768 / queues "
-            f"would give {f['scaling_rst']['sock_collision_rate']:.1%} / "
-            f"{f['scaling_rst']['dev_collision_rate']:.1%}.")
+    if not f.get("offered"):
+        _line(con, f"RFS tables: not offered - {f['why']}.")
     else:
-        con.print("RFS tables: no flow records its CPU (no connected consumer).")
+        mem = f["memory"]
+        how = "exact count on the real hashes" if f["exact"] else "birthday model"
+        _line(con, f"RFS tables for a {f['target']:.1%} collision target ({f['flows']:,} "
+                   f"recording flows, {how}): rps_sock_flow_entries "
+                   f"{f['rps_sock_flow_entries']:,}, rps_flow_cnt {f['rps_flow_cnt']:,} per "
+                   f"queue; memory {_mib(mem['sock_table_bytes'])} (4 B per entry) + "
+                   f"{_mib(mem['dev_tables_bytes'])} ({mem['dev_entry_bytes']} B per entry per "
+                   f"queue)" + (f"; capped to the {_mib(f['memory_limit_bytes'])} limit "
+                                f"(wanted {_mib(f['wanted']['memory']['total_bytes'])}), "
+                                f"collision rate then {f['sock_birthday_rate']:.1%}"
+                                if f.get("capped") else ""))
     st = r["steering"]
     for k in ("rps", "rfs", "arfs"):
-        v = st[k]
-        line = f"{k.upper()}: {v['verdict']} - {v['why']}"
-        chk = st["simulated_checks"].get(k)
-        if chk:
-            s = chk["simulated"]
-            line += (f". Simulated: max load {s['max_load_all']:.3f}, p99 {_us(s['p99_ns'])} us, "
-                     f"drops {s['drops']:,} -> {'adopted' if chk['adopt'] else 'not adopted'}")
-        con.print(line, markup=False)
+        _line(con, f"{k.upper()}: {st[k]['verdict']} - {st[k]['why']}")
 
-    fl = r["flow_limit"]
-    if fl.get("searched") is False:
-        con.print(f"flow limit / backlog: not searched ({fl['why']})")
-    elif not fl.get("applicable"):
-        con.print(f"flow limit / backlog: {fl['why']}")
+    d = r["drops"]
+    if d["total"]:
+        _line(con, "Drops over all runs: " + ", ".join(f"{k} {v:,}" for k, v in
+                                                      d["by_reason"].items()))
+        _line(con, f"Dominant: {d['bottleneck']}")
+        for s in d["not_addressed"]:
+            _line(con, f"  {s}")
     else:
-        t = Table(title=f"flow_limit and netdev_max_backlog: victims "
-                        f"{', '.join(fl['victims'])}, antagonist {fl['antagonist']}, "
-                        f"target drop rate {fl['target_drop_rate']:.3%}")
-        for col in ("setting", "victim drop rate", "p99 us", "drops by reason", "meets"):
-            t.add_column(col, justify="left" if col in ("setting", "drops by reason")
-                         else "right")
-        for row in fl["rows"]:
-            t.add_row(row["setting"], f"{row['victim_drop_rate']:.3%}", _us(row["p99_ns"]),
-                      ", ".join(f"{k} {v:,}" for k, v in row["drops_by_reason"].items()),
-                      "yes" if row["meets_target"] else "no")
-        con.print(t)
-        tl = fl["table_len"]
-        con.print(f"flow_limit_table_len {tl['flow_limit_table_len']}: victim flows sharing "
-                  f"an antagonist bucket {tl['victim_flows_sharing']} "
-                  f"({tl['victim_packets_sharing']:.2%} of victim packets). Recommended: "
-                  f"{fl['recommended']}" + ("" if fl["met"] else " (target not met)"))
-        if fl.get("note"):
-            con.print(f"note: {fl['note']}")
-    con.print(before_after(r))
+        _line(con, "Drops: none in any run.")
+
+    if r["candidates"]:
+        con.print(candidates_table(r))
+        for name, c in r["candidates"].items():
+            for cost in c.get("costs", []):
+                _line(con, f"  {name}: {cost}")
+    con.print(runs_table(r))
+    if r["recommended"]:
+        v = r["validation"]
+        _line(con, f"Recommended: {', '.join(r['recommended'])}: {NAMES[r['metric']]} "
+                   f"{fmt_metric(r['metric'], v['mean_before'])} -> "
+                   f"{fmt_metric(r['metric'], v['mean_after'])} (mean), better on "
+                   f"{v['wins']} of {v['runs']} runs")
+        for cost in r["costs"]:
+            _line(con, f"  cost: {cost}")
+    t = r["target_drops"]
+    if r["objective"] == "drops":
+        _line(con, f"Target victim drop rate {t['victim_drop_rate']:.3%}: "
+                   + ("met on every run" if t["met_after"] else "not met on every run")
+                   + (" (already before)" if t["met_before"] else ""))
     con.print("[bold]Commands[/bold]" + ("" if r["commands"] else ": none, keep the current "
                                         "settings"))
     for c in r["commands"]:

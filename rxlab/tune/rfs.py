@@ -16,9 +16,17 @@ probability ``1 - (1 - 1/S)^(n-1)``; the smallest power of two meeting the targe
 start of a search on the **exact count** for the scenario's concrete hashes (what the
 kernel would see for these flows), which decides.
 
-Memory: the socket table is ``4 + 4 x entries`` bytes (u32 entries); each rx queue's
-table is ``entries x 8`` bytes (u16 cpu, u16 filter, u32 last_qtail), 12 with the u32
-hash that CONFIG_RFS_ACCEL adds since v6.18 (reference 4.3).
+Memory: the socket table is ``4 + 4 x entries`` bytes (``struct rps_sock_flow_table``:
+u32 mask, u32 entries; include/net/rps.h); each rx queue's table is ``entries x 8`` bytes
+(``struct rps_dev_flow``: u16 cpu, u16 filter, u32 last_qtail), 12 with the u32 hash that
+CONFIG_RFS_ACCEL adds since v6.18. Tables whose total would pass ``MEMORY_LIMIT`` are
+halved (the larger one first) until they fit, and the report says what the collision
+rate then is: a table of hundreds of MiB for a few thousand flows is not advice.
+
+Only flows whose socket records its CPU count (``sock_rps_record_flow`` records only a
+socket in TCP_ESTABLISHED: TCP, or a connected UDP socket). With synthetic flows the
+sizes come from the birthday model alone (the exact hashes are a draw of the seed); with
+real flows the exact count on their hashes decides.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from rxlab.kernel.hashfn import roundup_pow_of_two
 GOLDEN_RATIO_32 = 0x61C88647
 SOCK_MAX = 1 << 29  # rps_sock_flow_entries above this: -EINVAL (reference 4.1)
 DEV_MAX = 1 << 27  # keep per-queue tables within the 7.1 limit (reference 4.3)
+MEMORY_LIMIT = 64 << 20  # bytes for all RFS tables together
 
 
 def birthday_rate(n: float, slots: float) -> float:
@@ -98,15 +107,18 @@ def memory(sock_entries: int, flow_cnt: int, queues: int, kernel: tuple) -> dict
 
 
 def size_tables(hashes: np.ndarray, rxq: np.ndarray, table: np.ndarray, nq: int,
-                target: float, kernel: tuple) -> dict:
-    """Smallest power-of-two tables whose exact collision rate meets ``target``."""
+                target: float, kernel: tuple, exact: bool = True) -> dict:
+    """Smallest power-of-two tables whose collision rate meets ``target``: the exact
+    count on ``hashes`` when they are real (``exact``), else the birthday model."""
     hash32 = kernel >= (6, 15)
     n = int(hashes.size)
-    out = {"flows": n, "target": target,
+    out = {"flows": n, "target": target, "exact": exact,
            "dev_slot_rule": "hash_32(hash, log)" if hash32 else "hash & (size - 1)"}
     if n == 0:
         out.update(rps_sock_flow_entries=0, rps_flow_cnt=0, met=True)
         return out
+    if not exact:
+        return _birthday_tables(out, n, rxq, table, nq, target, kernel, hash32)
     # socket table: all recording flows together
     s = birthday_size(n, target)
     s = max(2, s // 4)  # start below the estimate; the exact count decides
@@ -132,13 +144,54 @@ def size_tables(hashes: np.ndarray, rxq: np.ndarray, table: np.ndarray, nq: int,
         dev_birthday_rate=birthday_rate(int(per_q.max()), d * frac),
         busiest_queue={"queue": qmax, "flows": int(per_q.max())},
         met=bool(sock_rate <= target and dev_rate <= target),
-        memory=memory(s, d, nq, kernel),
         scaling_rst={"rps_sock_flow_entries": 32768, "rps_flow_cnt": 32768 // nq,
                      "sock_collision_rate": sock_collisions(hashes, 32768) / n,
                      "dev_collision_rate": dev_collisions(
                          hashes, rxq, max(2, roundup_pow_of_two(max(1, 32768 // nq))),
                          hash32) / n},
     )
+    return _limit(out, n, int(per_q.max()), frac, nq, target, kernel)
+
+
+def _birthday_tables(out, n, rxq, table, nq, target, kernel, hash32) -> dict:
+    per_q = np.bincount(rxq, minlength=nq)
+    frac = min(effective_slots(table, q, 1 << 30, hash32) for q in range(nq)
+               if per_q[q]) if per_q.any() else 1.0
+    busiest = int(per_q.max())
+    s = min(SOCK_MAX, birthday_size(n, target))
+    d = min(DEV_MAX, birthday_size(busiest, target, frac))
+    out.update(rps_sock_flow_entries=s, sock_birthday_rate=birthday_rate(n, s),
+               rps_flow_cnt=d, dev_birthday_rate=birthday_rate(busiest, d * frac),
+               busiest_queue={"queue": int(per_q.argmax()), "flows": busiest},
+               met=bool(birthday_rate(n, s) <= target
+                        and birthday_rate(busiest, d * frac) <= target))
+    return _limit(out, n, busiest, frac, nq, target, kernel)
+
+
+def _limit(out: dict, n: int, busiest: int, frac: float, nq: int, target: float,
+           kernel: tuple) -> dict:
+    """Halve the larger table until all fit in MEMORY_LIMIT; say what that costs."""
+    s, d = out["rps_sock_flow_entries"], out["rps_flow_cnt"]
+    wanted = memory(s, d, nq, kernel)
+    capped = False
+    while memory(s, d, nq, kernel)["total_bytes"] > MEMORY_LIMIT and (s > 2 or d > 2):
+        mem = memory(s, d, nq, kernel)
+        if mem["sock_table_bytes"] >= mem["dev_tables_bytes"] and s > 2:
+            s //= 2
+        else:
+            d //= 2
+        capped = True
+    out["memory_limit_bytes"] = MEMORY_LIMIT
+    out["capped"] = capped
+    if capped:
+        out["wanted"] = {"rps_sock_flow_entries": out["rps_sock_flow_entries"],
+                         "rps_flow_cnt": out["rps_flow_cnt"], "memory": wanted}
+        out.update(rps_sock_flow_entries=s, rps_flow_cnt=d,
+                   sock_birthday_rate=birthday_rate(n, s),
+                   dev_birthday_rate=birthday_rate(busiest, d * frac),
+                   met=bool(birthday_rate(n, s) <= target
+                            and birthday_rate(busiest, d * frac) <= target))
+    out["memory"] = memory(s, d, nq, kernel)
     return out
 
 
@@ -149,8 +202,9 @@ def verdicts(d: dict, sc, m, rfs_sizes: dict | None) -> dict:
     irq = sorted(set(int(c) for c in m.params.irq_cpu))
     busy = [1 - c["util"]["idle"] for c in d["cpus"]]
     app_cpus = sorted({c for _, c in m.threads})
-    connected = all(sc.apps[i].connected for i in range(len(sc.apps))) if sc.apps else False
-    any_connected = any(a.connected for a in sc.apps)
+    rec = [bool(x) for x in m.so.sock["sock_record"][: len(m.threads)]]
+    connected = bool(rec) and all(rec)
+    any_connected = any(rec)
     rps_on = bool(m.params.rps_len.any())
     rfs_on = bool(m.params.rfs_on)
     st = d["steering"]
@@ -181,7 +235,8 @@ def verdicts(d: dict, sc, m, rfs_sizes: dict | None) -> dict:
         rfs = ("no", "no application consumes the traffic")
     elif not any_connected:
         rfs = ("no", "the sockets are not connected (unconnected UDP): recvmsg records no "
-               "flow, so RFS has nothing to steer by (reference 4.2)")
+               "flow (sock_rps_record_flow needs TCP_ESTABLISHED, include/net/rps.h), so "
+               "RFS has nothing to steer by")
     elif mismatch < 0.1:
         rfs = ("not needed", f"{1 - mismatch:.0%} of packets already arrive on a queue whose "
                "IRQ CPU runs their consumer")

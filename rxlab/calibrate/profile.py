@@ -1,0 +1,195 @@
+"""From the calibration runs to a cost profile for ``host.cost_profile``.
+
+Measured stages:
+
+* ``stack_rx``: CPU 1's softirq time per packet on the plain stack (no u32 filters):
+  ``process_backlog -> __netif_receive_skb -> ip_rcv -> udp_rcv`` up to the socket
+  queue. The fit gives the kernel's total per packet (``c0``); the model spends
+  ``stack_rx`` plus other stages (socket enqueue, the cross-CPU miss, IPI and poll
+  overheads) on that path, so ``stack_rx`` is set so that the model's own softirq time
+  per packet on CPU 1, simulated at the calibration's load, equals ``c0``.
+* ``recvmsg``: the receiving process's system time per packet read (getrusage), which
+  includes its share of the select() wake-ups; used only when its standard error is
+  below 25 % of the value (without CONFIG_VIRT_CPU_ACCOUNTING the user/system split is
+  sampled at each tick, so it is often too noisy).
+
+The other stages keep the base profile's values and say so. The lab's own slowdown
+(ns per packet per u32 filter), the sender's system time per packet and the raw runs
+are kept under ``lab`` for ``kernel-check --profile``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import socket
+
+from rxlab.calibrate.fit import ols
+from rxlab.calibrate.measure import APP_CPU, FLOWS, TARGET_CPU
+
+DEFAULT_BASE = "modern-x86"
+SIGNIFICANT = 0.25  # a fitted cost replaces the base profile's when its SE is below this share
+
+
+def fits(points: list[dict], background_ns_per_s: float = 0.0) -> dict:
+    """Least squares over every fitted run (each run one row). CPU 1's softirq time
+    less the background measured without traffic = c0 * packets + b * filters * packets
+    (no intercept: the tracepoints time NET_RX only). Reported besides: the same with a
+    term per filter and softirq run (a cold-cache walk of the filters at the start of a
+    run), which the model has no stage for."""
+    w = [p["window_s"] for p in points]
+    proc = [float(p["processed"]) for p in points]
+    y = [p["softirq_ns"] - background_ns_per_s * p["window_s"] for p in points]
+    pn = [p["filters"] * q for p, q in zip(points, proc, strict=True)]
+    soft = ols({"ns_per_packet": proc, "ns_per_packet_per_filter": pn}, y)
+    cold = ols({"ns_per_packet": proc, "ns_per_packet_per_filter": pn,
+                "ns_per_run_per_filter": [float(p["filters"] * p["softirq_runs"])
+                                          for p in points]}, y)
+    recv = ols({"ns_per_s": w, "ns_per_packet": [float(p["received"]) for p in points]},
+               [p["recv_stime_ns"] for p in points])
+    send = ols({"ns_per_s": w, "ns_per_packet": [float(p["sent"]) for p in points]},
+               [p["send_stime_ns"] for p in points])
+    ticks = ols({"background_ns_per_s": w, "ns_per_packet": proc,
+                 "ns_per_packet_per_filter": [p["filters"] * q for p, q in
+                                              zip(points, proc, strict=True)]},
+                [p["softirq_ticks_ns"] for p in points])
+    return {"softirq_cpu1": soft, "softirq_cpu1_with_cold_runs": cold,
+            "receiver_system": recv, "sender_system": send,
+            "softirq_cpu1_proc_stat_ticks": ticks}
+
+
+def lab_scenario(base: str, costs: dict, pps: float, duration: float = 0.2) -> dict:
+    """The calibration lab as a scenario: netif_rx on CPU 0, RPS to CPU 1, the
+    receiving process on CPU 0, 8 flows."""
+    from rxlab.kcheck import model
+    d = model.scenario([model.group("flows", FLOWS, pps)], {"rps_cpus": "2"},
+                       app_cpu=APP_CPU, duration=duration, costs=costs)
+    d["host"]["cost_profile"] = base
+    return d
+
+
+def model_softirq_per_packet(base: str, costs: dict, pps: float) -> float:
+    from rxlab.kcheck import model
+    d = lab_scenario(base, costs, pps)
+    res = model.simulate(d)
+    cpu = res.data["cpus"][TARGET_CPU]
+    proc = cpu["softnet_stat"]["processed"]
+    return cpu["util"]["softirq"] * d["duration"] * 1e9 / max(proc, 1)
+
+
+def solve_stack_rx(base: str, c0: float, pps: float) -> dict:
+    """``stack_rx`` that makes the model's softirq ns per packet on CPU 1 equal ``c0``:
+    the model's time is linear in it, so two runs give the line and a third checks it."""
+    from rxlab.profiles import stage_costs
+    g1 = stage_costs(base, {})["stack_rx"]
+    m1 = model_softirq_per_packet(base, {"stack_rx": g1}, pps)
+    g2 = g1 + 500.0
+    m2 = model_softirq_per_packet(base, {"stack_rx": g2}, pps)
+    slope = (m2 - m1) / (g2 - g1) if m2 != m1 else 1.0
+    g = max(0.0, g1 + (c0 - m1) / slope)
+    m = model_softirq_per_packet(base, {"stack_rx": g}, pps)
+    return {"stack_rx": g, "model_ns_per_packet": m, "other_stages_ns": m - g,
+            "load_pps": pps}
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _fmt(fit: dict, key: str) -> str:
+    return (f"{fit['coef'][key]:.1f} +- {fit['se'][key]:.1f} ns (standard error; least "
+            f"squares over {fit['n']} runs, R^2 {fit['r2']:.3f})")
+
+
+def build(meas: dict, plan, base: str = DEFAULT_BASE, hz: int | None = None) -> dict:
+    """The profile mapping (``stages`` complete, each with its ``source``)."""
+    from rxlab.profiles import load_profile
+    f = fits(meas["points"], meas.get("background_ns_per_s", 0.0))
+    soft, recv = f["softirq_cpu1"], f["receiver_system"]
+    c0 = soft["coef"]["ns_per_packet"]
+    plain = [p for p in meas["points"] if p["filters"] == 0 and p["pps_target"]] or \
+        meas["points"]
+    load = sorted(p["sent"] / max(p["send_seconds"], 1e-3) for p in plain)[len(plain) // 2]
+    solved = solve_stack_rx(base, c0, load)
+    now = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
+    kernel = f"{platform.release()} {platform.version()}"
+    cpu = _cpu_model()
+    where = f"on {socket.gethostname()} (Linux {platform.release()}, {cpu}), {now.isoformat()}"
+    base_prof = load_profile(base)
+    stages = {}
+    for name, e in base_prof["stages"].items():
+        stages[name] = {"ns": float(e["ns"]),
+                        "source": f"not measured here: from the {base} profile: {e['source']}"}
+    stages["stack_rx"] = {
+        "ns": round(solved["stack_rx"], 1),
+        "source": (f"measured here {where}: RPS-target softirq time per packet "
+                   f"(NET_RX softirq_entry/exit tracepoints vs softnet_stat processed) "
+                   f"{_fmt(soft, 'ns_per_packet')}"
+                   f", minus {solved['other_stages_ns']:.1f} ns the model spends on the same "
+                   f"path in its other stages")}
+    rv, rse = recv["coef"]["ns_per_packet"], recv["se"]["ns_per_packet"]
+    if rv > 0 and rse < SIGNIFICANT * rv:
+        stages["recvmsg"] = {
+            "ns": round(rv, 1),
+            "source": (f"measured here {where}: receiving process system time per packet "
+                       f"read (getrusage, includes its select() wake-ups) "
+                       f"{_fmt(recv, 'ns_per_packet')}")}
+    else:
+        stages["recvmsg"]["source"] += (
+            f" (measured here {_fmt(recv, 'ns_per_packet')}: standard error above "
+            f"{SIGNIFICANT:.0%} of the value, not used)")
+    name = "calibrated-" + "".join(ch if ch.isalnum() or ch in "-_." else "-"
+                                   for ch in socket.gethostname())
+    return {
+        "name": name,
+        "description": f"per-stage costs measured by rxlab calibrate {where}",
+        "measured": {"host": socket.gethostname(), "kernel": kernel, "cpu_model": cpu,
+                     "cpus": os.cpu_count(), "date": now.isoformat(), "hz": hz,
+                     "base_profile": base,
+                     "plan": {"filters": list(plan.filters), "fractions": list(plan.fractions),
+                              "repeat": plan.repeat, "duration_s": plan.duration},
+                     "runs_fitted": len(meas["points"]),
+                     "stages": [s for s, e in stages.items()
+                                if e["source"].startswith("measured here")]},
+        "stages": stages,
+        "lab": {
+            "u32_filter_ns": round(soft["coef"]["ns_per_packet_per_filter"], 3),
+            "u32_filter_ns_se": round(soft["se"]["ns_per_packet_per_filter"], 3),
+            "softirq_ns_per_packet": round(c0, 1),
+            "softirq_ns_per_packet_se": round(soft["se"]["ns_per_packet"], 1),
+            "calibration_filters": list(plan.filters),
+            "background_softirq_ns_per_s": round(meas.get("background_ns_per_s", 0.0), 1),
+            "stack_rx_solution": {k: round(v, 1) for k, v in solved.items()},
+            "fits": {k: {"coef": {c: round(x, 3) for c, x in v["coef"].items()},
+                         "se": {c: round(x, 3) for c, x in v["se"].items()},
+                         "n": v["n"], "r2": round(v["r2"], 4)} for k, v in f.items()},
+            "points": meas["points"],
+        },
+    }
+
+
+def write(prof: dict, path: str) -> None:
+    """Write atomically, then load it back as ``host.cost_profile`` would."""
+    import yaml
+
+    from rxlab.profiles import load_profile
+    m = prof["measured"]
+    head = (f"# rxlab calibrate: cost profile measured on {m['host']} ({m['kernel']}; "
+            f"{m['cpu_model']}), {m['date']}.\n# Use it with host.cost_profile: {path}\n")
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w") as fh:
+            fh.write(head + yaml.safe_dump(prof, sort_keys=False, width=100))
+        load_profile(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

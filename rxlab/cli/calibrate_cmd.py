@@ -1,0 +1,83 @@
+"""``rxlab calibrate``: measure this host's per-stage costs (docs/calibrate.md).
+
+Exit status: 0 with the profile written, 77 when it cannot run on this machine (the
+reason is printed), 2 for bad arguments, 130 when interrupted (after cleanup).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+EXIT_CANNOT_RUN = 77
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser(
+        "calibrate", help="measure this host's per-stage costs into a profile (needs root)",
+        description="Measure this machine's receive-path costs in two network namespaces "
+                    "joined by a veth pair (netif_rx, RPS, backlog, UDP sockets) at paced "
+                    "loads, fit them with their standard errors, and write a cost profile "
+                    "for host.cost_profile. Restores every setting and removes its "
+                    "namespaces, also when interrupted.")
+    p.add_argument("-o", "--output", metavar="PATH", default="calibrated.yaml",
+                   help="profile to write (default calibrated.yaml)")
+    p.add_argument("--quick", action="store_true",
+                   help="fewer loads and shorter runs (about 40 s instead of 2 minutes)")
+    p.add_argument("--base", default="modern-x86", metavar="PROFILE",
+                   help="profile the stages not measured here come from (default modern-x86)")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args) -> int:
+    from rxlab.calibrate.profile import write
+    from rxlab.calibrate.runner import calibrate
+    from rxlab.errors import UsageError
+    from rxlab.kcheck import host
+    from rxlab.profiles import load_profile
+
+    out = os.path.abspath(args.output)
+    if os.path.isdir(out) or not os.path.isdir(os.path.dirname(out)):
+        raise UsageError(f"--output: {args.output!r} is not a file in an existing "
+                         "directory; give a path like calibrated.yaml")
+    load_profile(args.base)  # a bad --base fails before anything runs
+    try:
+        if args.quiet:
+            prof = calibrate(quick=args.quick, base=args.base)
+        else:
+            prof = _with_progress(args)
+    except host.CannotRun as err:
+        print(f"cannot run here: {err}")
+        return EXIT_CANNOT_RUN
+    write(prof, out)
+    _summary(prof, out)
+    return 0
+
+
+def _with_progress(args) -> dict:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from rxlab.calibrate.runner import calibrate
+    with Progress(TextColumn("calibrate"), BarColumn(), TextColumn("{task.completed}/"
+                  "{task.total}"), TimeElapsedColumn(), TextColumn("{task.description}"),
+                  transient=True) as bar:
+        task = bar.add_task("", total=1)
+
+        def progress(msg: str, done: int, total: int) -> None:
+            bar.update(task, description=msg, completed=done, total=total)
+
+        return calibrate(quick=args.quick, base=args.base, progress=progress)
+
+
+def _summary(prof: dict, path: str) -> None:
+    m, lab = prof["measured"], prof["lab"]
+    print(f"wrote {path}: {m['runs_fitted']} runs fitted in {m['seconds']} s on "
+          f"{m['host']} ({m['cpu_model']}, Linux {m['kernel'].split()[0]}, HZ {m['hz']})")
+    for s in m["stages"]:
+        print(f"  {s}: {prof['stages'][s]['ns']} ns")
+    print(f"  RPS-target softirq per packet: {lab['softirq_ns_per_packet']} +- "
+          f"{lab['softirq_ns_per_packet_se']} ns; lab u32 filter: {lab['u32_filter_ns']} +- "
+          f"{lab['u32_filter_ns_se']} ns per packet")
+    print(f"use it with host.cost_profile: {path}", file=sys.stdout)

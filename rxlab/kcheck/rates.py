@@ -1,0 +1,192 @@
+"""Rate and load checks against a calibrated profile (``kernel-check --profile P``).
+
+The profile (``rxlab calibrate``) gives the host's per-packet softirq cost on the RPS
+target and the lab's slowdown per tc u32 filter, fitted on runs with 0, 800 and 1600
+filters at paced loads below saturation. These checks run configurations the
+calibration did not use, each ``repeat`` times (at least 3), and score the model on
+them only (filter counts between the calibration's, so the fit interpolates):
+
+* ``backlog_saturation``: 1200 filters, the sender unpaced (far above what CPU 1 can
+  process): packets CPU 1 gets through its backlog per second of CPU time in the
+  receive softirq, i.e. the saturation rate of one whole CPU (the share of CPU 1 the
+  softirq got is reported: the rest went to other work on this machine, which the
+  model does not know about);
+* ``softirq_half_load``: 1000 filters, paced at half the model's saturation rate:
+  the share of CPU 1 spent in the receive softirq;
+* ``overload_drops``: 1400 filters, paced at 1.5 times the model's saturation rate:
+  the share of the packets enqueued for CPU 1 that its backlog drops.
+
+Same lab as the other checks: 16 connected flows, sender and receiving process on
+CPU 0, ``rps_cpus=2`` on every rx queue (CPU 1 does only the receive softirq),
+``netdev_max_backlog`` 1000. The kernel side measures CPU 1's NET_RX softirq time with
+the softirq_entry/exit tracepoints and softnet_stat; ksoftirqd/1 runs at SCHED_FIFO
+during the runs (``host.ksoftirqd_fifo``: the model's CPU 1 has nothing else to run).
+The model is the same scenario with ``host.cost_profile`` = the profile and
+``stack_rx`` raised by the filters' cost per packet; its offered load is the
+kernel's sent rate (mean over the repetitions). A check agrees when the model lies
+within the kernel's range over the repetitions widened by ``TOLERANCE`` of the kernel's
+mean.
+
+Latency percentiles are not checked: the kernel timestamps a veth packet
+(``net_timestamp_check`` in ``netif_rx_internal``) before the backlog, and the only
+later time the lab can read is the Python receiver's own, which adds its scheduling
+and interpreter delay (tens of microseconds, noisy) to what the model predicts.
+"""
+
+from __future__ import annotations
+
+from rxlab.calibrate.fit import spread, within
+from rxlab.kcheck import host, model
+from rxlab.kcheck.kernel import SoftirqTimer, run_traffic, slow_consumer
+
+TOLERANCE = 0.12
+FLOWS = list(range(40500, 40516))
+SEND_CPU, TARGET_CPU, APP_CPU = 0, 1, 0
+FILTERS = {"softirq_half_load": 1000, "backlog_saturation": 1200, "overload_drops": 1400}
+LATENCY_NOT_CHECKED = ("latency percentiles: not checked; the lab's only timestamp after "
+                       "the backlog is the Python receiver's read time, which adds its own "
+                       "scheduling delay")
+
+
+def load(path: str) -> dict:
+    """The calibrated profile: validated as ``host.cost_profile`` and with the lab
+    figures these checks need."""
+    from rxlab.errors import UsageError
+    from rxlab.inputs import read_text
+    from rxlab.profiles import load_profile
+    from rxlab.scenario import parse_yaml
+    try:
+        load_profile(path)
+    except UsageError as err:
+        raise UsageError(f"--profile: {str(err).removeprefix('host.cost_profile: ')}") \
+            from None
+    data = parse_yaml(read_text(path, "cost profile"), path)
+    lab = data.get("lab") if isinstance(data, dict) else None
+    if not isinstance(lab, dict) or "u32_filter_ns" not in lab:
+        raise UsageError(f"--profile: {path} has no 'lab' section with u32_filter_ns: "
+                         "give a profile written by rxlab calibrate")
+    used = set(lab.get("calibration_filters", []))
+    clash = sorted(n for n in FILTERS.values() if n in used)
+    if clash:
+        raise UsageError(f"--profile: {path} was fitted on {clash} u32 filters, the "
+                         "configurations these checks hold out; calibrate again")
+    return {"path": path, "stack_rx": float(data["stages"]["stack_rx"]["ns"]),
+            "ipi_recv": float(data["stages"]["ipi_recv"]["ns"]),
+            "u32_filter_ns": float(lab["u32_filter_ns"]),
+            "measured": data.get("measured", {})}
+
+
+def scenario(prof: dict, n_filters: int, pps: float, duration: float = 0.3) -> dict:
+    """The lab; the filters' cost per packet added to ``stack_rx``."""
+    costs = {"stack_rx": prof["stack_rx"] + n_filters * prof["u32_filter_ns"]}
+    d = model.scenario([model.group("flows", FLOWS, pps)], {"rps_cpus": "2"},
+                       app_cpu=APP_CPU, duration=duration, costs=costs)
+    d["host"]["cost_profile"] = prof["path"]
+    return d
+
+
+def model_run(prof: dict, n_filters: int, pps: float) -> dict:
+    d = scenario(prof, n_filters, pps)
+    res = model.simulate(d)
+    cpu = res.data["cpus"][TARGET_CPU]
+    sn = cpu["softnet_stat"]
+    busy = cpu["util"]["softirq"] * d["duration"]
+    return {"processed_pps": sn["processed"] / d["duration"],
+            "pps_per_cpu_second": sn["processed"] / max(busy, 1e-9),
+            "softirq_share": cpu["util"]["softirq"],
+            "drop_fraction": sn["dropped"] / max(1, sn["processed"] + sn["dropped"]),
+            "offered_pps": pps}
+
+
+def model_capacity(prof: dict, n_filters: int) -> float:
+    """The model's CPU 1 saturation rate: processed per second at 3 times its cost."""
+    per = prof["stack_rx"] + n_filters * prof["u32_filter_ns"] + 1000.0
+    return model_run(prof, n_filters, 3e9 / per)["processed_pps"]
+
+
+def kernel_runs(ctx, n_filters: int, pps: float | None) -> list[dict]:
+    """``ctx.repeat`` runs of the lab with ``n_filters`` filters."""
+    ctx.configure(rps_cpus="2")
+    ctx.lab.add_clsact(ctx.lab.ns_rx, ctx.lab.dev_rx)
+    slow_consumer(n_filters, ctx.lab)
+    timer = SoftirqTimer()
+    out = []
+    try:
+        with host.ksoftirqd_fifo(TARGET_CPU) as fifo:
+            for i in range(ctx.repeat):
+                ctx.log(f"  {n_filters} u32 filters, "
+                        f"{'unpaced' if not pps else f'{pps / 1000:.1f} kpps'}, run {i + 1}")
+                a = timer.read()
+                run = run_traffic(ctx.lab, FLOWS, duration=ctx.duration, send_cpu=SEND_CPU,
+                                  recv_cpu=APP_CPU, pps=pps)
+                b = timer.read()
+                soft = b.get(TARGET_CPU, {}).get("ns", 0) - a.get(TARGET_CPU, {}).get("ns", 0)
+                sn = run.softnet.get(TARGET_CPU, {})
+                secs = max(run.send_seconds, 1e-3)
+                out.append({"sent_pps": run.total_sent / secs,
+                            "processed_pps": sn.get("processed", 0) / secs,
+                            "dropped": sn.get("dropped", 0),
+                            "drop_fraction": sn.get("dropped", 0)
+                            / max(1, sn.get("processed", 0) + sn.get("dropped", 0)),
+                            "softirq_share": soft / (secs * 1e9),
+                            "pps_per_cpu_second": sn.get("processed", 0) / max(soft * 1e-9,
+                                                                               1e-6),
+                            "softirq_ns_per_packet": soft / max(1, sn.get("processed", 0)),
+                            "ksoftirqd_fifo": fifo["changed"]})
+    finally:
+        timer.close()
+        ctx.lab.reset_device()
+    return out
+
+
+def _result(name: str, n_filters: int, key: str, runs: list[dict], mdl: dict,
+            extra_ok: tuple[str, bool] | None = None) -> dict:
+    k = spread([r[key] for r in runs])
+    ok = within(mdl[key], k, TOLERANCE)
+    rnd = {a: round(b, 4) for a, b in k.items() if a != "n"}
+    crit = [{"what": f"{key}: model within the kernel's range over {k['n']} runs "
+                     f"+- {TOLERANCE:.0%} of its mean", "ok": ok,
+             "kernel": rnd, "model": round(mdl[key], 4)}]
+    if extra_ok:
+        crit.append({"what": extra_ok[0], "ok": extra_ok[1], "kernel": None, "model": None})
+    bad = [c["what"] for c in crit if not c["ok"]]
+    return {"name": name, "status": "ran", "agree": not bad,
+            "reason": "all criteria hold" if not bad else "disagree: " + "; ".join(bad),
+            "criteria": crit,
+            "kernel": {"u32_filters": n_filters, key: rnd,
+                       "runs": [{a: round(b, 4) if isinstance(b, float) else b
+                                 for a, b in r.items()} for r in runs]},
+            "model": {k_: round(v, 4) for k_, v in mdl.items()} | {
+                "tolerance": TOLERANCE, "held_out": "u32 filter count and load not used "
+                                                    "by the calibration"}}
+
+
+def backlog_saturation(ctx) -> dict:
+    n = FILTERS["backlog_saturation"]
+    runs = kernel_runs(ctx, n, None)
+    offered = spread([r["sent_pps"] for r in runs])["mean"]
+    mdl = model_run(ctx.profile, n, offered)
+    sat = all(r["dropped"] > 0 for r in runs) and mdl["drop_fraction"] > 0
+    return _result("backlog_saturation", n, "pps_per_cpu_second", runs, mdl,
+                   ("CPU 1 saturated (backlog drops) in every kernel run and in the model",
+                    sat))
+
+
+def softirq_half_load(ctx) -> dict:
+    n = FILTERS["softirq_half_load"]
+    pps = 0.5 * model_capacity(ctx.profile, n)
+    runs = kernel_runs(ctx, n, pps)
+    mdl = model_run(ctx.profile, n, spread([r["sent_pps"] for r in runs])["mean"])
+    return _result("softirq_half_load", n, "softirq_share", runs, mdl)
+
+
+def overload_drops(ctx) -> dict:
+    n = FILTERS["overload_drops"]
+    pps = 1.5 * model_capacity(ctx.profile, n)
+    runs = kernel_runs(ctx, n, pps)
+    mdl = model_run(ctx.profile, n, spread([r["sent_pps"] for r in runs])["mean"])
+    return _result("overload_drops", n, "drop_fraction", runs, mdl)
+
+
+CHECKS = {"backlog_saturation": backlog_saturation, "softirq_half_load": softirq_half_load,
+          "overload_drops": overload_drops}
