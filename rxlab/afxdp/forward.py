@@ -469,7 +469,11 @@ class ForwardingHost:
 
 @dataclass(frozen=True)
 class ForwardingCosts:
-    """Per-packet CPU costs of the forwarding pipeline, each with its source."""
+    """CPU costs of the forwarding pipeline, each with its source: per packet on the PMD
+    (``pmd_ns``) and on cpu0 (``kernel_rx_ns`` delivered, ``kernel_rx_refused_ns`` refused
+    by the full socket RX ring), per TX descriptor posted (``kernel_tx_ns``) or consumed by
+    the clean (``tx_clean_ns``), and per completion entry OVS walks over without a frame to
+    return (``cq_skip_ns``). None is set from the seed's NO FIX row."""
 
     pmd_ns: float = 299.1
     kernel_rx_ns: float = 50.0
@@ -547,7 +551,9 @@ def run_forwarding(size: int, variant: str, duration_ns: int = 20_000_000,
 
     cpu0 runs the NAPI poll (``ixgbe_poll``) when the queue vector's interrupt fires
     (no earlier than ``itr_ns`` after the previous one), when ``sendto()`` kicks it
-    (``ixgbe_xsk_async_xmit``) or when the previous poll used its whole budget; cpu1
+    (``ixgbe_xsk_async_xmit``) or when the previous poll returned its whole budget (RX
+    budget used, or the TX clean reported unfinished work: with the 2019 clean, any walk
+    that used ``work_limit``); cpu1
     runs PMD iterations whenever the RX ring holds packets. A step's effects happen at
     its start; its CPU cost then keeps that CPU busy. Times are integer picoseconds.
 
