@@ -281,6 +281,22 @@ def test_rps_already_on_is_not_a_change(drops_report):
     assert not any("rps_cpus" in c["cmd"] for c in r["commands"])
 
 
+def test_rps_on_where_it_would_be_advised_is_in_place():
+    """RPS on all CPUs of the example: the CPUs without interrupts are idle enough that
+    RPS would be advised; it is on, so it is reported in place and not changed."""
+    from rxlab.simulate import simulate
+    from rxlab.tune import rfs
+
+    sc = with_overrides(load_scenario(str(EXAMPLE)), {"duration": 0.02,
+                                                     "kernel.rps_cpus": "ffff"})
+    raw = rfs.verdicts(simulate(sc).data, sc, build(sc), None)["rps"]
+    assert raw["verdict"] == "yes" and set(raw["spread_to"]) <= set(range(16))
+    r = tune(sc, objective="balance", jobs=1)
+    assert r["steering"]["rps"]["verdict"] == "in place"
+    assert "rps" not in r["candidates"] and "kernel.rps_cpus" not in r["overrides"]
+    assert "RPS: in place" in _text(r)
+
+
 def test_flow_limit_only_where_it_drops(drops_report):
     _, r = drops_report
     for name, c in r["candidates"].items():
@@ -377,3 +393,40 @@ def test_bad_inputs_one_line_exit_2(tmp_path, capsys, extra, msg):
 def test_missing_scenario_exit_2(capsys):
     assert main(["tune", "/nonexistent/scenario.yaml"]) == 2
     assert "no such scenario file" in capsys.readouterr().err
+
+
+def test_a_scenario_that_replays_a_capture_is_real_flows(tmp_path):
+    small = {**SKEWED, "host": {"cpus": 4}, "nic": {"queues": 4, "link_gbps": 100},
+             "apps": [{**SKEWED["apps"][0], "cpus": "0-3"}]}
+    write_pcap(scenario_from_dict(small), tmp_path / "cap.pcap")
+    sc = {**small, "traffic": {"pcap": {"file": "cap.pcap"}}}
+    path = tmp_path / "pcap.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    r = _cli_json(["tune", str(path), "--json", "--jobs", "1"])
+    cap = open_capture(tmp_path / "cap.pcap")
+    assert r["flows_source"] == "capture" and r["runs"][-1] == "capture"
+    assert r["indirection"]["planned"] and r["flows"] == len(cap.flows)
+    assert sum(r["indirection"]["bucket_pps"]) == pytest.approx(
+        cap.packets / cap.duration_s, rel=1e-6)
+
+
+def test_groups_that_fix_every_flow_are_real_flows():
+    """One group per flow with fixed addresses and ports (as host export --sockets writes
+    them): the seed draws only packet times, so a table can be planned."""
+    groups = [{"name": f"udp-{i}", "flows": 1, "proto": "udp",
+               "src": {"addr": f"10.0.{i // 200}.{i % 200 + 1}"},
+               "dst": {"addr": "192.168.0.1"}, "sport": {"value": 1024 + 7 * i},
+               "dport": {"value": 9000}, "rate": {"pps": 20_000 + 30_000 * (i % 5)},
+               "size": 64} for i in range(40)]
+    d = {**SKEWED, "host": {"cpus": 4}, "nic": {"queues": 4, "link_gbps": 100},
+         "traffic": {"groups": groups}, "apps": [{**SKEWED["apps"][0], "cpus": "0-3"}]}
+    r = tune(scenario_from_dict(d), objective="balance", jobs=1)
+    assert r["flows_source"] == "fixed" and r["indirection"]["planned"]
+    assert "capture" not in r["runs"] and len(r["runs"]) == 5
+    assert r["indirection"]["recommended"] is None or all(
+        r["candidates"][f"table {r['indirection']['recommended']}"]["runs"][lab]["imbalance"]
+        < r["before"][lab]["imbalance"] for lab in r["runs"])
+    # and the synthetic scenario is not taken for real flows
+    from rxlab.tune.recommend import fixed_flows
+
+    assert not fixed_flows(scenario_from_dict(SKEWED))

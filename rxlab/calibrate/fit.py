@@ -17,11 +17,17 @@ def ols(columns: dict[str, list[float]], y: list[float]) -> dict:
     n, p = x.shape
     if n <= p:
         raise ValueError(f"{n} runs cannot fit {p} parameters")
-    beta, *_ = np.linalg.lstsq(x, yy, rcond=None)
+    # columns differ by orders of magnitude (seconds, packets, filters x packets): solve
+    # on unit-norm columns so that the covariance is not lost to rounding
+    norm = np.linalg.norm(x, axis=0)
+    norm[norm == 0] = 1.0
+    xs = x / norm
+    beta_s, *_ = np.linalg.lstsq(xs, yy, rcond=None)
+    beta = beta_s / norm
     resid = yy - x @ beta
     dof = n - p
     s2 = float(resid @ resid) / dof
-    cov = s2 * np.linalg.pinv(x.T @ x)
+    cov = s2 * np.linalg.pinv(xs.T @ xs) / np.outer(norm, norm)
     tss = float(((yy - yy.mean()) ** 2).sum())
     return {"coef": {k: float(b) for k, b in zip(names, beta, strict=True)},
             "se": {k: math.sqrt(max(0.0, float(cov[i, i]))) for i, k in enumerate(names)},

@@ -509,16 +509,37 @@ def softnet_delta(a: dict, b: dict) -> dict[int, dict[str, int]]:
 
 # --- signals --------------------------------------------------------------------------------
 
+_PENDING: list[int] = []  # signals received inside exit_on_signals
+
+
+def _raise_for(signum: int) -> None:
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise SystemExit(128 + signum)
+
+
+def check_signals() -> None:
+    """Raise again for a signal already received: an exception raised by a signal
+    handler while Python runs a finalizer (``__del__``) is printed and dropped, so the
+    experiment loops call this between runs."""
+    if _PENDING:
+        _raise_for(_PENDING[-1])
+
+
 @contextlib.contextmanager
 def exit_on_signals() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise SystemExit (so ``finally`` blocks run); SIGINT raises
-    KeyboardInterrupt as usual. Main thread only."""
-    def _raise(signum, _frame):
-        raise SystemExit(128 + signum)
+    """SIGTERM and SIGHUP raise SystemExit (so ``finally`` blocks run), SIGINT
+    KeyboardInterrupt; each is also recorded for ``check_signals``. Main thread only."""
+    def _handler(signum, _frame):
+        _PENDING.append(signum)
+        _raise_for(signum)
+    _PENDING.clear()
     old = {}
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         with contextlib.suppress(ValueError):
-            old[sig] = signal.signal(sig, _raise)
+            if sig == signal.SIGINT and signal.getsignal(sig) is signal.SIG_IGN:
+                continue  # started with Ctrl-C ignored (a background job): keep it so
+            old[sig] = signal.signal(sig, _handler)
     try:
         yield
     finally:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from rxlab.kcheck import bpf
 from rxlab.kcheck.host import (
     Lab,
+    check_signals,
     in_netns,
     netns_exec,
     proc_stat,
@@ -121,6 +122,7 @@ def run_traffic(lab: Lab, sports: list[int], weights: list[int] | None = None, *
                 migrate_at: float | None = None, migrate_to: int = 0,
                 settle: float = 0.0, pps: float | None = None) -> Run:
     """``pps``: the sender paces itself to this total rate (default: as fast as it can)."""
+    check_signals()
     ports = ",".join(map(str, sports))
     rargs = ["recv", "--cpu", str(recv_cpu), "--addr", lab.ip_rx, "--peer", lab.ip_tx,
              "--port", str(PORT), "--sports", ports, "--settle", str(settle),

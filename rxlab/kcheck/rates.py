@@ -2,9 +2,10 @@
 
 The profile (``rxlab calibrate``) gives the host's per-packet softirq cost on the RPS
 target and the lab's slowdown per tc u32 filter, fitted on runs with 0, 800 and 1600
-filters at paced loads below saturation. These checks run configurations the
+filters at the sender's full rate and at paced loads. These checks run configurations the
 calibration did not use, each ``repeat`` times (at least 3), and score the model on
-them only (filter counts between the calibration's, so the fit interpolates):
+them only (filter counts between the calibration's, so the fit interpolates; loads
+the calibration did not pace at):
 
 * ``backlog_saturation``: 1200 filters, the sender unpaced (far above what CPU 1 can
   process): packets CPU 1 gets through its backlog per second of CPU time in the
@@ -16,7 +17,7 @@ them only (filter counts between the calibration's, so the fit interpolates):
 * ``overload_drops``: 1400 filters, paced at 1.5 times the model's saturation rate:
   the share of the packets enqueued for CPU 1 that its backlog drops.
 
-Same lab as the other checks: 16 connected flows, sender and receiving process on
+The calibration's lab with 16 connected flows instead of 8: sender and receiving process on
 CPU 0, ``rps_cpus=2`` on every rx queue (CPU 1 does only the receive softirq),
 ``netdev_max_backlog`` 1000. The kernel side measures CPU 1's NET_RX softirq time with
 the softirq_entry/exit tracepoints and softnet_stat; ksoftirqd/1 runs at SCHED_FIFO

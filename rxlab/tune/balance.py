@@ -1,7 +1,7 @@
 """Indirection-table balancing: the load model, RSS++'s greedy migration, and ours.
 
 **Load model.** Bucket ``b`` of the RSS indirection table carries ``pps[b]`` packets/s
-(sum of its flows' rates, bucket = RSS hash & (size - 1), reference 1.2). The table
+(sum of its flows' rates, bucket = RSS hash & (size - 1), the NIC's lookup). The table
 sends bucket ``b`` to queue ``table[b]``, whose interrupt runs on CPU ``irq[q]``. A CPU's
 load (busy fraction) is modelled as
 
@@ -11,16 +11,17 @@ load (busy fraction) is modelled as
 ``cost_ns`` the table-dependent CPU time per packet and ``irq_ns`` a per-CPU overhead,
 both fitted to a simulated run (``LoadModel.fit``).
 
-**RSS++** (Barbette et al., CoNEXT 2019; published-figures.md section 4): ``rsspp_round``
+**RSS++** (Barbette et al., CoNEXT 2019; its code, ``rsspp.cc``): ``rsspp_round``
 and ``rsspp_solve`` follow ``vendor/nicscheduler/methods/rsspp.cc`` and ``solver.hh``
-step by step (4.4 steps 1-7, defaults 4.3, no autoscale/dancer/NUMA). Its "cores" are
+step by step (``MethodRSSPP::rebalance`` steps 1-7, its default parameters, no
+autoscale/dancer/NUMA). Its "cores" are
 the rx queues (kernel mode: one queue per core); a queue's load is its CPU's load shared
 by the queues on that CPU in proportion to packets. Deviations, all deterministic:
 priority-queue ties break on the lower index (``std::priority_queue`` leaves them to the
 heap); arithmetic is double, not float. The tolerance search of step 6 is reproduced with
 its published trajectory, and the published choice (the last run) is the baseline; the
 genuinely best-scoring run of the same trajectory is kept alongside
-(``RssppResult.best_table``), the re-implementation option section 4.4 allows.
+(``RssppResult.best_table``), as a re-implementation may.
 
 **Ours** (``optimise``): minimise the largest CPU load, then the sum of squared loads,
 then the buckets moved. Starts: longest-processing-time-first from scratch, the current
@@ -48,7 +49,7 @@ import numpy as np
 
 from rxlab.nic import indirection
 
-# RSS++ defaults (published-figures.md 4.3)
+# RSS++ defaults (rsspp.cc, solver.hh)
 THETA = 0.02  # IMBALANCE_THRESHOLD
 ALPHA = 1.0  # IMBALANCE_ALPHA
 TARGET_IMBALANCE = 0.01  # solver stop target (sum of squared residuals)
@@ -175,7 +176,7 @@ class SolveResult:
 
 
 def rsspp_solve(bucket_load, bucket_owner, over, under) -> SolveResult:
-    """``BucketMapTargetProblem::solve`` (solver.hh; reference 4.4 steps 5-6).
+    """``BucketMapTargetProblem::solve`` (solver.hh of RSS++; steps 5-6 of its rebalance).
 
     bucket_load[i], bucket_owner[i] (index into ``over``); over[o] = excess of overloaded
     core o; under[u] = room of underloaded core u. Returns the published choice (the

@@ -1,11 +1,11 @@
 """Predictable RSS: field values that land a flow on a chosen queue (``rxlab hash
 --to-queue``), as DPDK's ``rte_thash`` helpers do for crafting test traffic.
 
-The Toeplitz hash is linear over GF(2) in its input bits (reference 1.1), and the input
-bytes are affine in any one field (also after the ``sym-xor`` transform, 1.4). So with
-the other fields fixed, ``hash(x) = hash(0) ^ M x`` for the field value ``x``, where
+The Toeplitz hash is linear over GF(2) in its input bits (Microsoft RSS specification),
+and the input bytes are affine in any one field (also after the ``sym-xor`` transform).
+So with the other fields fixed, ``hash(x) = hash(0) ^ M x`` for the field value ``x``, where
 column ``i`` of ``M`` is ``hash(1 << i) ^ hash(0)``. The bucket is the low ``log2(size)``
-bits (``hash & (size - 1)``, reference 1.2); for each bucket ``b`` the table sends to
+bits (``hash & (size - 1)``); for each bucket ``b`` the table sends to
 queue ``Q``, the values with that bucket form an affine subspace ``x0 + span(N)``.
 
 With ``N`` in fully reduced echelon form by highest bit (distinct leading bits, each

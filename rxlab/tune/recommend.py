@@ -169,6 +169,16 @@ def with_capture(sc: Scenario, pcap: str) -> Scenario:
                                "apps": apps})
 
 
+def fixed_flows(sc: Scenario) -> bool:
+    """The groups name every flow's addresses, ports and rate (as ``rxlab host export
+    --sockets`` writes them): the seed draws packet times only."""
+    from rxlab.traffic.flows import build_flows
+
+    a, b = build_flows(sc.traffic, 1), build_flows(sc.traffic, 2)
+    return all(np.array_equal(getattr(a, k), getattr(b, k)) for k in
+               ("src_v4", "dst_v4", "src_v6", "dst_v6", "sport", "dport", "weight"))
+
+
 def _same(sc: Scenario, overrides: dict) -> bool:
     """The overrides change nothing (a setting already in place)."""
     try:
@@ -209,10 +219,11 @@ def tune(
     if pcap is not None:
         sc = with_capture(sc, pcap)
     say = progress or (lambda msg: None)
-    real = sc.traffic.pcap is not None
+    real = sc.traffic.pcap is not None or fixed_flows(sc)
     kb = behaviour(sc.host.kernel)
     seed_list = [sc.seed + i for i in range(seeds)]
-    runner = Runner(sc, seeds=seed_list, capture=real, jobs=jobs, say=say)
+    runner = Runner(sc, seeds=seed_list, capture=sc.traffic.pcap is not None, jobs=jobs,
+                    say=say)
     labels = runner.labels
     m = build(sc)
     fl = m.flows
@@ -242,10 +253,12 @@ def tune(
             "the flows are synthetic with random addresses: their RSS hashes, and so which "
             "bucket holds the elephant flow, are a draw of the traffic seed and cannot be "
             "planned; a table fitted to one draw wins or loses at random on another. Give "
-            "the real flows (--pcap FILE, a capture of this traffic) for a table")
+            "the real flows for a table (--pcap FILE, a capture of this traffic, or groups "
+            "that fix every flow's addresses and ports, as rxlab host export --sockets "
+            "writes them)")
     else:
-        indir.update(_tables(sc, m, fl, base_runs[labels.index(CAPTURE)], rounds, form,
-                             flow_steering))
+        fit_run = base_runs[labels.index(CAPTURE)] if CAPTURE in labels else base_runs[0]
+        indir.update(_tables(sc, m, fl, fit_run, rounds, form, flow_steering))
         for name in TABLES:
             c = indir["candidates"].get(name)
             if c is None or c["same_table_as"] is not None or c["buckets_moved"] == 0:
@@ -357,7 +370,8 @@ def tune(
         indir["recommended"] = tab[0].split(" ", 1)[1] if tab else None
     report = {
         "scenario": sc.name, "seeds": seed_list, "runs": labels,
-        "flows_source": "capture" if real else "synthetic",
+        "flows_source": ("capture" if sc.traffic.pcap is not None else
+                         "fixed" if real else "synthetic"),
         "duration_s": sc.duration, "objective": objective, "metric": key, "device": dev,
         "kernel": sc.host.kernel, "flows": len(fl), "queues": nq, "cpus": ncpu,
         "indirection": indir, "rfs": sizes, "steering": ver, "drops": ds,

@@ -1,11 +1,12 @@
 """RFS table sizes for a target collision rate, and whether RPS, RFS or aRFS help at all.
 
 **Collision rate**: the share of flows that share their slot with at least one other
-flow. Two tables (reference 4.1, 4.3):
+flow. Two tables (net/core/sysctl_net_core.c ``rps_sock_flow_sysctl``,
+net/core/net-sysfs.c ``store_rps_dev_flow_table_cnt``):
 
 * ``rps_sock_flow_entries`` (global): slot ``hash & (size - 1)`` over every flow whose
-  socket records its CPU (connected sockets only, 4.2). A flow whose entry another flow
-  overwrote carries the wrong hash high bits and is not steered.
+  socket records its CPU (TCP_ESTABLISHED only: ``sock_rps_record_flow``). A flow whose
+  entry another flow overwrote carries the wrong hash high bits and is not steered.
 * ``rps_flow_cnt`` (per rx queue): slot ``hash_32(hash, log)`` since v6.15, ``hash &
   mask`` before, over the flows of that queue. Before v6.15 the slot's low bits are the
   RSS bucket bits that chose the queue, so a queue holding ``k`` of ``B`` buckets reaches
@@ -39,8 +40,9 @@ from rxlab.cpuset import format_cpulist
 from rxlab.kernel.hashfn import roundup_pow_of_two
 
 GOLDEN_RATIO_32 = 0x61C88647
-SOCK_MAX = 1 << 29  # rps_sock_flow_entries above this: -EINVAL (reference 4.1)
-DEV_MAX = 1 << 27  # keep per-queue tables within the 7.1 limit (reference 4.3)
+SOCK_MAX = 1 << 29  # rps_sock_flow_entries above this: -EINVAL (rps_sock_flow_sysctl)
+DEV_MAX = 1 << 27  # keep per-queue tables within the INT_MAX / entry size limit of
+# store_rps_dev_flow_table_cnt (v7.1)
 MEMORY_LIMIT = 64 << 20  # bytes for all RFS tables together
 
 
