@@ -12,6 +12,11 @@ import hashlib
 import os
 from pathlib import Path
 
+#: Folders whose source the compiled event loop depends on. The AF_XDP forwarding model
+#: (``rxlab/afxdp``) is pure Python with its own time loop, so it is not listed: editing it
+#: never forces a recompile.
+JITTED_DIRS = ("engine", "kernel", "nic", "traffic", "xdp")
+
 
 def source_key(root: Path | None = None) -> str:
     """A hash of every file in the folders that hold jitted code (and of their names):
@@ -20,7 +25,7 @@ def source_key(root: Path | None = None) -> str:
     root = root or Path(__file__).parent
     h = hashlib.sha256()
     jitted = [root / "config.py"] + [
-        f for d in ("engine", "kernel", "nic", "traffic", "xdp") for f in (root / d).rglob("*.py")
+        f for d in JITTED_DIRS for f in (root / d).rglob("*.py")
     ]
     for path in sorted(jitted):
         h.update(str(path.relative_to(root)).encode())

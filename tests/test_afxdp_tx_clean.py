@@ -8,16 +8,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from rxlab.errors import UsageError
-from rxlab.repro import EXPERIMENTS
-from rxlab.repro import afxdp_tx_clean as exp
-from rxlab.repro.base import claim, run_experiment, true
-from rxlab.xdp.afxdp_fwd import (
+from rxlab.afxdp.forward import (
     ForwardingCosts,
     line_rate_fraction,
     line_rate_pps,
     run_forwarding,
 )
+from rxlab.errors import UsageError
+from rxlab.repro import EXPERIMENTS
+from rxlab.repro import afxdp_tx_clean as exp
+from rxlab.repro.base import claim, run_experiment, true
 
 # published-figures.md section 2 (seed 002 computed aids) and section 3
 PUBLISHED_10G = {64: 14_880_952, 128: 8_445_946, 256: 4_528_986, 512: 2_349_624,

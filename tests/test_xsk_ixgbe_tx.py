@@ -1,13 +1,12 @@
-"""ixgbe zero-copy TX clean (rxlab.xdp.ixgbe_tx), both variants, and the ring-invariant
-checker (rxlab.xdp.invariants) on a small deterministic forwarding host."""
+"""ixgbe zero-copy TX clean (rxlab.afxdp.ixgbe_tx), both variants, and the ring-invariant
+checker (rxlab.afxdp.invariants) on a small deterministic forwarding host."""
 
 from __future__ import annotations
 
 import pytest
 
-from rxlab.errors import UsageError
-from rxlab.xdp.afxdp_fwd import ForwardingHost, HostConfig
-from rxlab.xdp.ixgbe_tx import (
+from rxlab.afxdp.forward import ForwardingHost, HostConfig
+from rxlab.afxdp.ixgbe_tx import (
     IXGBE_TXD_STAT_DD,
     IxgbeTxRing,
     hw_transmit,
@@ -15,7 +14,8 @@ from rxlab.xdp.ixgbe_tx import (
     ixgbe_desc_unused,
     ixgbe_xmit_zc,
 )
-from rxlab.xdp.xsk import Umem, XskPool, s32_diff, u32
+from rxlab.afxdp.xsk import Umem, XskPool, s32_diff, u32
+from rxlab.errors import UsageError
 
 
 def small_host(variant: str, start: int = 0, **kw) -> ForwardingHost:

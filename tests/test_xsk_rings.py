@@ -1,4 +1,4 @@
-"""AF_XDP rings (rxlab.xdp.xsk): index arithmetic with wrap-around, reserve/submit/cancel,
+"""AF_XDP rings (rxlab.afxdp.xsk): index arithmetic with wrap-around, reserve/submit/cancel,
 peek/release/publish, sizes, descriptor validation, TX back-pressure."""
 
 from __future__ import annotations
@@ -7,8 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rxlab.errors import UsageError
-from rxlab.xdp.xsk import (
+from rxlab.afxdp.xsk import (
     INVALID_ADDR,
     U32_MASK,
     Umem,
@@ -22,6 +21,7 @@ from rxlab.xdp.xsk import (
     u32,
     u32_sub,
 )
+from rxlab.errors import UsageError
 
 NEAR_WRAP = 2**32 - 3
 
@@ -261,7 +261,7 @@ def test_rx_ring_full_and_fill_empty_counters():
 
 
 def test_costs_modes():
-    from rxlab.xdp.xsk import xsk_costs
+    from rxlab.afxdp.xsk import xsk_costs
 
     zc, cp = xsk_costs("zerocopy"), xsk_costs("copy")
     assert zc.kernel_ns(1514) == zc.kernel_ns(64)  # no per-byte cost without a copy

@@ -19,7 +19,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from rxlab.xdp.afxdp_fwd import ForwardingHost, HostConfig
+from rxlab.afxdp.forward import ForwardingHost, HostConfig
 
 budgets = st.integers(min_value=1, max_value=12)
 starts = st.sampled_from([0, 2**32 - 3, 2**31 - 2])

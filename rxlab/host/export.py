@@ -28,6 +28,7 @@ import time
 
 import yaml
 
+from rxlab.drivers import DRIVERS
 from rxlab.errors import UsageError
 from rxlab.host.read import mask_int, parse_cpulist
 from rxlab.scenario import scenario_from_dict
@@ -118,10 +119,13 @@ def scenario_from_host(info: dict, dev: str) -> tuple[dict, list[str]]:
     ncpu = int(info["cpus"])
     nq = max(1, int(d["rx_queues"]))
     notes: list[str] = []
-    nic: dict = {"driver": d.get("driver") or "generic", "queues": nq}
-    if nic["driver"] in NETIF_RX_DRIVERS:
+    name = d.get("driver") or "generic"
+    nic: dict = {"driver": name if name in DRIVERS else "generic", "queues": nq}
+    if name not in DRIVERS:
+        notes.append(f"driver {name}: rxlab has no preset for it (nic.driver: generic)")
+    if name in NETIF_RX_DRIVERS:
         nic["rx_mode"] = "netif_rx"
-        notes.append(f"{nic['driver']} delivers through netif_rx on the sending CPU "
+        notes.append(f"{name} delivers through netif_rx on the sending CPU "
                      "(nic.rx_mode: netif_rx); it has no queue IRQs")
 
     # IRQ affinity: one CPU per rx queue, from the queue IRQs

@@ -20,8 +20,6 @@ original against patched at both sizes, with patched/original and 512/2048 ratio
 
 from __future__ import annotations
 
-import math
-
 from rxlab.nic.collisions import birthday, observed
 from rxlab.repro.base import _r, claim, fig, interval, make
 
@@ -315,24 +313,3 @@ def seed_table(exp: dict) -> dict:
                 f"({PPS_PER_FLOW} packets/s per flow): levels of the per-second and CPU "
                 "rows are not comparable, the ratios are."]}
 
-
-COMPARISONS = (("512", "patched_over_original"), ("2048", "patched_over_original"),
-               ("512_over_2048", "original"), ("512_over_2048", "patched"))
-
-
-def ratio_distances(table: dict) -> dict:
-    """How far the model's ratios are from the seed's, row by row: |log10(model / seed)|
-    for patched/original at 512 and 2048 and 512/2048 of each variant (None where either
-    ratio is undefined, e.g. the seed's 0 avoided programmings without the patch)."""
-    out = {}
-    for row in table["rows"]:
-        d = {}
-        for where, what in COMPARISONS:
-            src = row["512_over_2048"] if where == "512_over_2048" else \
-                row["rps_flow_cnt"][where]
-            seed, model = src["seed"][what], (src["model"] or {}).get(what)
-            m = model["mean"] if model else None
-            d[f"{where}:{what}"] = (abs(math.log10(m / seed)) if seed and m and m > 0
-                                    and seed > 0 else None)
-        out[row["row"]] = d
-    return out

@@ -1,3 +1,4 @@
-"""XDP on the receive path: AF_XDP rings (xsk), the ixgbe zero-copy TX ring and its 2019
-double-clean bug (ixgbe_tx), a ring-invariant checker (invariants) and an AF_XDP
-forwarding host (afxdp_fwd). Import the submodules directly."""
+"""XDP on the host simulator's receive path: the program and its rules, cpumap and the
+redirect into an AF_XDP socket (xsk_rx). The AF_XDP forwarding model of the ixgbe TX
+double-clean experiment is a separate package, :mod:`rxlab.afxdp`. Import the submodules
+directly."""

@@ -7,7 +7,7 @@ packet. The RX ring and the frames the application keeps on the FILL ring bound 
 can wait: rxlab models the socket's queue as min(rx ring, FILL ring, UMEM frames)
 entries and names the drop after the smaller bound (simplification: the application
 returns every frame to the FILL ring as soon as it has read it; the full ring protocol,
-with cached indices and the ixgbe TX-completion bug, is ``rxlab.xdp.xsk``).
+with cached indices and the ixgbe TX-completion bug, is ``rxlab.afxdp.xsk``).
 """
 
 from numba import njit

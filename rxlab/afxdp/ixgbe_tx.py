@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rxlab.afxdp.xsk import XskPool
 from rxlab.errors import UsageError
-from rxlab.xdp.xsk import XskPool
 
 #: ixgbe.h: default and limits of the TX descriptor ring.
 IXGBE_DEFAULT_TXD = 512
@@ -152,6 +152,11 @@ def ixgbe_xmit_zc(ring: IxgbeTxRing, pool: XskPool, budget: int = IXGBE_DEFAULT_
 
 @dataclass
 class CleanResult:
+    """``xsk_frames`` completed (every descriptor the loop consumed), ``stale`` of them
+    never posted, ``posted`` by the ``ixgbe_xmit_zc`` that follows, and ``done``: the
+    function's return value, False asks ``ixgbe_poll`` to return the whole NAPI budget
+    and be polled again."""
+
     xsk_frames: int
     stale: int
     posted: int
@@ -165,7 +170,10 @@ def ixgbe_clean_xdp_tx_irq(ring: IxgbeTxRing, pool: XskPool, variant: str = "fix
     then post new ones with :func:`ixgbe_xmit_zc` (``work_limit`` of each).
 
     ``variant="ixgbe-2019"`` runs the pre-fix loop (``do {...} while (--budget)``, no
-    bound at ``next_to_use``); ``"fixed"`` stops at ``next_to_use``.
+    bound at ``next_to_use``) and returns ``budget > 0 && xmit_done``: a walk that used
+    the whole ``work_limit`` (stale slots included) reports unfinished work, so NAPI polls
+    again. ``"fixed"`` stops at ``next_to_use`` and returns ``ixgbe_xmit_zc``'s result
+    (upstream bf280c0387eb).
     """
     ntc = ring.next_to_clean
     ntu = ring.next_to_use
@@ -180,6 +188,7 @@ def ixgbe_clean_xdp_tx_irq(ring: IxgbeTxRing, pool: XskPool, variant: str = "fix
                 break
             xsk_frames += _clean_one(ring, ntc)
             ntc = ntc + 1 if ntc + 1 < ring.count else 0
+        budget = 1  # the fixed function has no budget: its result is xmit_zc's alone
     else:
         budget = int(work_limit)  # unsigned int budget = q_vector->tx.work_limit
         while True:  # do { ... } while (likely(budget)): no bound at next_to_use
@@ -196,7 +205,8 @@ def ixgbe_clean_xdp_tx_irq(ring: IxgbeTxRing, pool: XskPool, variant: str = "fix
     if xsk_frames:
         pool.xsk_tx_completed(xsk_frames)
     xr = ixgbe_xmit_zc(ring, pool, work_limit, now)
-    return CleanResult(xsk_frames, stale, xr.posted, xr.work_done)
+    # 2019: "return budget > 0 && xmit_done"; fixed: "return ixgbe_xmit_zc(...)"
+    return CleanResult(xsk_frames, stale, xr.posted, budget > 0 and xr.work_done)
 
 
 def _clean_one(ring: IxgbeTxRing, i: int) -> int:

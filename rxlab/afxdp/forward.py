@@ -11,10 +11,10 @@ a frame popped from the pool, submits the TX ring and kicks the kernel with
 
 The kernel side is the ixgbe zero-copy driver: RX clean (XDP redirect into the socket),
 refill from the FILL ring, ``xsk_flush``; TX clean in one of the two variants of
-:mod:`rxlab.xdp.ixgbe_tx` followed by ``ixgbe_xmit_zc``.
+:mod:`rxlab.afxdp.ixgbe_tx` followed by ``ixgbe_xmit_zc``.
 
 :class:`ForwardingHost` holds the state and exposes each operation as one *step*; after
-every step the :class:`rxlab.xdp.invariants.RingChecker` runs. :func:`run_forwarding`
+every step the :class:`rxlab.afxdp.invariants.RingChecker` runs. :func:`run_forwarding`
 drives the steps in simulated time (two CPUs: cpu0 takes the NIC interrupt and runs the
 NAPI poll in softirq, cpu1 runs the OVS PMD thread) against a tester sending at line
 rate. Simplifications are listed in ``docs/afxdp.md``.
@@ -28,9 +28,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from rxlab.errors import UsageError
-from rxlab.xdp.invariants import RingChecker
-from rxlab.xdp.ixgbe_tx import (
+from rxlab.afxdp.invariants import RingChecker
+from rxlab.afxdp.ixgbe_tx import (
     IXGBE_DEFAULT_TX_WORK,
     IXGBE_DEFAULT_TXD,
     IxgbeTxRing,
@@ -39,7 +38,7 @@ from rxlab.xdp.ixgbe_tx import (
     hw_transmit,
     ixgbe_clean_xdp_tx_irq,
 )
-from rxlab.xdp.xsk import (
+from rxlab.afxdp.xsk import (
     INVALID_ADDR,
     XSK_RING_CONS__DEFAULT_NUM_DESCS,
     XSK_RING_PROD__DEFAULT_NUM_DESCS,
@@ -50,6 +49,7 @@ from rxlab.xdp.xsk import (
     s32_diff,
     u32,
 )
+from rxlab.errors import UsageError
 
 #: ixgbe.h: default RX descriptors per ring.
 IXGBE_DEFAULT_RXD = 512
@@ -163,6 +163,7 @@ class ForwardingHost:
         self.tx_corrupted = 0  # frames sent whose data was not the packet posted
         self.tx_duplicates = 0  # packets whose data left the port more than once
         self.steps = 0
+        self.rx_refused = 0  # received frames the full socket RX ring refused
         self.checker = RingChecker(self) if cfg.check else None
 
     # -- step machinery -------------------------------------------------------------
@@ -176,7 +177,7 @@ class ForwardingHost:
             self.checker.after(action)
 
     def ownership(self) -> dict[str, np.ndarray]:
-        """Frames held by each party (see :mod:`rxlab.xdp.invariants`)."""
+        """Frames held by each party (see :mod:`rxlab.afxdp.invariants`)."""
         p = self.pool
         fr = self.umem.frames_of
 
@@ -420,6 +421,7 @@ class ForwardingHost:
             addr, length, pid = self.rx_done.popleft()
             done += 1
             if not self.pool.xsk_rcv_zc(addr, length, pid):
+                self.rx_refused += 1
                 self._drop(pid, "xsk_rx_ring_full")
                 self.rx_posted.append(addr)  # ixgbe_reuse_rx_buffer_zc
         # ixgbe_alloc_rx_buffers_zc: refill the descriptors from the FILL ring
@@ -467,11 +469,18 @@ class ForwardingHost:
 
 @dataclass(frozen=True)
 class ForwardingCosts:
-    """Per-packet CPU costs of the forwarding pipeline, each with its source."""
+    """CPU costs of the forwarding pipeline, each with its source: per packet on the PMD
+    (``pmd_ns``) and on cpu0 (``kernel_rx_ns`` delivered, ``kernel_rx_refused_ns`` refused
+    by the full socket RX ring), per TX descriptor posted (``kernel_tx_ns``) or consumed by
+    the clean (``tx_clean_ns``), and per completion entry OVS walks over without a frame to
+    return (``cq_skip_ns``). None is set from the seed's NO FIX row."""
 
     pmd_ns: float = 299.1
     kernel_rx_ns: float = 50.0
+    kernel_rx_refused_ns: float = 31.21
     kernel_tx_ns: float = 0.0
+    tx_clean_ns: float = 5.36
+    cq_skip_ns: float = 1.266
     sources: dict = field(default_factory=lambda: {
         "pmd_ns": "published-figures.md 1.5 / seed 002: OVS AF_XDP physical loopback, "
                   "64-byte frames, after the ixgbe fix: 3,343,188 pps = 299.1 ns/pkt "
@@ -479,7 +488,22 @@ class ForwardingCosts:
                   "thread",
         "kernel_rx_ns": "published-figures.md 1.5: AF_XDP zero-copy to user space 'upwards "
                         "of 20 Mpps' = at most 50 ns/pkt (XDP paper, CoNEXT 2018)",
+        "kernel_rx_refused_ns": "published-figures.md 1.1: driver RX + XDP_DROP, i40e, "
+                                "31.21 ns (cpumap04): a frame the full socket RX ring "
+                                "refuses goes through the driver and the XDP program and "
+                                "its buffer is reused, as a dropped one is",
         "kernel_tx_ns": "not published (published-figures.md 7); 0 = folded into pmd_ns",
+        "tx_clean_ns": "published-figures.md 1.6: one L2 hit, 5.36 ns (lmbench, cpumap04), "
+                       "per descriptor ixgbe_clean_xdp_tx_irq consumes: it reads the "
+                       "write-back status and the tx_buffer_info entry and clears its "
+                       "xdpf; no published per-descriptor TX clean cost",
+        "cq_skip_ns": "published-figures.md 1.6: 1.266 ns = 4 cycles, the per-iteration "
+                      "cost of the smallest loop measured on the seed-era CPU class "
+                      "(direct-call benchmark, traits01, E5-1650 v4), as the cost of one "
+                      "afxdp_complete_tx iteration over an entry already marked UINT64_MAX "
+                      "(load, compare, afxdp_cq_skip increment); a proxy: no published "
+                      "per-entry cost of afxdp_complete_tx. Never charged with the fixed "
+                      "driver, whose completion ring holds no marked entries",
     }, compare=False)
 
     def capacity_pps(self) -> Fraction:
@@ -527,7 +551,9 @@ def run_forwarding(size: int, variant: str, duration_ns: int = 20_000_000,
 
     cpu0 runs the NAPI poll (``ixgbe_poll``) when the queue vector's interrupt fires
     (no earlier than ``itr_ns`` after the previous one), when ``sendto()`` kicks it
-    (``ixgbe_xsk_async_xmit``) or when the previous poll used its whole budget; cpu1
+    (``ixgbe_xsk_async_xmit``) or when the previous poll returned its whole budget (RX
+    budget used, or the TX clean reported unfinished work: with the 2019 clean, any walk
+    that used ``work_limit``); cpu1
     runs PMD iterations whenever the RX ring holds packets. A step's effects happen at
     its start; its CPU cost then keeps that CPU busy. Times are integer picoseconds.
 
@@ -553,7 +579,10 @@ def run_forwarding(size: int, variant: str, duration_ns: int = 20_000_000,
     warm = warmup_ns * 1000
     pmd_ps = round(costs.pmd_ns * 1000)
     krx_ps = round(costs.kernel_rx_ns * 1000)
+    kref_ps = round(costs.kernel_rx_refused_ns * 1000)
     ktx_ps = round(costs.kernel_tx_ns * 1000)
+    kclean_ps = round(costs.tx_clean_ns * 1000)
+    skip_ps = round(costs.cq_skip_ns * 1000)
     itr_ps = itr_ns * 1000
     INF = float("inf")
 
@@ -634,9 +663,12 @@ def run_forwarding(size: int, variant: str, duration_ns: int = 20_000_000,
             hw_event = None
             host._begin()
             c = ixgbe_clean_xdp_tx_irq(host.txr, host.pool, variant, cfg.work_limit, t)
+            refused = host.rx_refused
             nrx = host._napi_rx(cfg.napi_budget)
             host._end(f"kernel: ixgbe_poll at {t / 1e6:.3f} us")
-            cost = nrx * krx_ps + c.posted * ktx_ps
+            refused = host.rx_refused - refused
+            cost = ((nrx - refused) * krx_ps + refused * kref_ps + c.xsk_frames * kclean_ps
+                    + c.posted * ktx_ps)
             napi_busy = t + cost
             busy[0] += min(cost, end - t)  # CPU time inside the run only
             polls += 1
@@ -644,13 +676,16 @@ def run_forwarding(size: int, variant: str, duration_ns: int = 20_000_000,
                 rx_visible = t + cost  # the PMD sees the RX ring non-empty from here
             progress = nrx or c.xsk_frames or c.posted
             if progress and (nrx >= cfg.napi_budget or not c.done):
-                kick = t + cost  # budget used up: NAPI repolls
+                kick = t + cost  # ixgbe_poll returned its budget: NAPI repolls
         else:
             host._begin()
             host._prepare_fill(cfg.batch)
+            skips = host.app.cq_skip
             rcvd, sent = host._forward(None, t)
             host._end(f"app: pmd iteration at {t / 1e6:.3f} us")
+            skips = host.app.cq_skip - skips  # marked entries afxdp_complete_tx walked over
             cost = round(rcvd * pmd_ps * (1.0 + jitter * (2.0 * rng.random() - 1.0)))
+            cost += skips * skip_ps
             pmd_busy = t + cost
             if s32_diff(host.pool.rx_ring.producer, host.pool.user_rx.cached_cons) <= 0:
                 rx_visible = INF

@@ -18,7 +18,7 @@ below goes through :func:`u32` / :func:`u32_sub` / :func:`s32_diff` (explicit ma
 ring started at ``2**32 - 3`` wraps exactly as the kernel's does.
 
 Simulation-only shadows, which the kernel does not have, are named ``shadow_*`` or
-``written_at``: they let :mod:`rxlab.xdp.invariants` tell a never-written entry from a
+``written_at``: they let :mod:`rxlab.afxdp.invariants` tell a never-written entry from a
 written one.
 """
 

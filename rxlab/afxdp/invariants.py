@@ -36,8 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rxlab.xdp.ixgbe_tx import IXGBE_TXD_STAT_DD
-from rxlab.xdp.xsk import INVALID_ADDR, s32_diff
+from rxlab.afxdp.ixgbe_tx import IXGBE_TXD_STAT_DD
+from rxlab.afxdp.xsk import INVALID_ADDR, s32_diff
 
 PARTIES = ("user", "fill", "kernel_rx", "rx", "tx", "nic", "completion")
 KINDS = ("cq_producer_past_reserved", "unwritten_completion", "double_completion",
@@ -56,10 +56,10 @@ class Violation:
 
 
 class RingChecker:
-    """Checks a host (see :class:`rxlab.xdp.afxdp_fwd.ForwardingHost`) after each step.
+    """Checks a host (see :class:`rxlab.afxdp.forward.ForwardingHost`) after each step.
 
-    The host provides ``pool`` (:class:`rxlab.xdp.xsk.XskPool`), ``txr``
-    (:class:`rxlab.xdp.ixgbe_tx.IxgbeTxRing`), ``umem`` and ``ownership()`` -> {party:
+    The host provides ``pool`` (:class:`rxlab.afxdp.xsk.XskPool`), ``txr``
+    (:class:`rxlab.afxdp.ixgbe_tx.IxgbeTxRing`), ``umem`` and ``ownership()`` -> {party:
     array of frame numbers}.
     """
 
