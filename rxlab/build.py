@@ -50,7 +50,6 @@ from rxlab.kernel.state import (
     NicState,
     Params,
     RfsState,
-    SkbCache,
     SockState,
     SoftnetData,
     Stats,
@@ -81,7 +80,6 @@ class Model:
     rf: RfsState
     ar: ArfsState
     cm: CpumapState
-    skbs: SkbCache
     flows: FlowTable
     kb: KernelBehaviour
     config: dict = field(default_factory=dict)  # effective (rounded) settings
@@ -367,12 +365,10 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
         mig_set=mig[1], mig_t=mig[3], mig_cpu=mig[4], **xd,
     )
     R = roundup_pow_of_two(sc.nic.ring_size)
-    I32 = np.int32  # skb ids
-    nic = NicState(ring=np.zeros((nq, R), I32), ring_deq=np.zeros((nq, R), I64),
-                   queue=np.zeros(nq, RX_RING))
+    nic = NicState(ring=np.zeros((nq, R), SKB), queue=np.zeros(nq, RX_RING))
     z = lambda dt=I64: np.zeros(ncpu, dt)  # noqa: E731
     sd = SoftnetData(
-        cpu=np.zeros(ncpu, SOFTNET_DATA), bl=np.zeros((ncpu, bl_cap), I32),
+        cpu=np.zeros(ncpu, SOFTNET_DATA), bl=np.zeros((ncpu, bl_cap), SKB),
         poll_list=np.zeros((ncpu, lists), I64), local_list=np.zeros((ncpu, lists), I64),
         repoll=np.zeros((ncpu, lists), I64),
         rps_ipi_list=np.zeros((ncpu, ncpu), I64),
@@ -382,7 +378,7 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     total = int(sock_off[-1]) or 1
     nflows = len(fl)
     so = SockState(
-        sq=np.zeros(total, I32), sock=np.zeros(nth, SOCK), flow=np.zeros(nflows, FLOW_SEQ),
+        sq=np.zeros(total, SKB), sock=np.zeros(nth, SOCK), flow=np.zeros(nflows, FLOW_SEQ),
         cpu_threads=cpu_threads,
         cpu_nthreads=np.array([len(x) for x in per_cpu], I64),
     )
@@ -424,16 +420,11 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     Q = int(p.cpumap["qsize"].max())
     B = K.CPU_MAP_BULK_SIZE
     cm = CpumapState(
-        bq_n=np.zeros((ncpu, ne), I64), bq=np.zeros((ncpu, ne, B), I32), flush_n=z(),
-        flush_list=np.zeros((ncpu, ne), I64), ring=np.zeros((ne, Q), I32),
+        bq_n=np.zeros((ncpu, ne), I64), bq=np.zeros((ncpu, ne, B), SKB), flush_n=z(),
+        flush_list=np.zeros((ncpu, ne), I64), ring=np.zeros((ne, Q), SKB),
         entry=np.zeros(ne, CPUMAP_ENTRY),
         rr=np.zeros((ncpu, nr), I64), cnt=np.zeros((ne, N_CPUMAP_CNT), I64),
     )
-    # every queue full at once: the rings, backlogs, socket queues, cpumap bulk queues
-    # and ptr_rings (their storage), so allocation never fails
-    n_skb = nq * R + ncpu * bl_cap + total + ncpu * ne * B + ne * Q
-    skbs = SkbCache(rec=np.zeros(n_skb, SKB), free=np.arange(n_skb - 1, -1, -1, dtype=I32),
-                    free_n=np.array([n_skb], I64))
     st = Stats(
         cnt=np.zeros(N_CNT, I64), lat_sock=np.zeros(HIST_BINS, I64),
         lat_app=np.zeros(HIST_BINS, I64), lat_sum=np.zeros(2, np.float64),
@@ -482,6 +473,6 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
         **xdp_config(sc, p),
     }
     # one huge-page arena for all the loop's arrays: a TLB miss per touch otherwise
-    p, nic, sd, so, st, ev, rf, ar, cm, skbs = relocate([p, nic, sd, so, st, ev, rf, ar, cm, skbs])
-    return Model(sc, p, nic, sd, so, st, ev, rf, ar, cm, skbs, fl, kb, config, threads=threads,
+    p, nic, sd, so, st, ev, rf, ar, cm = relocate([p, nic, sd, so, st, ev, rf, ar, cm])
+    return Model(sc, p, nic, sd, so, st, ev, rf, ar, cm, fl, kb, config, threads=threads,
                  capture=capture, notices=[est.notice] if est.notice else [])

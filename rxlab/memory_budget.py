@@ -47,9 +47,7 @@ ARFS_ENTRY = 10 * 8
 FLOW_TRANSIENT = 400  # per flow while built: generation, steering, record stacking
 CAPTURE_SCAN = 3 * 80  # per capture flow: the scanner's key/count/hash tables, doubling
 MIN_FLOW_RECORD = 16 + 20 + 8  # a record header, an IPv4 header and a UDP header
-# a queue slot: its int32 skb id, and the slab's SKB record (48 B, kernel/state.py) and
-# free-stack entry that the slot can hold alive; an rx ring slot adds its release time
-SLOT_BYTES = 4 + 48 + 4
+SLOT_BYTES = 40  # a queued packet: one SKB record (kernel/state.py), 3 int64 + 3 int32
 BACKLOG_SLOT = SLOT_BYTES
 PACKET_BYTES = 8 + 4 + 4  # a generated packet: time, flow, size
 CHUNK_BYTES = 3 * (1 << 18) * (PACKET_BYTES + 9)  # simulate's chunks, shaped, copied
@@ -273,7 +271,7 @@ def estimate(sc, capture=None) -> Estimate:
             f"{g.rate.pps:g} packets/s generated in blocks of 1 us", "use a lower rate")
 
     R = _pow2(sc.nic.ring_size)
-    add("nic.ring_size", nq * R * (SLOT_BYTES + 8),
+    add("nic.ring_size", nq * R * SLOT_BYTES,
         what=f"rx rings: {nq:,} queues x {R:,} descriptors",
         fix="use a smaller nic.ring_size or fewer nic.queues")
     bl_cap = _pow2(2 * (k.netdev_max_backlog + 1) + 8)

@@ -352,7 +352,7 @@ class Harness:
 
     def _arrays(self):
         for grp in (self.m.nic, self.m.sd, self.m.so, self.m.st, self.m.rf, self.m.ar,
-                    self.m.ev, self.m.skbs):
+                    self.m.ev):
             for name in grp._fields:
                 arr = getattr(grp, name)
                 if isinstance(arr, np.ndarray):
@@ -383,26 +383,14 @@ class Harness:
         self.rflow = (int(rq), int(rs))  # what the next enqueue records its tail in
         return int(cpu), (None if rq < 0 else self.rflow)
 
-    def new_skb(self, f=0, h=1, seq=0, t=0, length=64):
-        """An skb taken from the slab by hand, as alloc_skb fills it (hash h)."""
-        c = self.m.skbs
-        c.free_n[0] -= 1
-        skb = int(c.free[c.free_n[0]])
-        c.rec[skb] = (t, seq, t, h, f, length, -1)
-        return skb
-
     def enqueue(self, this_cpu, cpu, f=0, h=1, t=0):
         """enqueue_to_backlog, then forget the packet (keeps the FIFO and the NAPI lists
         from filling up; input_queue_tail and the rflow's last_qtail stay advanced)."""
         from rxlab.kernel.backlog import enqueue_to_backlog
 
         rq, rs = getattr(self, "rflow", (-1, -1))
-        skb = self.new_skb(f, h, t=t)
-        ok = bool(enqueue_to_backlog(self.s, int(this_cpu), int(cpu), skb, int(t), rq, rs))
-        if ok:  # forgotten: back to the slab (a drop has freed it already)
-            c = self.m.skbs
-            c.free[c.free_n[0]] = skb
-            c.free_n[0] += 1
+        ok = bool(enqueue_to_backlog(self.s, int(this_cpu), int(cpu), int(h), int(f), 0, 0,
+                                     64, int(t), rq, rs))
         sd = self.sd
         sd.cpu["bl_head"][cpu] = sd.cpu["bl_proc"][cpu] = sd.cpu["bl_tail"][cpu]
         sd.cpu["bl_sched"][:] = 0

@@ -90,7 +90,7 @@ def _arrays(obj, seen: set, out: list) -> None:
 
 def model_bytes(m) -> int:
     out: list = []
-    _arrays([m.params, m.nic, m.sd, m.so, m.st, m.ev, m.rf, m.ar, m.cm, m.skbs, m.flows,
+    _arrays([m.params, m.nic, m.sd, m.so, m.st, m.ev, m.rf, m.ar, m.cm, m.flows,
              m.port_state, m.capture], set(), out)
     return sum(a.nbytes for a in out)
 

@@ -14,10 +14,9 @@ from numba import njit
 
 from rxlab.config import JIT_STATE
 from rxlab.engine.core import PRIO_HARDIRQ, schedule
-from rxlab.kernel.accounting import cost
+from rxlab.kernel.accounting import cost, drop
 from rxlab.kernel.events import EV_IPI
 from rxlab.kernel.flow_limit import skb_flow_limit
-from rxlab.kernel.skbuff import kfree_skb, skb_queue_at, skb_queue_put
 from rxlab.kernel.socket import netif_receive_skb_core
 from rxlab.kernel.state import (
     C_IPI_LATENCY,
@@ -48,29 +47,33 @@ def napi_schedule_rps(s, this_cpu, target):
 
 
 @njit(**JIT_STATE)
-def enqueue_to_backlog(s, this_cpu, cpu, skb, t, rq, rs):
-    """Queue skb on CPU ``cpu``'s backlog; returns True if queued, False if dropped.
+def enqueue_to_backlog(s, this_cpu, cpu, skb_hash, f, tarr, seq, length, t, rq, rs):
+    """Queue a packet on CPU ``cpu``'s backlog; returns True if queued, False if dropped.
 
     (rq, rs): the rflow get_rps_cpu chose, whose ``last_qtail`` records the enqueue, or
     rq = -1."""
     p, sd = s.p, s.sd
-    rec = s.skbs.rec[skb]
     # input_pkt_queue length (lockless read)
     qlen = sd.cpu[cpu].bl_tail - sd.cpu[cpu].bl_proc
     if qlen > p.max_backlog:
         sd.cpu[cpu].dropped += 1
-        kfree_skb(s, skb, DROP_BACKLOG, t)
+        drop(s, DROP_BACKLOG, t)
         return False
-    if skb_flow_limit(s, this_cpu, rec.hash, qlen):
+    if skb_flow_limit(s, this_cpu, skb_hash, qlen):
         sd.cpu[cpu].dropped += 1
-        kfree_skb(s, skb, DROP_FLOW_LIMIT, t)
+        drop(s, DROP_FLOW_LIMIT, t)
         return False
     if qlen == 0 and sd.cpu[cpu].bl_sched == 0:
         sd.cpu[cpu].bl_sched = 1  # __test_and_set_bit(NAPI_STATE_SCHED)
         napi_schedule_rps(s, this_cpu, cpu)
-    rec.stamp = t
-    rec.src = this_cpu
-    skb_queue_put(sd.bl[cpu], sd.cpu[cpu].bl_tail, p.bl_mask, skb)
+    slot = sd.cpu[cpu].bl_tail & p.bl_mask
+    skb = sd.bl[cpu, slot]
+    skb.flow = f
+    skb.tarr = tarr
+    skb.seq = seq
+    skb.len = length
+    skb.stamp = t
+    skb.src = this_cpu
     sd.cpu[cpu].bl_tail += 1
     sd.cpu[cpu].input_queue_tail = (sd.cpu[cpu].input_queue_tail + 1) & U32
     if rq >= 0:  # *qtail = ++sd->input_queue_tail into the chosen rflow
@@ -85,11 +88,13 @@ def process_backlog(s, c, t, quota):
     work = 0
     while True:
         while sd.cpu[c].bl_head < sd.cpu[c].bl_proc:
-            skb = skb_queue_at(sd.bl[c], sd.cpu[c].bl_head, p.bl_mask)
+            skb = sd.bl[c, sd.cpu[c].bl_head & p.bl_mask]
             sd.cpu[c].bl_head += 1
-            # the source CPU as int64, as the other callers pass it: one compiled
-            # netif_receive_skb_core, not one per argument type
-            t = netif_receive_skb_core(s, c, np.int64(s.skbs.rec[skb].src), skb, t)
+            t = netif_receive_skb_core(
+                # the source CPU as int64, as the other callers pass it: one compiled
+                # netif_receive_skb_core, not one per argument type
+                s, c, np.int64(skb.src), skb.flow, skb.tarr, skb.seq, skb.len, t,
+            )
             work += 1
             if work >= quota:
                 # input_queue_head advances once per call (v6.10+); with atomic
@@ -98,8 +103,7 @@ def process_backlog(s, c, t, quota):
                 return work, t
         # splice the visible part of input_pkt_queue behind process_queue
         k = sd.cpu[c].bl_proc
-        while (k < sd.cpu[c].bl_tail
-               and s.skbs.rec[skb_queue_at(sd.bl[c], k, p.bl_mask)].stamp <= t):
+        while k < sd.cpu[c].bl_tail and sd.bl[c, k & p.bl_mask].stamp <= t:
             k += 1
         if k == sd.cpu[c].bl_proc:
             sd.cpu[c].bl_sched = 0  # queue empty: napi completes, SCHED cleared
@@ -107,7 +111,7 @@ def process_backlog(s, c, t, quota):
                 # packets enqueued later in simulated time found the queue empty and
                 # not scheduled: their enqueuer IPIs this CPU (approximated at stamp)
                 sd.cpu[c].bl_sched = 1
-                stamp = s.skbs.rec[skb_queue_at(sd.bl[c], k, p.bl_mask)].stamp
+                stamp = sd.bl[c, k & p.bl_mask].stamp
                 schedule(ev, max(stamp + cost(s, C_IPI_LATENCY), t), PRIO_HARDIRQ,
                          EV_IPI, c)
             break

@@ -17,7 +17,6 @@ from rxlab.kernel.constants import MAX_SOFTIRQ_RESTART
 from rxlab.kernel.events import EV_IPI, EV_IRQ
 from rxlab.kernel.rps import get_rps_cpu
 from rxlab.kernel.sched import need_resched
-from rxlab.kernel.skbuff import skb_queue_at
 from rxlab.kernel.socket import netif_receive_skb_core
 from rxlab.kernel.state import (
     C_DRIVER_RX,
@@ -49,25 +48,28 @@ def driver_poll(s, c, q, t):
     for _ in range(n):
         idx = nic.queue[q].ring_head
         slot = idx & p.ring_mask
-        skb = skb_queue_at(nic.ring[q], idx, p.ring_mask)
-        nic.ring_deq[q, slot] = t  # the descriptor goes back to the NIC from now on
+        skb = nic.ring[q, slot]
+        skb.stamp = t  # the descriptor goes back to the NIC from now on
         nic.queue[q].ring_head = idx + 1
+        f = skb.flow
+        tarr = skb.tarr
+        seq = skb.seq
+        length = skb.len
         if p.xdp_on:
-            act, t = xdp_rx(s, c, q, skb, t)
+            act, t = xdp_rx(s, c, q, f, tarr, seq, length, t)
             if act != XDP_PASS:
                 continue
         t += cost(s, C_DRIVER_RX) + cost(s, C_GRO)
         cpu = rq = rs = np.int64(-1)
         if p.rps_needed:
-            rec = s.skbs.rec[skb]
-            cpu, rq, rs, spent = get_rps_cpu(s, q, rec.hash, rec.flow, t)
+            cpu, rq, rs, spent = get_rps_cpu(s, q, p.flow[f].flow_hash, f, t)
             t += spent
         if cpu >= 0:
             # netif_receive_skb with RPS: always through a backlog, even the local one
             t += cost(s, C_RPS_ENQUEUE)
-            enqueue_to_backlog(s, c, cpu, skb, t, rq, rs)
+            enqueue_to_backlog(s, c, cpu, p.flow[f].flow_hash, f, tarr, seq, length, t, rq, rs)
         else:
-            t = netif_receive_skb_core(s, c, c, skb, t)
+            t = netif_receive_skb_core(s, c, c, f, tarr, seq, length, t)
     if p.xdp_on:
         t = xdp_do_flush(s, c, t)  # the driver's xdp_do_flush() at the end of its poll
     return n, t

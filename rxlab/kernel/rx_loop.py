@@ -40,7 +40,6 @@ from rxlab.kernel.sched import (
     SCHED_SOFTIRQ,
     pick_next,
 )
-from rxlab.kernel.skbuff import alloc_skb, skb_queue_put
 from rxlab.kernel.socket import app_after_read, app_read
 from rxlab.kernel.state import (
     C_DRIVER_RX,
@@ -135,14 +134,19 @@ def ingest(s, f, length, t, overrun):
         # the same as counting at every arrival (deq stamps rise with the index)
         rel = nic.queue[q].ring_rel
         while (rel < nic.queue[q].ring_head
-               and nic.ring_deq[q, rel & p.ring_mask] <= t):
+               and nic.ring[q, rel & p.ring_mask].stamp <= t):
             rel += 1
         nic.queue[q].ring_rel = rel
         if nic.queue[q].ring_tail - rel >= p.ring_size:
             nic.queue[q].q_drops += 1
             drop(s, DROP_RING_FULL, t)
             return
-    skb_queue_put(nic.ring[q], nic.queue[q].ring_tail, p.ring_mask, alloc_skb(s, f, length, t, seq))
+    slot = nic.queue[q].ring_tail & p.ring_mask
+    skb = nic.ring[q, slot]
+    skb.flow = f
+    skb.tarr = t
+    skb.seq = seq
+    skb.len = length
     nic.queue[q].ring_tail += 1
     nic.queue[q].q_packets += 1
     if nic.queue[q].napi_sched == 0:
@@ -170,7 +174,7 @@ def netif_rx(s, q, f, length, t, seq):
         if target >= 0:
             cpu = target
             sd.cpu[c].irq_debt += cost(s, C_RPS_ENQUEUE)
-    enqueue_to_backlog(s, c, cpu, alloc_skb(s, f, length, t, seq), t, rq, rs)
+    enqueue_to_backlog(s, c, cpu, p.flow[f].flow_hash, f, t, seq, length, t, rq, rs)
     if sd.cpu[c].ipi_n > 0:
         net_rps_send_ipi(s, c, t)  # simplification: sent at once, not at softirq end
     kick_cpu(s, c, t)  # charges the receive work now, runs the softirq if one is pending

@@ -2,8 +2,7 @@
 
 Jitted mechanisms take ``s`` and read ``s.p`` (Params), ``s.nic``, ``s.sd``
 (SoftnetData), ``s.so`` (sockets, threads), ``s.st`` (Stats), ``s.ev`` (Calendar),
-``s.rf`` (RFS tables), ``s.ar`` (aRFS filters), ``s.cm`` (cpumap entries) and
-``s.skbs`` (the packets in flight).
+``s.rf`` (RFS tables), ``s.ar`` (aRFS filters) and ``s.cm`` (cpumap entries).
 """
 
 from typing import NamedTuple
@@ -15,7 +14,6 @@ from rxlab.kernel.state import (
     NicState,
     Params,
     RfsState,
-    SkbCache,
     SockState,
     SoftnetData,
     Stats,
@@ -32,9 +30,8 @@ class Sim(NamedTuple):
     rf: RfsState
     ar: ArfsState
     cm: CpumapState
-    skbs: SkbCache
 
 
 def sim_of(m) -> Sim:
     """The Sim of a built model (``rxlab.build.build``): the same arrays, no copies."""
-    return Sim(m.params, m.nic, m.sd, m.so, m.st, m.ev, m.rf, m.ar, m.cm, m.skbs)
+    return Sim(m.params, m.nic, m.sd, m.so, m.st, m.ev, m.rf, m.ar, m.cm)

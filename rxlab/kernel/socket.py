@@ -12,11 +12,10 @@ from numba import njit
 
 from rxlab.config import JIT_LEAF, JIT_STATE
 from rxlab.engine.core import PRIO_WAKE, schedule
-from rxlab.kernel.accounting import cost, hist_index, interval_of, work_ns
+from rxlab.kernel.accounting import cost, drop, hist_index, interval_of, work_ns
 from rxlab.kernel.constants import SKB_TRUESIZE_MIN, SKB_TRUESIZE_OVERHEAD
 from rxlab.kernel.events import EV_WAKE
 from rxlab.kernel.rfs import sock_rps_record_flow
-from rxlab.kernel.skbuff import consume_skb, kfree_skb
 from rxlab.kernel.state import (
     C_CROSS_CPU,
     C_SOCKET_ENQUEUE,
@@ -43,41 +42,43 @@ def truesize(length):
 
 
 @njit(**JIT_STATE)
-def netif_receive_skb_core(s, c, rx_cpu, skb, t):
-    """Protocol processing of skb on CPU c at time t; returns the new time."""
+def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t):
+    """Protocol processing of one packet on CPU c at time t; returns the new time."""
     p, sd, so, st = s.p, s.sd, s.so, s.st
     sd.cpu[c].processed += 1
     st.ts_pkt[interval_of(s, t), TS_PROCESSED] += 1
     if rx_cpu != c:
         t += cost(s, C_CROSS_CPU)  # skb head and data are cold on this CPU
     t += cost(s, C_STACK_RX)
-    sk = p.flow[s.skbs.rec[skb].flow].flow_sock
+    sk = p.flow[f].flow_sock
     if sk < 0:
-        kfree_skb(s, skb, DROP_NO_SOCKET, t)
+        drop(s, DROP_NO_SOCKET, t)
         return t
     if (so.sock[sk].so_rmem > so.sock[sk].sock_rcvbuf
             or so.sock[sk].so_tail - so.sock[sk].so_head >= so.sock[sk].sock_cap):
         so.sock[sk].so_drops += 1
-        kfree_skb(s, skb, DROP_SOCKET_RCVBUF, t)
+        drop(s, DROP_SOCKET_RCVBUF, t)
         return t
     t += cost(s, C_SOCKET_ENQUEUE)
-    return sock_queue_tail(s, sk, skb, t)
+    return sock_queue_tail(s, sk, f, tarr, seq, length, t)
 
 
 @njit(**JIT_STATE)
-def sock_queue_tail(s, sk, skb, t):
-    """Append skb to socket sk's queue (room already checked) and wake its reader."""
+def sock_queue_tail(s, sk, f, tarr, seq, length, t):
+    """Append to socket sk's queue (room already checked) and wake its reader."""
     p, so, st, ev = s.p, s.so, s.st, s.ev
-    rec = s.skbs.rec[skb]
-    ts = truesize(rec.len)
-    rec.stamp = t
-    so.sq[p.sock_off[sk] + (so.sock[sk].so_tail & so.sock[sk].sock_mask)] = skb
-    f = rec.flow
-    seq = rec.seq
+    ts = truesize(length)
+    slot = p.sock_off[sk] + (so.sock[sk].so_tail & so.sock[sk].sock_mask)
+    skb = so.sq[slot]
+    skb.flow = f
+    skb.tarr = tarr
+    skb.seq = seq
+    skb.len = length
+    skb.stamp = t
     so.sock[sk].so_tail += 1
     so.sock[sk].so_rmem += ts
     st.cnt[CNT_SOCKET_IN] += 1
-    lat = t - rec.tarr
+    lat = t - tarr
     st.lat_sock[hist_index(lat)] += 1
     st.lat_sum[0] += lat
     st.cnt[CNT_LAT_SOCK_N] += 1
@@ -106,24 +107,22 @@ def app_read(s, th, t):
     while (n < so.sock[th].thread_batch
            and so.sock[sk].so_head < so.sock[sk].so_tail):
         slot = p.sock_off[sk] + (so.sock[sk].so_head & so.sock[sk].sock_mask)
-        skb = np.int64(so.sq[slot])
-        rec = s.skbs.rec[skb]
-        if rec.stamp > t:
+        skb = so.sq[slot]
+        if skb.stamp > t:
             break  # queued by a segment that, in simulated time, has not happened yet
         ds = work_ns(s, so.sock[th].thread_sys_ns)
         du = work_ns(s, so.sock[th].thread_user_ns)
         sys_ns += ds
         user_ns += du
         t += ds + du
-        so.sock[sk].so_rmem -= truesize(rec.len)
+        so.sock[sk].so_rmem -= truesize(skb.len)
         so.sock[sk].so_head += 1
-        f = rec.flow
+        f = skb.flow
         so.flow[f].flow_delivered += 1
         if so.sock[sk].sock_record:
             # recvmsg -> sock_rps_record_flow: RFS learns where the consumer runs
             sock_rps_record_flow(s, p.flow[f].flow_hash, so.sock[th].thread_cpu)
-        lat = t - rec.tarr
-        consume_skb(s, skb)  # recvmsg: the packet is the application's now
+        lat = t - skb.tarr
         st.lat_app[hist_index(lat)] += 1
         st.lat_sum[1] += lat
         st.cnt[CNT_LAT_APP_N] += 1
@@ -141,7 +140,7 @@ def app_after_read(s, th, t):
     sk = so.sock[th].thread_sock
     if so.sock[sk].so_head < so.sock[sk].so_tail:
         head = so.sock[sk].so_head
-        stamp = s.skbs.rec[so.sq[p.sock_off[sk] + (head & so.sock[sk].sock_mask)]].stamp
+        stamp = so.sq[p.sock_off[sk] + (head & so.sock[sk].sock_mask)].stamp
         if stamp <= t:
             so.sock[th].th_state = TH_RUNNABLE
         else:

@@ -189,19 +189,17 @@ CPUMAP_PARAMS = struct(
     ("batch", np.int64),  # ptr_ring consumer zeroing batch (16, or 1)
 )
 
-# A packet in flight (struct sk_buff, or the xdp_frame the cpumap kthread builds one
-# around): one record in the slab (SkbCache), from the rx descriptor to delivery or
-# drop. Every queue (rx ring, backlog, socket queue, cpumap bulk queue and ptr_ring)
-# holds int32 ids of these records, and mechanisms take an id as the kernel takes
-# ``struct sk_buff *``.
+# A packet in a queue (struct sk_buff, or an xdp_frame before the cpumap kthread builds
+# one): the fields the model carries with it. Every FIFO (rx ring, backlog, socket
+# queue, cpumap bulk queue and ptr_ring) is a ring of these records.
 SKB = struct(
     ("tarr", np.int64),  # NIC arrival time
     ("seq", np.int64),  # per-flow sequence number
-    ("stamp", np.int64),  # time of the latest hand-off (backlog, socket, ptr_ring)
-    ("hash", np.int64),  # skb->hash (u32): the NIC's, or the cpumap kthread's software one
+    ("stamp", np.int64),  # time of the hand-off into this queue (rx ring: taken by
+    # the driver; backlog, socket, ptr_ring: enqueued)
     ("flow", np.int32),
     ("len", np.int32),
-    ("src", np.int32),  # CPU that enqueued it to a backlog (the cross-CPU cost)
+    ("src", np.int32),  # CPU that enqueued it (backlog: the cross-CPU cost)
 )
 
 # ``struct rps_dev_flow`` (include/net/rps.h), [nq, rps_flow_cnt] per queue.
@@ -347,8 +345,7 @@ class NicState(NamedTuple):
     field of every queue as ``nic.queue["<field>"]``.
     """
 
-    ring: np.ndarray  # int32[nq, ring storage]: skb ids
-    ring_deq: np.ndarray  # int64[nq, ring storage]: time the driver took the descriptor
+    ring: np.ndarray  # SKB[nq, ring storage]: stamp = time the driver took it
     queue: np.ndarray  # RX_RING[nq]
 
 
@@ -395,7 +392,7 @@ class SoftnetData(NamedTuple):
     """
 
     cpu: np.ndarray  # SOFTNET_DATA[ncpu]
-    bl: np.ndarray  # int32[ncpu, bl_cap]: the backlog FIFO, skb ids
+    bl: np.ndarray  # SKB[ncpu, bl_cap]: the backlog FIFO
     poll_list: np.ndarray  # int64[ncpu, L]: sd->poll_list (napi ids)
     local_list: np.ndarray  # int64[ncpu, L]: the list net_rx_action took
     repoll: np.ndarray  # int64[ncpu, L]
@@ -433,21 +430,11 @@ SOCK = struct(
 class SockState(NamedTuple):
     """Socket receive queues (flattened, per-socket slots) and application threads."""
 
-    sq: np.ndarray  # int32[total]: socket sk's queue at sock_off[sk], skb ids
+    sq: np.ndarray  # SKB[total]: socket sk's queue at sock_off[sk]
     sock: np.ndarray  # SOCK[nsock]: compiled code reads so.sock[sk].so_tail
     flow: np.ndarray  # FLOW_SEQ[nflows]
     cpu_threads: np.ndarray  # int64[ncpu, nthreads]: threads on each CPU
     cpu_nthreads: np.ndarray  # int64[ncpu]
-
-
-class SkbCache(NamedTuple):
-    """The skbs in flight (``skbuff_head_cache``): a slab of SKB records and a stack of
-    free ids. Sized at build for every queue full at once, so allocation cannot fail;
-    live records are exactly the packets queued somewhere."""
-
-    rec: np.ndarray  # SKB[n]
-    free: np.ndarray  # int32[n]: free ids, a stack (LIFO: a freed record is reused hot)
-    free_n: np.ndarray  # int64[1]
 
 
 class Stats(NamedTuple):
@@ -497,10 +484,10 @@ class CpumapState(NamedTuple):
     """
 
     bq_n: np.ndarray  # int64[ncpu, E]: frames in that CPU's bulk queue for the entry
-    bq: np.ndarray  # int32[ncpu, E, 8]: the bulk queues, skb ids
+    bq: np.ndarray  # SKB[ncpu, E, 8]: the bulk queues
     flush_n: np.ndarray  # int64[ncpu]: entries on the CPU's flush list
     flush_list: np.ndarray  # int64[ncpu, E]
-    ring: np.ndarray  # int32[E, Q]: the ptr_rings, skb ids (stamp = time produced)
+    ring: np.ndarray  # SKB[E, Q]: the ptr_rings, stamp = time produced
     entry: np.ndarray  # CPUMAP_ENTRY[E]
     rr: np.ndarray  # int64[ncpu, R]: per-CPU round-robin position (PERCPU_ARRAY)
     cnt: np.ndarray  # int64[E, N_CPUMAP_CNT]

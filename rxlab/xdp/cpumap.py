@@ -28,12 +28,11 @@ from numba import njit
 
 from rxlab.config import JIT_LEAF, JIT_STATE, JIT_STATE_OUTLINE
 from rxlab.engine.core import PRIO_WAKE, schedule
-from rxlab.kernel.accounting import cost
+from rxlab.kernel.accounting import cost, drop
 from rxlab.kernel.backlog import enqueue_to_backlog
 from rxlab.kernel.constants import CPU_MAP_BULK_SIZE, CPUMAP_BATCH
 from rxlab.kernel.events import EV_CPUMAP_WAKE
 from rxlab.kernel.rps import get_rps_cpu
-from rxlab.kernel.skbuff import kfree_skb
 from rxlab.kernel.socket import netif_receive_skb_core
 from rxlab.kernel.state import (
     C_CPUMAP_ENQUEUE_FULL,
@@ -92,28 +91,35 @@ def bq_flush_to_queue(s, c, e, t):
     if cm.bq_n[c, e] > 0:
         cm.cnt[e, CM_FLUSHES] += 1  # one xdp:xdp_cpumap_enqueue event
     for i in range(cm.bq_n[c, e]):
-        skb = np.int64(cm.bq[c, e, i])
         if ring_has_room(cm.entry[e].prod, cm.entry[e].clear, qsize):
-            cm.ring[e, cm.entry[e].prod % qsize] = skb  # ptr_ring: any size, not a mask
-            s.skbs.rec[skb].stamp = t
+            skb = cm.ring[e, cm.entry[e].prod % qsize]
+            skb.flow = cm.bq[c, e, i].flow
+            skb.tarr = cm.bq[c, e, i].tarr
+            skb.seq = cm.bq[c, e, i].seq
+            skb.len = cm.bq[c, e, i].len
+            skb.stamp = t
             cm.entry[e].prod += 1
             cm.cnt[e, CM_ENQUEUED] += 1
         else:
             cm.cnt[e, CM_DROPS] += 1
             t += cost(s, C_CPUMAP_ENQUEUE_FULL)  # xdp_return_frame_rx_napi
-            kfree_skb(s, skb, DROP_CPUMAP_FULL, t)
+            drop(s, DROP_CPUMAP_FULL, t)
     cm.bq_n[c, e] = 0
     return t
 
 
 @njit(**JIT_STATE)
-def bq_enqueue(s, c, e, skb, t):
+def bq_enqueue(s, c, e, f, tarr, seq, length, t):
     """cpu_map_enqueue -> bq_enqueue on the RX CPU c; returns the time after it."""
     cm = s.cm
     if cm.bq_n[c, e] == CPU_MAP_BULK_SIZE:
         t = bq_flush_to_queue(s, c, e, t)
     i = cm.bq_n[c, e]
-    cm.bq[c, e, i] = skb
+    skb = cm.bq[c, e, i]
+    skb.flow = f
+    skb.tarr = tarr
+    skb.seq = seq
+    skb.len = length
     cm.bq_n[c, e] = i + 1
     for k in range(cm.flush_n[c]):
         if cm.flush_list[c, k] == e:
@@ -141,17 +147,14 @@ def xdp_do_flush(s, c, t):
 
 
 @njit(**JIT_STATE)
-def cpumap_deliver(s, c, skb, t):
+def cpumap_deliver(s, c, f, tarr, seq, length, t):
     """netif_receive_skb_list_internal on the kthread's CPU: RPS again, or the stack."""
     p = s.p
-    rec = s.skbs.rec[skb]
-    f = rec.flow
     h = p.flow[f].flow_sw_hash
     sw = True
     if p.xdp_hash_meta and p.flow[f].flow_rss_hash != 0:
         h = p.flow[f].flow_rss_hash  # the seed's proposal: skb->hash from frame metadata
         sw = False
-    rec.hash = h  # the skb the kthread built carries this hash from here on
     cpu = rq = rs = np.int64(-1)
     if p.rps_needed:
         if sw and (p.queue[0].rps_len > 0 or s.rf.dev_log[0] > 0):
@@ -162,9 +165,9 @@ def cpumap_deliver(s, c, skb, t):
         t += spent
     if cpu >= 0:
         t += cost(s, C_RPS_ENQUEUE)
-        enqueue_to_backlog(s, c, cpu, skb, t, rq, rs)
+        enqueue_to_backlog(s, c, cpu, h, f, tarr, seq, length, t, rq, rs)
         return t
-    return netif_receive_skb_core(s, c, c, skb, t)
+    return netif_receive_skb_core(s, c, c, f, tarr, seq, length, t)
 
 
 @njit(**JIT_STATE_OUTLINE)
@@ -175,16 +178,20 @@ def cpumap_kthread_step(s, c, e, t):
     n = 0
     ent = cm.entry[e]
     while n < CPUMAP_BATCH and ent.cons < ent.prod:
-        skb = np.int64(cm.ring[e, ent.cons % qsize])
-        if s.skbs.rec[skb].stamp > t:
+        skb = cm.ring[e, ent.cons % qsize]
+        if skb.stamp > t:
             break  # produced by a poll that, in simulated time, has not got there yet
+        f = skb.flow
+        tarr = skb.tarr
+        seq = skb.seq
+        length = skb.len
         cons, clear = ring_discard_one(ent.cons, ent.clear, qsize, p.cpumap[e].batch)
         ent.cons = cons
         ent.clear = clear
         t += cost(s, C_CPUMAP_KTHREAD) + cost(s, C_SKB_BUILD)
         if p.cm_gro:
             t += cost(s, C_GRO)
-        t = cpumap_deliver(s, c, skb, t)
+        t = cpumap_deliver(s, c, f, tarr, seq, length, t)
         n += 1
     cm.cnt[e, CM_PROCESSED] += n
     cm.cnt[e, CM_BATCHES] += 1
@@ -198,7 +205,7 @@ def cpumap_after_batch(s, e, t):
     """The kthread after a batch: go on, sleep, or sleep until the pending flush wakes it."""
     p, cm = s.p, s.cm
     if cm.entry[e].cons < cm.entry[e].prod:
-        if s.skbs.rec[cm.ring[e, cm.entry[e].cons % p.cpumap[e].qsize]].stamp <= t:
+        if cm.ring[e, cm.entry[e].cons % p.cpumap[e].qsize].stamp <= t:
             cm.entry[e].kt_state = TH_RUNNABLE
         else:
             # the ring looks empty now; the flush that produced these frames wakes us

@@ -9,8 +9,7 @@ the only per-packet decision, made here.
 from numba import njit
 
 from rxlab.config import JIT_STATE
-from rxlab.kernel.accounting import cost
-from rxlab.kernel.skbuff import consume_skb, kfree_skb
+from rxlab.kernel.accounting import cost, drop
 from rxlab.kernel.state import (
     C_XDP_DROP,
     C_XDP_PROG,
@@ -46,14 +45,13 @@ def redirect_key(s, c, f):
 
 
 @njit(**JIT_STATE)
-def xdp_rx(s, c, q, skb, t):
-    """Run the program on one descriptor (skb) of rx queue q in the driver poll on CPU c.
+def xdp_rx(s, c, q, f, tarr, seq, length, t):
+    """Run the program on one descriptor of rx queue q in the driver poll on CPU c.
 
     Returns (verdict, time): XDP_PASS means the driver builds an skb as without XDP;
     any other verdict has already been carried out here.
     """
     p, st = s.p, s.st
-    f = s.skbs.rec[skb].flow
     st.cnt[CNT_XDP_RUNS] += 1
     t += cost(s, C_XDP_PROG)
     r = p.flow[f].xdp_rule
@@ -65,22 +63,21 @@ def xdp_rx(s, c, q, skb, t):
         if e >= 0:
             st.cnt[CNT_XDP_REDIRECT] += 1
             t += cost(s, C_XDP_REDIRECT_CPUMAP)
-            return act, bq_enqueue(s, c, e, skb, t)
+            return act, bq_enqueue(s, c, e, f, tarr, seq, length, t)
         act = XDP_ABORTED  # map miss: bpf_redirect_map returns its flags (0 = ABORTED)
     elif act == XDP_REDIRECT_XSK:
         sk = p.queue[q].xsk_of_queue
         if sk >= 0:
             st.cnt[CNT_XDP_REDIRECT] += 1
-            return act, xsk_rcv(s, sk, skb, t)
+            return act, xsk_rcv(s, sk, f, tarr, seq, length, t)
         act = XDP_ABORTED  # no socket in XSKMAP[rx_queue_index]
     if act == XDP_PASS:
         st.cnt[CNT_XDP_PASS] += 1
         return act, t
     if act == XDP_DROP or act == XDP_ABORTED:
         t += cost(s, C_XDP_DROP)
-        kfree_skb(s, skb, DROP_XDP_DROP if act == XDP_DROP else DROP_XDP_ABORTED, t)
+        drop(s, DROP_XDP_DROP if act == XDP_DROP else DROP_XDP_ABORTED, t)
         return act, t
     t += cost(s, C_XDP_TX)  # XDP_TX: back out of the same port
     st.cnt[CNT_FORWARDED] += 1
-    consume_skb(s, skb)
     return act, t

@@ -13,8 +13,7 @@ with cached indices and the ixgbe TX-completion bug, is ``rxlab.afxdp.xsk``).
 from numba import njit
 
 from rxlab.config import JIT_STATE
-from rxlab.kernel.accounting import cost
-from rxlab.kernel.skbuff import kfree_skb
+from rxlab.kernel.accounting import cost, drop
 from rxlab.kernel.socket import sock_queue_tail
 from rxlab.kernel.state import (
     C_XSK_COPY,
@@ -25,12 +24,11 @@ from rxlab.kernel.state import (
 
 
 @njit(**JIT_STATE)
-def xsk_rcv(s, sk, skb, t):
+def xsk_rcv(s, sk, f, tarr, seq, length, t):
     so = s.so
     if so.sock[sk].so_tail - so.sock[sk].so_head >= so.sock[sk].sock_cap:
         so.sock[sk].so_drops += 1
-        kfree_skb(s, skb,
-                  DROP_XSK_FILL_EMPTY if so.sock[sk].sock_fill_bound else DROP_XSK_RX_FULL, t)
+        drop(s, DROP_XSK_FILL_EMPTY if so.sock[sk].sock_fill_bound else DROP_XSK_RX_FULL, t)
         return t
     t += cost(s, C_XSK_COPY if so.sock[sk].sock_xsk_copy else C_XSK_ZC)
-    return sock_queue_tail(s, sk, skb, t)
+    return sock_queue_tail(s, sk, f, tarr, seq, length, t)
