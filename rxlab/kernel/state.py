@@ -12,11 +12,13 @@ queues are rings indexed ``position & mask`` over storage rounded up to a power 
 (an integer division per access was ~1/3 of the per-packet time); the logical capacity
 (ring size, socket queue) is kept apart.
 
-A packet in flight is one ``SKB`` record in the slab (``SkbCache``) from the moment the
-NIC fills a descriptor until it is delivered, dropped or sent back out; every queue
-(rx ring, backlog, socket queue, cpumap bulk queue, ptr_ring) holds int32 skb ids, so a
-packet can stay queued across traffic chunks and a hand-off moves four bytes.
+A packet in flight is an ``SKB`` record in the queue that holds it (rx ring, backlog,
+socket queue, cpumap bulk queue, ptr_ring), copied from queue to queue: one record type
+for every queue, and a packet can stay queued across traffic chunks. (A slab of skb
+records with queues of ids was measured slower on two of the three benchmark scenarios;
+docs/performance.md.)
 """
+
 from typing import NamedTuple
 
 import numpy as np
