@@ -18,24 +18,17 @@ from rxlab.engine.core import PRIO_TIMER, PRIO_WAKE, Calendar, new_calendar, sch
 from rxlab.engine.rng import JITTER_EXP, JITTER_LOGNORMAL, JITTER_NONE, new_state
 from rxlab.errors import UsageError
 from rxlab.kernel import constants as K
+from rxlab.kernel.events import EV_ARFS_TIMER, EV_MIGRATE
 from rxlab.kernel.flow_hash import skb_get_hash_flows
 from rxlab.kernel.hashfn import ilog2, roundup_pow_of_two
 from rxlab.kernel.state import (
-    AE_E_NEXT,
-    AE_E_STATE,
-    AE_FIELDS,
-    AE_FREE,
-    AG_FIELDS,
-    AG_FREE_N,
+    ARFS_ENTRY,
     ARFS_FREE,
+    ARFS_GLOB,
     ARFS_MODELS,
-    BL_FIELDS,
-    BN_FIELDS,
-    BQ_FIELDS,
-    CE_FIELDS,
-    CN_FIELDS,
-    CPU_MAP_BULK_SIZE,
-    CR_FIELDS,
+    CPU_PARAMS,
+    CPUMAP_ENTRY,
+    CPUMAP_PARAMS,
     FLOW,
     FLOW_SEQ,
     HIST_BINS,
@@ -45,18 +38,12 @@ from rxlab.kernel.state import (
     N_CPUMAP_CNT,
     N_DROP_SLOTS,
     N_RFS_CNT,
-    NL_FIELDS,
-    QN_FIELDS,
-    RD_DEV_CPU,
-    RD_DEV_FILTER,
-    RD_FIELDS,
-    RG_FIELDS,
-    RN_FIELDS,
+    QUEUE_PARAMS,
+    RPS_DEV_FLOW,
     RX_RING,
-    SN_FIELDS,
+    SKB,
     SOCK,
     SOFTNET_DATA,
-    SQ_FIELDS,
     STAGES,
     ArfsState,
     CpumapState,
@@ -66,7 +53,6 @@ from rxlab.kernel.state import (
     SockState,
     SoftnetData,
     Stats,
-    make,
 )
 from rxlab.kernel.versions import KernelBehaviour, behaviour
 from rxlab.memory_budget import check as check_memory
@@ -297,7 +283,7 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
                 xsk_copy.append(xs.mode == "copy")
                 sock_rcvbuf.append(1 << 62)  # no skb, no rmem accounting
             else:
-                sock_cap_l.append(app.rcvbuf // 768 + 2)
+                sock_cap_l.append(app.rcvbuf // K.SKB_TRUESIZE_MIN + 2)
                 fill_bound.append(False)
                 xsk_copy.append(False)
                 sock_rcvbuf.append(app.rcvbuf)
@@ -342,10 +328,17 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     interval_ns, n_int = est.interval_ns, est.intervals  # at most max_intervals(ncpu)
     bl_cap = roundup_pow_of_two(2 * (sc.kernel.netdev_max_backlog + 1) + 8)
     lists = nq + 2
-    # Large groups are allocated whole, in their final layout: given field by field,
-    # make() would copy and stack each field, tripling the peak memory of build().
+    queue = np.zeros(nq, QUEUE_PARAMS)
+    queue["irq_cpu"], queue["rps_len"] = irq, rps_len
+    queue["xsk_of_queue"] = xsk_of_queue
+    cpu = np.zeros(ncpu, CPU_PARAMS)
+    cpu["cpu_rmap"], cpu["cm_entry"] = cpu_rmap, xd.pop("cm_entry")
+    cm_cpu = xd.pop("cm_cpu")
+    cpumap = np.zeros(len(cm_cpu), CPUMAP_PARAMS)
+    cpumap["cpu"], cpumap["qsize"], cpumap["batch"] = cm_cpu, xd.pop("cm_qsize"), xd.pop(
+        "cm_batch")
 
-    p = make(Params,
+    p = Params(
         ncpu=ncpu, nq=nq, nthreads=nth, ring_size=sc.nic.ring_size,
         napi_weight=sc.nic.napi_weight, dev_rx_weight=sc.kernel.dev_weight,
         netdev_budget=sc.kernel.netdev_budget, budget_jiffies=budget_j,
@@ -362,38 +355,31 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
         n_intervals=n_int, cost_ns=cost_ns, jitter_mask=jmask,
         cost_i=(cost_ns + 0.5).astype(I64),
         irq_delay_ns=int(round(costs["irq_latency"] + sc.nic.rx_usecs * 1000)),
-        irq_cpu=np.array(irq, I64), rps_map=rps_map, rps_len=rps_len,
-        flow=flow, sock_off=sock_off,
+        queue=queue, cpu=cpu, cpumap=cpumap, rps_map=rps_map, flow=flow, sock_off=sock_off,
         rfs_on=rfs_on, sock_flow_mask=max(sock_entries - 1, 0),
         rps_cpu_mask=roundup_pow_of_two(ncpu) - 1, rfs_hash32=kb.version >= (6, 15),
-        arfs_model=arfs_model, arfs_protect=kb.version >= (6, 18), cpu_rmap=cpu_rmap,
+        arfs_model=arfs_model, arfs_protect=kb.version >= (6, 18),
         arfs_capacity=arfs.capacity if arfs else 0,
         arfs_delay_ns=int(round(arfs.delay_us * 1e3)) if arfs else 0,
         arfs_period_ns=int(round(arfs.period_s * 1e9)) if arfs else 0,
-        mig_set=mig[1], mig_t=mig[3], mig_cpu=mig[4], **xd, xsk_of_queue=xsk_of_queue,
+        mig_set=mig[1], mig_t=mig[3], mig_cpu=mig[4], **xd,
     )
     R = roundup_pow_of_two(sc.nic.ring_size)
-    nic = make(NicState,
-        ring=np.zeros((len(RG_FIELDS), nq, R), I64),
-        ring32=np.zeros((len(RN_FIELDS), nq, R), np.int32),
-        queue=np.zeros(nq, RX_RING),
-    )
+    nic = NicState(ring=np.zeros((nq, R), SKB), queue=np.zeros(nq, RX_RING))
     z = lambda dt=I64: np.zeros(ncpu, dt)  # noqa: E731
-    sd = make(SoftnetData,
-        cpu=np.zeros(ncpu, SOFTNET_DATA),
-        bl=np.zeros((len(BL_FIELDS), ncpu, bl_cap), I64),
-        bl32=np.zeros((len(BN_FIELDS), ncpu, bl_cap), np.int32),
-        lists=np.zeros((len(NL_FIELDS), ncpu, lists), I64),
+    sd = SoftnetData(
+        cpu=np.zeros(ncpu, SOFTNET_DATA), bl=np.zeros((ncpu, bl_cap), SKB),
+        poll_list=np.zeros((ncpu, lists), I64), local_list=np.zeros((ncpu, lists), I64),
+        repoll=np.zeros((ncpu, lists), I64),
         rps_ipi_list=np.zeros((ncpu, ncpu), I64),
         fl_history=np.zeros((ncpu, hist), I64), fl_buckets=np.zeros((ncpu, tl), I64),
     )
     sd.cpu["fl_on"] = [c in fl_cpus for c in range(ncpu)]
     total = int(sock_off[-1]) or 1
     nflows = len(fl)
-    so = make(SockState,
-        sq=np.zeros((len(SQ_FIELDS), total), I64),
-        sq32=np.zeros((len(SN_FIELDS), total), np.int32),
-        sock=np.zeros(nth, SOCK), flow=np.zeros(nflows, FLOW_SEQ), cpu_threads=cpu_threads,
+    so = SockState(
+        sq=np.zeros(total, SKB), sock=np.zeros(nth, SOCK), flow=np.zeros(nflows, FLOW_SEQ),
+        cpu_threads=cpu_threads,
         cpu_nthreads=np.array([len(x) for x in per_cpu], I64),
     )
     so.flow["flow_max_seq"] = -1
@@ -411,37 +397,32 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     sk["thread_cpu"] = th_cpu
     sk["mig_every_ns"], sk["mig_set_n"], sk["mig_n"] = mig[0], mig[2], mig[5]
     S = 1 << int(dev_logs.max()) if dev_logs.any() else 1
-    dev = np.zeros((nq, S, len(RD_FIELDS)), I64)
-    dev[..., RD_DEV_CPU] = K.RPS_NO_CPU
-    dev[..., RD_DEV_FILTER] = K.RPS_NO_FILTER
-    rf = make(RfsState,
+    dev = np.zeros((nq, S), RPS_DEV_FLOW)
+    dev["cpu"] = K.RPS_NO_CPU
+    dev["filter"] = K.RPS_NO_FILTER
+    rf = RfsState(
         sock_flow=np.full(max(sock_entries, 1), K.RPS_NO_CPU, I64), dev=dev,
-        dev_log=dev_logs, out=np.zeros(3, I64), cnt=np.zeros(N_RFS_CNT, I64),
+        dev_log=dev_logs, cnt=np.zeros(N_RFS_CNT, I64),
     )
     cap = max(2 * nflows, arfs.capacity) if arfs else 1
     nb = 4 * 256 if arfs_model == 3 else 1024
-    entry = np.zeros((cap, len(AE_FIELDS)), I64)
-    entry[:, AE_E_STATE] = ARFS_FREE
-    entry[:, AE_E_NEXT] = -1
-    entry[:, AE_FREE] = np.arange(cap - 1, -1, -1)  # the free stack pops entry 0 first
-    glob = np.zeros((len(AG_FIELDS), 1), I64)
-    glob[AG_FREE_N, 0] = cap
-    ar = make(ArfsState,
-        entry=entry, bucket=np.full(nb, -1, I64), glob=glob,
-        fdir_queue=np.full(nflows, -1, I64), svc=np.zeros(2, I64),
-        cnt=np.zeros(N_ARFS_CNT, I64),
+    entry = np.zeros(cap, ARFS_ENTRY)
+    entry["state"] = ARFS_FREE
+    entry["next"] = -1
+    glob = np.zeros(1, ARFS_GLOB)
+    glob["free_n"] = cap
+    ar = ArfsState(
+        entry=entry, free=np.arange(cap - 1, -1, -1, dtype=I64),  # pops entry 0 first
+        pend=np.zeros(cap, I64), bucket=np.full(nb, -1, I64), glob=glob,
+        fdir_queue=np.full(nflows, -1, I64), cnt=np.zeros(N_ARFS_CNT, I64),
     )
-    ne, nr = len(p.cm_cpu), len(p.xdp_rr_n)
-    Q = int(p.cm_qsize.max())
-    B = CPU_MAP_BULK_SIZE
-    cm = make(CpumapState,
-        bq_n=np.zeros((ncpu, ne), I64),
-        bq=np.zeros((len(BQ_FIELDS), ncpu, ne, B), I64),
-        bq32=np.zeros((len(QN_FIELDS), ncpu, ne, B), np.int32), flush_n=z(),
-        flush_list=np.zeros((ncpu, ne), I64),
-        ring=np.zeros((len(CR_FIELDS), ne, Q), I64),
-        ring32=np.zeros((len(CN_FIELDS), ne, Q), np.int32),
-        entry=np.zeros((len(CE_FIELDS), ne), I64),
+    ne, nr = len(p.cpumap), len(p.xdp_rr_n)
+    Q = int(p.cpumap["qsize"].max())
+    B = K.CPU_MAP_BULK_SIZE
+    cm = CpumapState(
+        bq_n=np.zeros((ncpu, ne), I64), bq=np.zeros((ncpu, ne, B), SKB), flush_n=z(),
+        flush_list=np.zeros((ncpu, ne), I64), ring=np.zeros((ne, Q), SKB),
+        entry=np.zeros(ne, CPUMAP_ENTRY),
         rr=np.zeros((ncpu, nr), I64), cnt=np.zeros((ne, N_CPUMAP_CNT), I64),
     )
     st = Stats(
@@ -454,9 +435,6 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     # calendar: at most one pending CPU event per CPU, one IRQ per queue, one wake per
     # thread, and IPIs (at most one in flight per target and per backlog re-wake)
     ev = new_calendar(4 * (ncpu + nq + nth) + 64)
-    from rxlab.kernel.rx_loop import EV_MIGRATE
-    from rxlab.nic.arfs import EV_ARFS_TIMER
-
     for th in range(nth):
         if so.sock[th]["mig_n"]:
             schedule(ev, int(p.mig_t[th, 0]), PRIO_WAKE, EV_MIGRATE, th)

@@ -47,8 +47,8 @@ ARFS_ENTRY = 10 * 8
 FLOW_TRANSIENT = 400  # per flow while built: generation, steering, record stacking
 CAPTURE_SCAN = 3 * 80  # per capture flow: the scanner's key/count/hash tables, doubling
 MIN_FLOW_RECORD = 16 + 20 + 8  # a record header, an IPv4 header and a UDP header
-SLOT_BYTES = 3 * 8 + 2 * 4  # a queued packet: 3 int64 and 2 int32 columns
-BACKLOG_SLOT = 3 * 8 + 3 * 4
+SLOT_BYTES = 40  # a queued packet: one SKB record (kernel/state.py), 3 int64 + 3 int32
+BACKLOG_SLOT = SLOT_BYTES
 PACKET_BYTES = 8 + 4 + 4  # a generated packet: time, flow, size
 CHUNK_BYTES = 3 * (1 << 18) * (PACKET_BYTES + 9)  # simulate's chunks, shaped, copied
 
@@ -292,7 +292,7 @@ def estimate(sc, capture=None) -> Estimate:
             add(f"apps[{i}].afxdp.rx_ring", th * slots * SLOT_BYTES,
                 what=f"{th:,} AF_XDP rings of {slots:,} slots", fix="use smaller rings")
         else:
-            slots = _pow2(app.rcvbuf // 768 + 2)
+            slots = _pow2(app.rcvbuf // K.SKB_TRUESIZE_MIN + 2)
             add(f"apps[{i}].rcvbuf", th * slots * SLOT_BYTES,
                 what=f"{th:,} socket queues of {slots:,} packets",
                 fix="use a smaller rcvbuf (the kernel's rmem_default is 212992)")
@@ -323,16 +323,17 @@ def estimate(sc, capture=None) -> Estimate:
         what=f"{nr:,} rules x {ncpu:,} CPUs", fix="use fewer rules")
     ne = max(1, len(sc.cpumap.cpu_list()) if sc.cpumap else 0)
     Q = sc.cpumap.qsize if sc.cpumap else 1
-    # per source CPU and entry: bulk queue (8 frames x 24 B), its count, the flush list
-    add("cpumap.cpus", ncpu * ne * (8 * 24 + 16) + ne * (Q * SLOT_BYTES + 3 * 8 + 6 * 8 + 64),
+    # per source CPU and entry: bulk queue (8 SKB records), its count, the flush list
+    add("cpumap.cpus",
+        ncpu * ne * (8 * SLOT_BYTES + 16) + ne * (Q * SLOT_BYTES + 3 * 8 + 6 * 8 + 64),
         what=f"cpumap: {ncpu:,} CPUs x {ne:,} entries", fix="use fewer cpumap entries")
 
-    # per CPU: cpu_i, softnet_data, NAPI lists, rps_ipi_list, cpu_ns, cpu_nthreads,
+    # per CPU: CPU_PARAMS, softnet_data, NAPI lists, rps_ipi_list, cpu_ns, cpu_nthreads,
     # calendar slots, cpumap flush count, rps_map and cpu_threads rows
     add("host.cpus", ncpu * (16 + SOFTNET_DATA.itemsize + 3 * (nq + 2) * 8 + 8 * ncpu + 40 + 8
                              + 128 + 8 + 8 * nq + 8),
         what=f"{ncpu:,} CPUs", fix="use fewer CPUs")
-    # per queue: queue_i, NicState.queue, dev_log, calendar slots
+    # per queue: QUEUE_PARAMS, NicState.queue, dev_log, calendar slots
     add("nic.queues", nq * (24 + RX_RING.itemsize + 8 + 128), what=f"{nq:,} queues",
         fix="use fewer queues")
 

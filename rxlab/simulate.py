@@ -29,7 +29,7 @@ def in_flight(m: Model) -> int:
     ring = int((m.nic.queue["ring_tail"] - m.nic.queue["ring_head"]).sum())
     backlog = int((m.sd.cpu["bl_tail"] - m.sd.cpu["bl_head"]).sum())
     sockets = int((m.so.sock["so_tail"] - m.so.sock["so_head"]).sum())
-    cpumap = int(m.cm.bq_n.sum() + (m.cm.prod - m.cm.cons).sum())
+    cpumap = int(m.cm.bq_n.sum() + (m.cm.entry["prod"] - m.cm.entry["cons"]).sum())
     return ring + backlog + sockets + cpumap
 
 

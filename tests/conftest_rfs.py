@@ -379,17 +379,18 @@ class Harness:
     def get_rps_cpu(self, rxq, h, f=0, t=0):
         from rxlab.kernel.rps import get_rps_cpu
 
-        cpu = int(get_rps_cpu(self.s, int(rxq), int(h), int(f), int(t)))
-        out = (int(self.rf.out[0]), int(self.rf.out[1]))
-        return cpu, (None if out[0] < 0 else out)
+        cpu, rq, rs, _ = get_rps_cpu(self.s, int(rxq), int(h), int(f), int(t))
+        self.rflow = (int(rq), int(rs))  # what the next enqueue records its tail in
+        return int(cpu), (None if rq < 0 else self.rflow)
 
     def enqueue(self, this_cpu, cpu, f=0, h=1, t=0):
         """enqueue_to_backlog, then forget the packet (keeps the FIFO and the NAPI lists
         from filling up; input_queue_tail and the rflow's last_qtail stay advanced)."""
         from rxlab.kernel.backlog import enqueue_to_backlog
 
+        rq, rs = getattr(self, "rflow", (-1, -1))
         ok = bool(enqueue_to_backlog(self.s, int(this_cpu), int(cpu), int(h), int(f), 0, 0,
-                                     64, int(t)))
+                                     64, int(t), rq, rs))
         sd = self.sd
         sd.cpu["bl_head"][cpu] = sd.cpu["bl_proc"][cpu] = sd.cpu["bl_tail"][cpu]
         sd.cpu["bl_sched"][:] = 0
@@ -400,8 +401,8 @@ class Harness:
 
     def ent(self, q, slot):
         rf = self.rf
-        return [int(rf.dev_cpu[q, slot]), int(rf.dev_filter[q, slot]),
-                int(rf.dev_last_qtail[q, slot]), int(rf.dev_hash[q, slot])]
+        return [int(rf.dev["cpu"][q, slot]), int(rf.dev["filter"][q, slot]),
+                int(rf.dev["last_qtail"][q, slot]), int(rf.dev["hash"][q, slot])]
 
 
 def rfs_tables_of(h: Harness, ref: RefKernel, with_hash: bool = True):
@@ -409,8 +410,8 @@ def rfs_tables_of(h: Harness, ref: RefKernel, with_hash: bool = True):
     every slot not in its initial state in either (hash left out unless ``with_hash``)."""
     rf = h.rf
     k = 4 if with_hash else 3
-    changed = ((rf.dev_cpu != RPS_NO_CPU) | (rf.dev_filter != RPS_NO_FILTER)
-               | (rf.dev_last_qtail != 0) | (rf.dev_hash != 0))
+    changed = ((rf.dev["cpu"] != RPS_NO_CPU) | (rf.dev["filter"] != RPS_NO_FILTER)
+               | (rf.dev["last_qtail"] != 0) | (rf.dev["hash"] != 0))
     qs, slots = np.nonzero(changed)
     sim = {(int(q), int(sl)): h.ent(q, sl)[:k] for q, sl in zip(qs, slots, strict=True)}
     want = {}
@@ -506,7 +507,7 @@ def harness_service(h: Harness, t: int) -> None:
     from rxlab.nic.arfs import arfs_program_pending
 
     arfs_program_pending(h.s, int(t))
-    h.ar.svc[0] = 0
+    h.ar.glob[0]["svc_pending"] = 0
     clear(h.m.ev)  # drop the calendar events these direct calls scheduled
 
 
@@ -529,9 +530,10 @@ def sim_entries(h: Harness) -> dict:
         e = int(ar.bucket[b])
         chain = []
         while e >= 0:
-            chain.append((int(ar.e_flow[e]), int(ar.e_flow_id[e]), int(ar.e_fltr_id[e]),
-                          int(ar.e_q[e]), bool(ar.e_state[e] == ARFS_ACTIVE)))
-            e = int(ar.e_next[e])
+            r = ar.entry[e]
+            chain.append((int(r["flow"]), int(r["flow_id"]), int(r["fltr_id"]), int(r["q"]),
+                          bool(r["state"] == ARFS_ACTIVE)))
+            e = int(r["next"])
         out[int(b)] = chain
     return out
 
@@ -558,7 +560,7 @@ def apply_op(h: Harness, ref: RefKernel, op: tuple, hashes: list[int], t: int):
         got = h.get_rps_cpu(q, hashes[f], f, t)
         want = ref.get_rps_cpu(q, hashes[f], f, t)
         if got[0] >= 0:
-            h.enqueue(int(h.p.irq_cpu[q]), got[0], f, hashes[f], t)
+            h.enqueue(int(h.p.queue[q]["irq_cpu"]), got[0], f, hashes[f], t)
         if want[0] >= 0:
             ref.enqueue(want[0], want[1])
         return got, want

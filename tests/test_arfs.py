@@ -95,7 +95,7 @@ def reference(h: Harness) -> RefKernel:
     buckets = {f: int(p.flow[f]["flow_tt"]) * 256
                + ref_mlx5_bucket(int(fl.sport[f]), int(fl.dport[f])) for f in range(len(fl))}
     return RefKernel(p.ncpu, p.nq, [int(x) for x in h.rf.dev_log], h.m.scenario.host.kernel,
-                     model=model, cpu_rmap=[int(c) for c in p.cpu_rmap],
+                     model=model, cpu_rmap=[int(c) for c in p.cpu["cpu_rmap"]],
                      sock_entries=p.sock_flow_mask + 1,
                      flow_udp={f: bool(p.flow["flow_udp"][f]) for f in range(len(fl))},
                      flow_bucket=buckets)
@@ -225,7 +225,7 @@ def test_filter_ids_start_and_wrap(model, first):
     steer = lambda f, fid: int(ndo_rx_flow_steer(h.s, f, 0x1000 * (f + 1), 2, fid, 0))  # noqa
     assert [steer(f, 10 + f) for f in range(3)] == [first, first + 1, first + 2]
     h.reset()
-    h.ar.last_fltr_id[0] = 0xFFFD
+    h.ar.glob[0]["last_fltr_id"] = 0xFFFD
     got = [steer(f, 10 + f) for f in range(4)]
     if model == "mlx5":  # last_filter_id++ % 0xffff
         assert got == [0xFFFD, 0xFFFE, 0, 1]
@@ -303,7 +303,7 @@ def test_618_same_flow_to_another_cpu_is_not_protected():
     log = h.log(3)
     fid = ref_rfs_slot(HA, log, True)
     # queue 3's slot holds an active filter of this very flow, on CPU 2
-    h.rf.dev_cpu[3, fid], h.rf.dev_filter[3, fid], h.rf.dev_hash[3, fid] = 2, 77, HA
+    h.rf.dev["cpu"][3, fid], h.rf.dev["filter"][3, fid], h.rf.dev["hash"][3, fid] = 2, 77, HA
     ref.ent(3, fid)[:] = [2, 77, 0, HA]
     hashes = [HA]
     step(h, ref, ("rec", 0, 3), hashes, 0)
@@ -321,7 +321,7 @@ def test_old_entry_gives_up_the_filter_id_it_hands_over():
     hashes = [HA]
     slot0 = ref_rfs_slot(HA, h.log(0), True)
     setup_active_filter(h, ref, hashes)  # filter id 1 for A, in queue 2's table
-    h.rf.dev_filter[0, slot0] = 1  # pretend queue 0's entry held that filter
+    h.rf.dev["filter"][0, slot0] = 1  # pretend queue 0's entry held that filter
     ref.ent(0, slot0)[1] = 1
     # A's consumer moves to CPU 3 and A still arrives on queue 0: the driver re-points
     # filter 1 to queue 3 and queue 0's entry must drop its copy of the id
@@ -382,7 +382,7 @@ def test_expiry_after_table_size_packets_on_the_flows_cpu(model, version):
     h.sd.cpu["input_queue_head"][2] = ref.head[2] = (last + limit) & U32
     step(h, ref, ("scan",), hashes, 20 * MS)
     assert hw(h) == {} and acnt(h)["expire"] == 1 and sim_entries(h) == {}
-    assert int(h.ar.hw_count[0]) == 0
+    assert int(h.ar.glob[0]["hw_count"]) == 0
     same_state(h, ref)
 
 
@@ -548,7 +548,7 @@ def test_e2e_idle_filters_do_not_expire(e2e):
     traffic stops, 10 scans of the drain window remove nothing."""
     m, snaps = e2e["tuple"]
     assert int(snaps[4]["arfs"][ARFS_EXPIRE]) == int(snaps[3]["arfs"][ARFS_EXPIRE])
-    assert int(m.ar.hw_count[0]) > 0
+    assert int(m.ar.glob[0]["hw_count"]) > 0
 
 
 def test_e2e_original_ice_fights_over_shared_filters(e2e):

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from rxlab.build import build
 from rxlab.cli.main import main
 from rxlab.errors import UsageError
-from rxlab.kernel.state import CPU_MAP_BULK_SIZE
+from rxlab.kernel.constants import CPU_MAP_BULK_SIZE
 from rxlab.scenario import scenario_from_dict
 from rxlab.simulate import simulate
 from rxlab.traffic.stream import PacketStream

@@ -96,34 +96,37 @@ def test_the_arena_keeps_types_values_and_one_region():
     assert m.sd.cpu[0].tolist().count(7) >= 1
 
 
-def test_record_groups_keep_an_entrys_fields_together():
-    """Tables indexed at random (per CPU, queue, flow, socket, thread, rps_dev_flow slot,
-    aRFS entry) hold one record per entry, fields last, as the kernel's structs do; the
-    other groups keep one row per field. Python's names are views either way."""
+def test_state_tables_are_records_of_their_structs():
+    """Each kernel struct the model keeps is one array of its structured dtype, one record
+    per entry (CPU, queue, socket, rps_dev_flow slot, aRFS entry, cpumap entry, queued
+    packet); Python reads a field of every entry as a view. No table is a stack of
+    same-typed rows indexed by constants."""
     from rxlab.build import build
     from rxlab.kernel import state as S
     from rxlab.scenario import load_scenario
 
     m = build(load_scenario("default"))
-    parts = {S.Params: m.params, S.NicState: m.nic, S.SoftnetData: m.sd, S.SockState: m.so,
-             S.RfsState: m.rf, S.ArfsState: m.ar, S.CpumapState: m.cm}
-    assert set(S.RECORD_GROUPS) <= set(parts)
-    checked = 0
-    for cls, groups in S.ROW_GROUPS.items():
-        for attr, names in groups.items():
-            arr = getattr(parts[cls], attr)
-            record = attr in S.RECORD_GROUPS.get(cls, ())
-            assert arr.flags.c_contiguous
-            assert arr.shape[-1 if record else 0] == len(names)
-            for i, name in enumerate(names):
-                if name in S.BOOL_ROWS:
-                    continue  # a boolean copy, not a view
-                view = getattr(parts[cls], name)
-                assert np.shares_memory(view, arr)
-                field = arr[..., i] if record else arr[i]
-                assert view.shape == field.shape
-                checked += 1
-    assert checked > 40
+    want = [
+        (m.params, "queue", S.QUEUE_PARAMS, (m.params.nq,)),
+        (m.params, "cpu", S.CPU_PARAMS, (m.params.ncpu,)),
+        (m.params, "cpumap", S.CPUMAP_PARAMS, None),
+        (m.nic, "ring", S.SKB, None), (m.sd, "bl", S.SKB, None), (m.so, "sq", S.SKB, None),
+        (m.cm, "bq", S.SKB, None), (m.cm, "ring", S.SKB, None),
+        (m.rf, "dev", S.RPS_DEV_FLOW, None), (m.ar, "entry", S.ARFS_ENTRY, None),
+        (m.ar, "glob", S.ARFS_GLOB, (1,)), (m.cm, "entry", S.CPUMAP_ENTRY, None),
+    ]
+    for part, attr, dtype, shape in want:
+        arr = getattr(part, attr)
+        assert arr.dtype == dtype and arr.flags.c_contiguous, attr
+        if shape is not None:
+            assert arr.shape == shape, attr
+        for name in dtype.names:
+            assert np.shares_memory(arr[name], arr), (attr, name)
+    # an entry's fields are adjacent: a field written by name lands in that entry's record
+    m.rf.dev["last_qtail"][0, 0] = 77
+    assert m.rf.dev[0, 0]["last_qtail"] == 77 and m.rf.dev.shape[0] == m.params.nq
+    # no registry of named rows or records is left
+    assert not hasattr(S, "ROW_GROUPS") and not hasattr(S, "RECORD_GROUPS")
     # one record per CPU: a CPU's softnet_data fields are adjacent in memory
     assert m.sd.cpu.dtype == S.SOFTNET_DATA and m.sd.cpu.shape == (m.params.ncpu,)
     m.sd.cpu["processed"][1] = 9  # a field written by name lands in CPU 1's record

@@ -220,7 +220,7 @@ def test_rps_cpu_and_reader_cpu_are_independent():
     p = m.params
     h = np.asarray(p.flow["flow_hash"], np.uint64)
     q = np.asarray(p.flow["flow_rxq"], np.int64)
-    rps_len = np.asarray(p.rps_len, np.int64)[q]
+    rps_len = np.asarray(p.queue["rps_len"], np.int64)[q]
     assert (rps_len == ncpu).all()
     rps_cpu = np.asarray(p.rps_map)[q, ((h * rps_len.astype(np.uint64)) >> np.uint64(32))
                                     .astype(np.int64)]

@@ -69,8 +69,8 @@ def slot_of(h: Harness, hv: int, q: int = Q) -> int:
 
 def put(h: Harness, hv: int, tcpu: int, last_qtail: int, q: int = Q) -> int:
     slot = slot_of(h, hv, q)
-    h.rf.dev_cpu[q, slot] = tcpu
-    h.rf.dev_last_qtail[q, slot] = last_qtail
+    h.rf.dev["cpu"][q, slot] = tcpu
+    h.rf.dev["last_qtail"][q, slot] = last_qtail
     return slot
 
 
@@ -145,7 +145,7 @@ def test_rps_flow_is_active_threshold(hx, version, last):
     limit = ref_active_limit(log, version != "6.14")
     assert limit == (10240 if version != "6.14" else 10230)
     slot = 17
-    h.rf.dev_last_qtail[Q, slot] = last
+    h.rf.dev["last_qtail"][Q, slot] = last
     for delta, active in ((0, True), (limit - 1, True), (limit, False), (limit + 1, False),
                           (-5, True), (1 << 31, True)):  # 2^31 reads as negative
         h.sd.cpu["input_queue_head"][2] = (last + delta) & U32
@@ -170,9 +170,9 @@ def test_rps_may_expire_flow_five_cases():
     fid, filt = 300, 7
     for q in (0, 2):
         f = fid if q == 0 else 200
-        rf.dev_cpu[q, f] = 3
-        rf.dev_filter[q, f] = filt
-        rf.dev_last_qtail[q, f] = 0xFFFFFFF0
+        rf.dev["cpu"][q, f] = 3
+        rf.dev["filter"][q, f] = filt
+        rf.dev["last_qtail"][q, f] = 0xFFFFFFF0
     sd.cpu["input_queue_head"][3] = 0xFFFFFFF0 + 100 & U32  # wrapped, 100 packets later
     expire = lambda q, f, flt: bool(rps_may_expire_flow(h.s, q, f, flt))  # noqa: E731
     assert expire(0, fid, filt) is False  # the keep case
@@ -180,9 +180,9 @@ def test_rps_may_expire_flow_five_cases():
     assert expire(2, 256, filt) is True  # 2. flow_id out of range (table of 256)
     assert expire(2, 200, filt) is False  # (in range on that queue: kept)
     assert expire(0, fid, filt + 1) is True  # 3. slot re-used by another filter
-    rf.dev_cpu[0, fid] = RPS_NO_CPU
+    rf.dev["cpu"][0, fid] = RPS_NO_CPU
     assert expire(0, fid, filt) is True  # 4. CPU unset
-    rf.dev_cpu[0, fid] = 3
+    rf.dev["cpu"][0, fid] = 3
     sd.cpu["input_queue_head"][3] = (0xFFFFFFF0 + (10 << log0) - 1) & U32
     assert expire(0, fid, filt) is False  # still active one packet before the limit
     sd.cpu["input_queue_head"][3] = (0xFFFFFFF0 + (10 << log0)) & U32
@@ -193,9 +193,9 @@ def test_rps_may_expire_flow_before_6_15_uses_ten_times_mask():
     from rxlab.kernel.rfs import rps_may_expire_flow
 
     h = Harness(rfs_dict(cpus=4, version="6.14", flow_cnt=1024))
-    h.rf.dev_cpu[0, 5] = 1
-    h.rf.dev_filter[0, 5] = 9
-    h.rf.dev_last_qtail[0, 5] = 50
+    h.rf.dev["cpu"][0, 5] = 1
+    h.rf.dev["filter"][0, 5] = 9
+    h.rf.dev["last_qtail"][0, 5] = 50
     h.sd.cpu["input_queue_head"][1] = 50 + 10 * 1023 - 1
     assert not rps_may_expire_flow(h.s, 0, 5, 9)
     h.sd.cpu["input_queue_head"][1] = 50 + 10 * 1023
@@ -323,8 +323,8 @@ def test_move_rule_random_against_reference(h6, data):
     slot = ref_rfs_slot(hv, 4, True)
     tcpu = data.draw(st.sampled_from([0, 1, 2, 3, 4, 5, 6, 7, RPS_NO_CPU]), "tcpu")
     lq = data.draw(u32s, "last_qtail")
-    h6.rf.dev_cpu[q, slot] = tcpu
-    h6.rf.dev_last_qtail[q, slot] = lq
+    h6.rf.dev["cpu"][q, slot] = tcpu
+    h6.rf.dev["last_qtail"][q, slot] = lq
     ref.ent(q, slot)[0], ref.ent(q, slot)[2] = tcpu, lq
     for c in range(6):
         v = data.draw(st.one_of(u32s, st.integers(-3, 3).map(lambda d: (lq + d) & U32)))
@@ -394,12 +394,12 @@ def test_enqueue_stores_new_tail_in_the_chosen_rflow(h19):
 def test_rps_choice_does_not_touch_any_rflow():
     """When plain RPS chose the CPU the tail goes into the kernel's voidflow."""
     h = Harness(rfs_dict(cpus=4, version="6.19", kernel={"rps_cpus": "f"}))
-    before = h.rf.dev_last_qtail.copy()
+    before = h.rf.dev["last_qtail"].copy()
     cpu, rflow = h.get_rps_cpu(Q, H)  # nothing recorded: RPS
     assert rflow is None and cpu == ref_reciprocal_scale(H, 4)
     h.enqueue(0, cpu, 0, H)
     assert int(h.sd.cpu["input_queue_tail"][cpu]) == 1
-    assert np.array_equal(h.rf.dev_last_qtail, before)
+    assert np.array_equal(h.rf.dev["last_qtail"], before)
 
 
 def test_process_backlog_advances_head_once_per_call_and_releases_the_flow(h19):
@@ -420,7 +420,7 @@ def test_process_backlog_advances_head_once_per_call_and_releases_the_flow(h19):
         cpu, rflow = h19.get_rps_cpu(Q, hv, f)
         assert cpu == c
         slot = rflow[1]
-        assert enqueue_to_backlog(h19.s, 0, c, hv, f, 0, k, 64, 0)
+        assert enqueue_to_backlog(h19.s, 0, c, hv, f, 0, k, 64, 0, *rflow)
     assert int(h19.sd.cpu["input_queue_tail"][c]) == 2 and h19.ent(Q, slot)[2] == 2
     h19.record(hv, other)  # consumer migrates
     work, _ = process_backlog(h19.s, c, 10, 3)  # quota 3: three delivered
@@ -459,8 +459,8 @@ def test_rps_flow_cnt_rounding(cnt, size):
     assert m.config["rps_flow_cnt"] == [size] * 4
     if size:
         assert m.rf.dev_log.tolist() == [size.bit_length() - 1] * 4
-        assert (m.rf.dev_cpu[:, :size] == RPS_NO_CPU).all()
-        assert (m.rf.dev_filter[:, :size] == RPS_NO_FILTER).all()
+        assert (m.rf.dev["cpu"][:, :size] == RPS_NO_CPU).all()
+        assert (m.rf.dev["filter"][:, :size] == RPS_NO_FILTER).all()
 
 
 def test_tables_start_empty_and_cpu_mask():

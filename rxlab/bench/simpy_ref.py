@@ -111,7 +111,7 @@ def model_inputs(sc) -> Inputs:
     # get_rps_cpu per flow: rps_map[q][reciprocal_scale(hash, len)], -1 without a map
     # or with hash 0
     q = p.flow["flow_rxq"]
-    n = p.rps_len[q]
+    n = p.queue["rps_len"][q]
     h = p.flow["flow_hash"].astype(np.uint64) & np.uint64(0xFFFFFFFF)
     idx = ((h * n.astype(np.uint64)) >> np.uint64(32)).astype(np.int64)
     flow_cpu = np.where((n > 0) & (h != 0), p.rps_map[q, np.minimum(idx, p.ncpu - 1)], -1)
@@ -122,7 +122,7 @@ def model_inputs(sc) -> Inputs:
         t_nic=np.concatenate(ts) if ts else np.zeros(0, np.int64),
         flow=np.concatenate(fs) if fs else np.zeros(0, np.int32),
         overrun=np.concatenate(ovs) if ovs else np.zeros(0, bool),
-        flow_rxq=q.copy(), flow_cpu=flow_cpu.astype(np.int64), irq_cpu=list(p.irq_cpu),
+        flow_rxq=q.copy(), flow_cpu=flow_cpu.astype(np.int64), irq_cpu=list(p.queue["irq_cpu"]),
         nq=p.nq, ncpu=p.ncpu, ring_size=p.ring_size, napi_weight=p.napi_weight,
         dev_weight=p.dev_rx_weight, netdev_budget=p.netdev_budget,
         budget_jiffies=p.budget_jiffies, jiffy_ns=p.jiffy_ns, max_backlog=p.max_backlog,

@@ -62,14 +62,14 @@ def flows_of(m) -> Flows:
     rxq = np.asarray(p.flow["flow_rxq"], np.int64)
     h = np.asarray(p.flow["flow_hash"], np.int64)
     sock = np.asarray(p.flow["flow_sock"], np.int64)
-    irq = np.asarray(p.irq_cpu, np.int64)
+    irq = np.asarray(p.queue["irq_cpu"], np.int64)
     irq_cpu = irq[rxq]
     cpu = irq_cpu.copy()
     via = np.zeros(len(fl), bool)
     notes = []
     # get_rps_cpu() (net/core/dev.c): plain RPS picks rps_map[reciprocal_scale(hash, len)]
     for q in range(p.nq):
-        n = int(p.rps_len[q])
+        n = int(p.queue[q]["rps_len"])
         on_q = (rxq == q) & (h != 0)
         if n and on_q.any():
             cpu[on_q] = np.asarray(p.rps_map[q])[_reciprocal_scale(h[on_q], n).astype(np.int64)]

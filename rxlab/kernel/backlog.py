@@ -15,31 +15,22 @@ from numba import njit
 from rxlab.config import JIT_STATE
 from rxlab.engine.core import PRIO_HARDIRQ, schedule
 from rxlab.kernel.accounting import cost, drop
+from rxlab.kernel.events import EV_IPI
 from rxlab.kernel.flow_limit import skb_flow_limit
 from rxlab.kernel.socket import netif_receive_skb_core
 from rxlab.kernel.state import (
-    BL_BL_SEQ,
-    BL_BL_STAMP,
-    BL_BL_TARR,
-    BN_BL_FLOW,
-    BN_BL_LEN,
-    BN_BL_SRC,
     C_IPI_LATENCY,
     DROP_BACKLOG,
     DROP_FLOW_LIMIT,
-    NL_POLL_LIST,
-    RD_DEV_LAST_QTAIL,
     U32,
 )
-
-EV_IPI = 3  # event kind: an RPS IPI reaches its target CPU (handled in rx_loop)
 
 
 @njit(**JIT_STATE)
 def napi_list_add(s, c, napi):
     """____napi_schedule: append a NAPI to sd->poll_list and raise NET_RX_SOFTIRQ."""
     sd = s.sd
-    sd.lists[NL_POLL_LIST, c, sd.cpu[c].pl_n] = napi
+    sd.poll_list[c, sd.cpu[c].pl_n] = napi
     sd.cpu[c].pl_n += 1
     sd.cpu[c].softirq_pending = 1
 
@@ -56,8 +47,11 @@ def napi_schedule_rps(s, this_cpu, target):
 
 
 @njit(**JIT_STATE)
-def enqueue_to_backlog(s, this_cpu, cpu, skb_hash, f, tarr, seq, length, t):
-    """Queue a packet on CPU ``cpu``'s backlog; returns True if queued, False if dropped."""
+def enqueue_to_backlog(s, this_cpu, cpu, skb_hash, f, tarr, seq, length, t, rq, rs):
+    """Queue a packet on CPU ``cpu``'s backlog; returns True if queued, False if dropped.
+
+    (rq, rs): the rflow get_rps_cpu chose, whose ``last_qtail`` records the enqueue, or
+    rq = -1."""
     p, sd = s.p, s.sd
     # input_pkt_queue length (lockless read)
     qlen = sd.cpu[cpu].bl_tail - sd.cpu[cpu].bl_proc
@@ -73,17 +67,17 @@ def enqueue_to_backlog(s, this_cpu, cpu, skb_hash, f, tarr, seq, length, t):
         sd.cpu[cpu].bl_sched = 1  # __test_and_set_bit(NAPI_STATE_SCHED)
         napi_schedule_rps(s, this_cpu, cpu)
     slot = sd.cpu[cpu].bl_tail & p.bl_mask
-    sd.bl32[BN_BL_FLOW, cpu, slot] = f
-    sd.bl[BL_BL_TARR, cpu, slot] = tarr
-    sd.bl[BL_BL_SEQ, cpu, slot] = seq
-    sd.bl32[BN_BL_LEN, cpu, slot] = length
-    sd.bl[BL_BL_STAMP, cpu, slot] = t
-    sd.bl32[BN_BL_SRC, cpu, slot] = this_cpu
+    skb = sd.bl[cpu, slot]
+    skb.flow = f
+    skb.tarr = tarr
+    skb.seq = seq
+    skb.len = length
+    skb.stamp = t
+    skb.src = this_cpu
     sd.cpu[cpu].bl_tail += 1
     sd.cpu[cpu].input_queue_tail = (sd.cpu[cpu].input_queue_tail + 1) & U32
-    rf = s.rf
-    if rf.out[0] >= 0:  # *qtail = ++sd->input_queue_tail into the chosen rflow
-        rf.dev[rf.out[0], rf.out[1], RD_DEV_LAST_QTAIL] = sd.cpu[cpu].input_queue_tail
+    if rq >= 0:  # *qtail = ++sd->input_queue_tail into the chosen rflow
+        s.rf.dev[rq, rs].last_qtail = sd.cpu[cpu].input_queue_tail
     return True
 
 
@@ -94,14 +88,12 @@ def process_backlog(s, c, t, quota):
     work = 0
     while True:
         while sd.cpu[c].bl_head < sd.cpu[c].bl_proc:
-            slot = sd.cpu[c].bl_head & p.bl_mask
+            skb = sd.bl[c, sd.cpu[c].bl_head & p.bl_mask]
             sd.cpu[c].bl_head += 1
             t = netif_receive_skb_core(
                 # the source CPU as int64, as the other callers pass it: one compiled
                 # netif_receive_skb_core, not one per argument type
-                s, c, np.int64(sd.bl32[BN_BL_SRC, c, slot]), sd.bl32[BN_BL_FLOW, c, slot],
-                sd.bl[BL_BL_TARR, c, slot], sd.bl[BL_BL_SEQ, c, slot],
-                sd.bl32[BN_BL_LEN, c, slot], t,
+                s, c, np.int64(skb.src), skb.flow, skb.tarr, skb.seq, skb.len, t,
             )
             work += 1
             if work >= quota:
@@ -111,7 +103,7 @@ def process_backlog(s, c, t, quota):
                 return work, t
         # splice the visible part of input_pkt_queue behind process_queue
         k = sd.cpu[c].bl_proc
-        while k < sd.cpu[c].bl_tail and sd.bl[BL_BL_STAMP, c, k & p.bl_mask] <= t:
+        while k < sd.cpu[c].bl_tail and sd.bl[c, k & p.bl_mask].stamp <= t:
             k += 1
         if k == sd.cpu[c].bl_proc:
             sd.cpu[c].bl_sched = 0  # queue empty: napi completes, SCHED cleared
@@ -119,7 +111,7 @@ def process_backlog(s, c, t, quota):
                 # packets enqueued later in simulated time found the queue empty and
                 # not scheduled: their enqueuer IPIs this CPU (approximated at stamp)
                 sd.cpu[c].bl_sched = 1
-                stamp = sd.bl[BL_BL_STAMP, c, k & p.bl_mask]
+                stamp = sd.bl[c, k & p.bl_mask].stamp
                 schedule(ev, max(stamp + cost(s, C_IPI_LATENCY), t), PRIO_HARDIRQ,
                          EV_IPI, c)
             break

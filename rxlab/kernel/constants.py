@@ -32,5 +32,10 @@ RPS_SOCK_FLOW_ENTRIES_MAX = 1 << 29  # larger writes get -EINVAL
 CPU_MAP_BULK_SIZE = 8  # 8 == one cacheline on 64-bit archs
 CPUMAP_BATCH = 8
 
+# The model's truesize of a received packet (docs/model.md): max(min, len + overhead)
+# bytes, charged to sk_rmem_alloc; a socket queue holds at most rcvbuf // min + 2.
+SKB_TRUESIZE_MIN = 768
+SKB_TRUESIZE_OVERHEAD = 320
+
 # socket defaults: net.core.rmem_default on a stock x86-64 kernel (bytes)
 RMEM_DEFAULT = 212992

@@ -6,13 +6,17 @@ One NAPI poll is one CPU segment: ``net_rx_action_step`` starts it and
 NAPI ids: rx queue ``q`` (driver) or ``nq + cpu`` (that CPU's backlog).
 """
 
+import numpy as np
 from numba import njit
 
 from rxlab.config import JIT_STATE
 from rxlab.engine.core import PRIO_HARDIRQ, schedule
 from rxlab.kernel.accounting import cost
-from rxlab.kernel.backlog import EV_IPI, enqueue_to_backlog, process_backlog
+from rxlab.kernel.backlog import enqueue_to_backlog, process_backlog
+from rxlab.kernel.constants import MAX_SOFTIRQ_RESTART
+from rxlab.kernel.events import EV_IPI, EV_IRQ
 from rxlab.kernel.rps import get_rps_cpu
+from rxlab.kernel.sched import need_resched
 from rxlab.kernel.socket import netif_receive_skb_core
 from rxlab.kernel.state import (
     C_DRIVER_RX,
@@ -21,23 +25,12 @@ from rxlab.kernel.state import (
     C_IPI_SEND,
     C_NAPI_POLL,
     C_RPS_ENQUEUE,
-    NL_LOCAL_LIST,
-    NL_POLL_LIST,
-    NL_REPOLL,
-    RG_RING_DEQ,
-    RG_RING_SEQ,
-    RG_RING_TARR,
-    RN_RING_FLOW,
-    RN_RING_LEN,
     T_KSOFTIRQD,
     T_SOFTIRQ,
-    TH_RUNNABLE,
     XDP_PASS,
 )
-from rxlab.xdp.cpumap import kthread_runnable, xdp_do_flush
+from rxlab.xdp.cpumap import xdp_do_flush
 from rxlab.xdp.program import xdp_rx
-
-EV_IRQ = 2  # event kind: a queue's interrupt reaches its CPU (handled in rx_loop)
 
 
 @njit(**JIT_STATE)
@@ -55,45 +48,31 @@ def driver_poll(s, c, q, t):
     for _ in range(n):
         idx = nic.queue[q].ring_head
         slot = idx & p.ring_mask
-        nic.ring[RG_RING_DEQ, q, slot] = t  # the descriptor goes back to the NIC from now on
+        skb = nic.ring[q, slot]
+        skb.stamp = t  # the descriptor goes back to the NIC from now on
         nic.queue[q].ring_head = idx + 1
-        f = nic.ring32[RN_RING_FLOW, q, slot]
-        tarr = nic.ring[RG_RING_TARR, q, slot]
-        seq = nic.ring[RG_RING_SEQ, q, slot]
-        length = nic.ring32[RN_RING_LEN, q, slot]
+        f = skb.flow
+        tarr = skb.tarr
+        seq = skb.seq
+        length = skb.len
         if p.xdp_on:
             act, t = xdp_rx(s, c, q, f, tarr, seq, length, t)
             if act != XDP_PASS:
                 continue
         t += cost(s, C_DRIVER_RX) + cost(s, C_GRO)
-        cpu = -1
+        cpu = rq = rs = np.int64(-1)
         if p.rps_needed:
-            cpu = get_rps_cpu(s, q, p.flow[f].flow_hash, f, t)
-            t += s.rf.out[2]
+            cpu, rq, rs, spent = get_rps_cpu(s, q, p.flow[f].flow_hash, f, t)
+            t += spent
         if cpu >= 0:
             # netif_receive_skb with RPS: always through a backlog, even the local one
             t += cost(s, C_RPS_ENQUEUE)
-            enqueue_to_backlog(s, c, cpu, p.flow[f].flow_hash, f, tarr, seq, length, t)
+            enqueue_to_backlog(s, c, cpu, p.flow[f].flow_hash, f, tarr, seq, length, t, rq, rs)
         else:
             t = netif_receive_skb_core(s, c, c, f, tarr, seq, length, t)
     if p.xdp_on:
         t = xdp_do_flush(s, c, t)  # the driver's xdp_do_flush() at the end of its poll
     return n, t
-
-
-@njit(**JIT_STATE)
-def has_runnable_thread(s, c):
-    so = s.so
-    for k in range(so.cpu_nthreads[c]):
-        if so.sock[so.cpu_threads[c, k]].th_state == TH_RUNNABLE:
-            return True
-    return False
-
-
-@njit(**JIT_STATE)
-def thread_runnable(s, c):
-    """need_resched(): an application thread or a cpumap kthread waits for CPU c."""
-    return has_runnable_thread(s, c) or kthread_runnable(s, c)
 
 
 @njit(**JIT_STATE)
@@ -114,7 +93,7 @@ def _take_poll_list(s, c):
     sd = s.sd
     n = sd.cpu[c].pl_n
     for k in range(n):
-        sd.lists[NL_LOCAL_LIST, c, k] = sd.lists[NL_POLL_LIST, c, k]
+        sd.local_list[c, k] = sd.poll_list[c, k]
     sd.cpu[c].ll_pos = 0
     sd.cpu[c].ll_n = n
     sd.cpu[c].pl_n = 0
@@ -129,10 +108,10 @@ def net_rx_action_step(s, c, t):
     p, sd = s.p, s.sd
     if not sd.cpu[c].in_rx_action:
         if not sd.cpu[c].hs_active and not sd.cpu[c].ksoftirqd:
-            # handle_softirqs(): restart window of MAX_SOFTIRQ_TIME and 10 restarts
+            # handle_softirqs(): restart window of MAX_SOFTIRQ_TIME, MAX_SOFTIRQ_RESTART
             sd.cpu[c].hs_active = 1
             sd.cpu[c].hs_end_j = jiffies(s, t) + p.max_softirq_jiffies
-            sd.cpu[c].hs_restart = 10
+            sd.cpu[c].hs_restart = MAX_SOFTIRQ_RESTART
         sd.cpu[c].in_rx_action = 1
         sd.cpu[c].softirq_pending = 0
         sd.cpu[c].budget = p.netdev_budget
@@ -143,7 +122,7 @@ def net_rx_action_step(s, c, t):
             _take_poll_list(s, c)  # the poll list was refilled meanwhile: goto start
             continue
         return finish_rx_action(s, c, t), -1
-    napi = sd.lists[NL_LOCAL_LIST, c, sd.cpu[c].ll_pos]
+    napi = sd.local_list[c, sd.cpu[c].ll_pos]
     sd.cpu[c].ll_pos += 1
     t += cost(s, C_NAPI_POLL)
     if napi < p.nq:
@@ -161,7 +140,7 @@ def napi_segment_end(s, c, napi, t):
     work = sd.cpu[c].seg_work
     weight = p.napi_weight if napi < p.nq else p.dev_rx_weight
     if work >= weight:
-        sd.lists[NL_REPOLL, c, sd.cpu[c].rp_n] = napi  # still owned: polled again next round
+        sd.repoll[c, sd.cpu[c].rp_n] = napi  # still owned: polled again next round
         sd.cpu[c].rp_n += 1
     elif napi < p.nq:
         # napi_complete_done: interrupts re-enabled; descriptors that arrived during the
@@ -185,16 +164,16 @@ def finish_rx_action(s, c, t):
     # place: the rest of our list moves to the front of local_list first
     n = 0
     for k in range(sd.cpu[c].ll_pos, sd.cpu[c].ll_n):
-        sd.lists[NL_LOCAL_LIST, c, n] = sd.lists[NL_LOCAL_LIST, c, k]
+        sd.local_list[c, n] = sd.local_list[c, k]
         n += 1
     for k in range(sd.cpu[c].pl_n):
-        sd.lists[NL_LOCAL_LIST, c, n] = sd.lists[NL_POLL_LIST, c, k]
+        sd.local_list[c, n] = sd.poll_list[c, k]
         n += 1
     for k in range(sd.cpu[c].rp_n):
-        sd.lists[NL_LOCAL_LIST, c, n] = sd.lists[NL_REPOLL, c, k]
+        sd.local_list[c, n] = sd.repoll[c, k]
         n += 1
     for k in range(n):
-        sd.lists[NL_POLL_LIST, c, k] = sd.lists[NL_LOCAL_LIST, c, k]
+        sd.poll_list[c, k] = sd.local_list[c, k]
     sd.cpu[c].pl_n = n
     sd.cpu[c].ll_n = 0
     sd.cpu[c].ll_pos = 0
@@ -208,7 +187,7 @@ def finish_rx_action(s, c, t):
             if (
                 jiffies(s, t) >= sd.cpu[c].hs_end_j
                 or sd.cpu[c].hs_restart <= 0
-                or thread_runnable(s, c)  # need_resched()
+                or need_resched(s, c)
             ):
                 sd.cpu[c].hs_active = 0
                 sd.cpu[c].ksoftirqd = 1  # wakeup_softirqd()

@@ -5,6 +5,7 @@ does, ``(int)(a - b)``, with ``s32_diff``. Version rules live in ``rfs_slot`` (p
 slot: ``hash_32`` since v6.15, ``hash & mask`` before) and ``rps_flow_is_active``.
 """
 
+import numpy as np
 from numba import njit
 
 from rxlab.config import JIT_STATE, JIT_STATE_OUTLINE
@@ -13,11 +14,6 @@ from rxlab.kernel.constants import RPS_NO_FILTER
 from rxlab.kernel.hashfn import hash_32, s32_diff
 from rxlab.kernel.state import (
     C_ARFS_STEER,
-    PC_CPU_RMAP,
-    RD_DEV_CPU,
-    RD_DEV_FILTER,
-    RD_DEV_HASH,
-    RD_DEV_LAST_QTAIL,
     RFS_ARFS_CALLS,
     U32,
 )
@@ -41,7 +37,7 @@ def rps_flow_is_active(s, q, slot, cpu):
     log = s.rf.dev_log[q]
     limit = (10 << log) if s.p.rfs_hash32 else 10 * ((1 << log) - 1)
     head = s.sd.cpu[cpu].input_queue_head
-    return s32_diff(head, s.rf.dev[q, slot, RD_DEV_LAST_QTAIL]) < limit
+    return s32_diff(head, s.rf.dev[q, slot].last_qtail) < limit
 
 
 @njit(**JIT_STATE)
@@ -50,49 +46,50 @@ def rps_may_expire_flow(s, q, flow_id, filter_id):
     log = s.rf.dev_log[q]
     if log == 0 or flow_id >= (1 << log):
         return True
-    if s.rf.dev[q, flow_id, RD_DEV_FILTER] != filter_id:
+    if s.rf.dev[q, flow_id].filter != filter_id:
         return True
-    return not rps_flow_is_active(s, q, flow_id, s.rf.dev[q, flow_id, RD_DEV_CPU])
+    return not rps_flow_is_active(s, q, flow_id, s.rf.dev[q, flow_id].cpu)
 
 
 @njit(**JIT_STATE_OUTLINE)
 def set_rps_cpu(s, q, slot, next_cpu, skb_hash, f, t):
     """Move a flow to ``next_cpu``; with aRFS ask the driver to steer it in hardware.
 
-    Returns (queue, slot) of the rflow the caller must enqueue with: with aRFS it can
-    be the entry in the *target* queue's table (v6.18+ form with the Feb-2026 fix). The
-    CPU time of the driver call is added to ``rf.out[2]``.
+    Returns (queue, slot) of the rflow the caller must enqueue with (with aRFS it can
+    be the entry in the *target* queue's table: v6.18+ form with the Feb-2026 fix) and
+    the CPU ns of the driver call.
     """
     p, rf, sd = s.p, s.rf, s.sd
-    rq = q
-    rs = slot
+    rq = np.int64(q)
+    rs = np.int64(slot)
+    spent = np.int64(0)
     if next_cpu < p.ncpu:
         if p.arfs_model != 0:
-            rxq_index = p.cpu_i[PC_CPU_RMAP, next_cpu]
+            rxq_index = p.cpu[next_cpu].cpu_rmap
             if rxq_index >= 0 and rxq_index != q and rf.dev_log[rxq_index] > 0:
                 flow_id = rfs_slot(s, skb_hash, rf.dev_log[rxq_index])
-                t_cpu = rf.dev[rxq_index, flow_id, RD_DEV_CPU]
+                t_cpu = rf.dev[rxq_index, flow_id].cpu
                 protect = (
                     p.arfs_protect
-                    and rf.dev[rxq_index, flow_id, RD_DEV_FILTER] != RPS_NO_FILTER
+                    and rf.dev[rxq_index, flow_id].filter != RPS_NO_FILTER
                     and rps_flow_is_active(s, rxq_index, flow_id, t_cpu)
-                    and (skb_hash != rf.dev[rxq_index, flow_id, RD_DEV_HASH] or next_cpu == t_cpu)
+                    and (skb_hash != rf.dev[rxq_index, flow_id].hash or next_cpu == t_cpu)
                 )
                 if not protect:
                     rf.cnt[RFS_ARFS_CALLS] += 1
-                    rf.out[2] += cost(s, C_ARFS_STEER)
+                    spent += cost(s, C_ARFS_STEER)
                     rc = ndo_rx_flow_steer(s, f, skb_hash, rxq_index, flow_id, t)
                     if rc >= 0:
-                        old_filter = rf.dev[q, slot, RD_DEV_FILTER]
-                        rq = rxq_index
-                        rs = flow_id
-                        rf.dev[rq, rs, RD_DEV_FILTER] = rc
-                        rf.dev[rq, rs, RD_DEV_HASH] = skb_hash
+                        old_filter = rf.dev[q, slot].filter
+                        rq = np.int64(rxq_index)
+                        rs = np.int64(flow_id)
+                        rf.dev[rq, rs].filter = rc
+                        rf.dev[rq, rs].hash = skb_hash
                         if old_filter == rc:
-                            rf.dev[q, slot, RD_DEV_FILTER] = RPS_NO_FILTER
-        rf.dev[rq, rs, RD_DEV_LAST_QTAIL] = sd.cpu[next_cpu].input_queue_head
-    rf.dev[rq, rs, RD_DEV_CPU] = next_cpu
-    return rq, rs
+                            rf.dev[q, slot].filter = RPS_NO_FILTER
+        rf.dev[rq, rs].last_qtail = sd.cpu[next_cpu].input_queue_head
+    rf.dev[rq, rs].cpu = next_cpu
+    return rq, rs, spent
 
 
 @njit(**JIT_STATE)

@@ -5,15 +5,13 @@ Plain RPS uses the *high* bits of the flow hash (``reciprocal_scale``) over the 
 the move rule that keeps a flow's packets in order (``rxlab.kernel.rfs``).
 """
 
+import numpy as np
 from numba import njit
 
 from rxlab.config import JIT_STATE
 from rxlab.kernel.hashfn import reciprocal_scale, s32_diff
 from rxlab.kernel.rfs import rfs_slot, set_rps_cpu
 from rxlab.kernel.state import (
-    PQ_RPS_LEN,
-    RD_DEV_CPU,
-    RD_DEV_LAST_QTAIL,
     RFS_HELD,
     RFS_MOVES,
     RFS_STEERED,
@@ -23,44 +21,43 @@ from rxlab.kernel.state import (
 
 @njit(**JIT_STATE)
 def get_rps_cpu(s, rxq, skb_hash, f, t):
-    """Target CPU for a packet received on ``rxq``, or -1 (process inline).
-
-    The rflow to record the enqueue in is left in ``s.rf.out[0:2]`` ((-1, -1) when plain
-    RPS chose, the kernel's ``voidflow``); aRFS driver-call time in ``s.rf.out[2]``.
+    """What get_rps_cpu chose for a packet received on ``rxq``: (target CPU or -1 to
+    process inline, the rflow to record the enqueue in as (queue, slot) or (-1, -1),
+    the kernel's ``voidflow``, and the CPU ns of the aRFS driver call).
     """
     p, rf, sd = s.p, s.rf, s.sd
-    rf.out[0] = -1
-    rf.out[1] = -1
-    rf.out[2] = 0
-    n = p.queue_i[rxq, PQ_RPS_LEN]
+    none = np.int64(-1)
+    n = p.queue[rxq].rps_len
     log = rf.dev_log[rxq]
     if n == 0 and log == 0:
-        return -1  # no map and no flow table: the hash is not even computed
+        return none, none, none, np.int64(0)  # no map, no flow table: no hash computed
     if skb_hash == 0:
-        return -1
+        return none, none, none, np.int64(0)
     if log > 0 and p.rfs_on:
         ident = rf.sock_flow[skb_hash & p.sock_flow_mask]
         if ((ident ^ skb_hash) & ~p.rps_cpu_mask & U32) == 0:
             next_cpu = ident & p.rps_cpu_mask
             slot = rfs_slot(s, skb_hash, log)
-            tcpu = rf.dev[rxq, slot, RD_DEV_CPU]
-            rq = rxq
-            rs = slot
+            tcpu = rf.dev[rxq, slot].cpu
+            rq = np.int64(rxq)
+            rs = np.int64(slot)
+            spent = np.int64(0)
             if tcpu != next_cpu:
                 # move only once the old CPU has dequeued this flow's last packet
                 if tcpu >= p.ncpu or s32_diff(sd.cpu[tcpu].input_queue_head,
-                                              rf.dev[rxq, slot, RD_DEV_LAST_QTAIL]) >= 0:
+                                              rf.dev[rxq, slot].last_qtail) >= 0:
                     if tcpu < p.ncpu:
                         rf.cnt[RFS_MOVES] += 1
                     tcpu = next_cpu
-                    rq, rs = set_rps_cpu(s, rxq, slot, next_cpu, skb_hash, f, t)
+                    rq, rs, spent = set_rps_cpu(s, rxq, slot, next_cpu, skb_hash, f, t)
                 else:
                     rf.cnt[RFS_HELD] += 1
             if tcpu < p.ncpu:
-                rf.out[0] = rq
-                rf.out[1] = rs
                 rf.cnt[RFS_STEERED] += 1
-                return tcpu
+                return np.int64(tcpu), rq, rs, spent
+            if n > 0:
+                return p.rps_map[rxq, reciprocal_scale(skb_hash, n)], none, none, spent
+            return none, none, none, spent
     if n > 0:
-        return p.rps_map[rxq, reciprocal_scale(skb_hash, n)]
-    return -1
+        return p.rps_map[rxq, reciprocal_scale(skb_hash, n)], none, none, np.int64(0)
+    return none, none, none, np.int64(0)

@@ -4,71 +4,66 @@ Arrivals stream beside the heap, already shaped by the wire and the NIC (``shape
 an arrival costs one ring enqueue, and only the first packet on an idle queue raises an
 interrupt event. Every other event is a batch the kernel itself has: an interrupt, an
 IPI, a wake-up, or a CPU finishing a segment (a NAPI poll or an application read).
-New mechanisms add an event kind and a branch in ``handle_event`` (never an edit to
-``rxlab.engine.core``).
+New mechanisms add an event kind (``rxlab.kernel.events``) and a branch in
+``handle_event`` (never an edit to ``rxlab.engine.core``).
 """
 
 import numpy as np
 from numba import njit
 
 from rxlab.config import JIT_HELPER, JIT_LEAF, JIT_STATE, JIT_STATE_OUTLINE
-from rxlab.engine.core import PRIO_CPU, PRIO_WAKE, peek_time, pop, schedule
+from rxlab.engine.core import PRIO_CPU, PRIO_HARDIRQ, PRIO_WAKE, peek_time, pop, schedule
 from rxlab.engine.rng import uniform
 from rxlab.kernel.accounting import account, cost, drop, interval_of
-from rxlab.kernel.backlog import EV_IPI, enqueue_to_backlog, napi_list_add
-from rxlab.kernel.napi import (
+from rxlab.kernel.backlog import enqueue_to_backlog, napi_list_add
+from rxlab.kernel.events import (
+    EV_ARFS_SVC,
+    EV_ARFS_TIMER,
+    EV_CPU,
+    EV_CPUMAP_WAKE,
+    EV_IPI,
     EV_IRQ,
-    has_runnable_thread,
+    EV_MIGRATE,
+    EV_WAKE,
+)
+from rxlab.kernel.napi import (
     napi_segment_end,
     net_rps_send_ipi,
     net_rx_action_step,
     softirq_context,
 )
 from rxlab.kernel.rps import get_rps_cpu
-from rxlab.kernel.socket import EV_WAKE, app_after_read, app_read
+from rxlab.kernel.sched import (
+    SCHED_APP,
+    SCHED_CPUMAP_KTHREAD,
+    SCHED_KSOFTIRQD,
+    SCHED_SOFTIRQ,
+    pick_next,
+)
+from rxlab.kernel.socket import app_after_read, app_read
 from rxlab.kernel.state import (
     C_DRIVER_RX,
     C_HARDIRQ,
     C_IPI_RECV,
     C_RPS_ENQUEUE,
-    CE_KT_STATE,
-    CE_KT_VRT,
     CNT_BAD_QUEUE,
     CNT_GOOD_QUEUE,
     CNT_OFFERED,
     DROP_NIC_OVERRUN,
     DROP_RING_FULL,
-    PC_CM_ENTRY,
-    PE_CM_CPU,
-    PQ_IRQ_CPU,
-    RG_RING_DEQ,
-    RG_RING_SEQ,
-    RG_RING_TARR,
-    RN_RING_FLOW,
-    RN_RING_LEN,
     SEG_APP,
     SEG_CPUMAP,
     SEG_NAPI,
     SEG_NONE,
     T_HARDIRQ,
-    T_KSOFTIRQD,
     T_SYSTEM,
     T_USER,
     TH_RUNNABLE,
     TH_WAKING,
     TS_OFFERED,
 )
-from rxlab.nic.arfs import EV_ARFS_TIMER, arfs_expire_scan, arfs_program_pending, arm_timer
-from rxlab.nic.arfs_steer import EV_ARFS_SVC
-from rxlab.xdp.cpumap import (
-    EV_CPUMAP_WAKE,
-    cpumap_after_batch,
-    cpumap_kthread_step,
-    kthread_runnable,
-)
-
-EV_CPU = 1  # a CPU finished its segment and chooses what to run next
-EV_MIGRATE = 5  # an application thread moves to another CPU
+from rxlab.nic.arfs import arfs_expire_scan, arfs_program_pending, arm_timer
+from rxlab.xdp.cpumap import cpumap_after_batch, cpumap_kthread_step
 
 
 @njit(**JIT_LEAF)
@@ -126,7 +121,7 @@ def ingest(s, f, length, t, overrun):
     sk = p.flow[f].flow_sock
     if sk >= 0 and t >= p.warmup_ns:
         # good: the queue's interrupt lands where the flow's consumer runs now
-        if p.queue_i[q, PQ_IRQ_CPU] == so.sock[so.sock[sk].sock_thread].thread_cpu:
+        if p.queue[q].irq_cpu == so.sock[so.sock[sk].sock_thread].thread_cpu:
             st.cnt[CNT_GOOD_QUEUE] += 1
         else:
             st.cnt[CNT_BAD_QUEUE] += 1
@@ -139,7 +134,7 @@ def ingest(s, f, length, t, overrun):
         # the same as counting at every arrival (deq stamps rise with the index)
         rel = nic.queue[q].ring_rel
         while (rel < nic.queue[q].ring_head
-               and nic.ring[RG_RING_DEQ, q, rel & p.ring_mask] <= t):
+               and nic.ring[q, rel & p.ring_mask].stamp <= t):
             rel += 1
         nic.queue[q].ring_rel = rel
         if nic.queue[q].ring_tail - rel >= p.ring_size:
@@ -147,15 +142,16 @@ def ingest(s, f, length, t, overrun):
             drop(s, DROP_RING_FULL, t)
             return
     slot = nic.queue[q].ring_tail & p.ring_mask
-    nic.ring32[RN_RING_FLOW, q, slot] = f
-    nic.ring[RG_RING_TARR, q, slot] = t
-    nic.ring[RG_RING_SEQ, q, slot] = seq
-    nic.ring32[RN_RING_LEN, q, slot] = length
+    skb = nic.ring[q, slot]
+    skb.flow = f
+    skb.tarr = t
+    skb.seq = seq
+    skb.len = length
     nic.queue[q].ring_tail += 1
     nic.queue[q].q_packets += 1
     if nic.queue[q].napi_sched == 0:
         nic.queue[q].napi_sched = 1  # interrupt raised; masked until napi_complete_done
-        schedule(ev, t + p.irq_delay_ns, 0, EV_IRQ, q)
+        schedule(ev, t + p.irq_delay_ns, PRIO_HARDIRQ, EV_IRQ, q)
 
 
 @njit(**JIT_STATE)
@@ -167,19 +163,18 @@ def netif_rx(s, q, f, length, t, seq):
     The per-packet driver work is charged as interrupt time on that CPU.
     """
     p, nic, sd = s.p, s.nic, s.sd
-    c = p.queue_i[q, PQ_IRQ_CPU]
+    c = p.queue[q].irq_cpu
     nic.queue[q].q_packets += 1
     sd.cpu[c].irq_debt += cost(s, C_DRIVER_RX)
     cpu = c
-    s.rf.out[0] = -1
+    rq = rs = np.int64(-1)
     if p.rps_needed:
-        cpu = get_rps_cpu(s, q, p.flow[f].flow_hash, f, t)
-        sd.cpu[c].irq_debt += s.rf.out[2]
-        if cpu < 0:
-            cpu = c
-        else:
+        target, rq, rs, spent = get_rps_cpu(s, q, p.flow[f].flow_hash, f, t)
+        sd.cpu[c].irq_debt += spent
+        if target >= 0:
+            cpu = target
             sd.cpu[c].irq_debt += cost(s, C_RPS_ENQUEUE)
-    enqueue_to_backlog(s, c, cpu, p.flow[f].flow_hash, f, t, seq, length, t)
+    enqueue_to_backlog(s, c, cpu, p.flow[f].flow_hash, f, t, seq, length, t, rq, rs)
     if sd.cpu[c].ipi_n > 0:
         net_rps_send_ipi(s, c, t)  # simplification: sent at once, not at softirq end
     kick_cpu(s, c, t)  # charges the receive work now, runs the softirq if one is pending
@@ -221,15 +216,8 @@ def dispatch(s, c, t):
         account(s, c, T_SYSTEM, t, t + sd.cpu[c].sys_debt)
         t += sd.cpu[c].sys_debt
         sd.cpu[c].sys_debt = 0
-    soft = sd.cpu[c].softirq_pending or sd.cpu[c].in_rx_action
-    app = has_runnable_thread(s, c)
-    kt = kthread_runnable(s, c)
-    e = s.p.cpu_i[PC_CM_ENTRY, c]
-    # CFS between ksoftirqd, the cpumap kthread and application threads: least runtime
-    vmin = sd.cpu[c].app_vrt
-    if kt and (not app or s.cm.entry[CE_KT_VRT, e] < vmin):
-        vmin = s.cm.entry[CE_KT_VRT, e]
-    if soft and (not sd.cpu[c].ksoftirqd or not (app or kt) or sd.cpu[c].ks_vrt <= vmin):
+    who, vmin = pick_next(s, c)
+    if who == SCHED_SOFTIRQ or who == SCHED_KSOFTIRQD:
         was_ks = sd.cpu[c].ksoftirqd
         ctx = softirq_context(s, c)
         t_end, napi = net_rx_action_step(s, c, t)
@@ -244,15 +232,16 @@ def dispatch(s, c, t):
             sd.cpu[c].seg_ctx = ctx
         sd.cpu[c].ev_pending = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
-    elif kt and (not app or s.cm.entry[CE_KT_VRT, e] <= sd.cpu[c].app_vrt):
+    elif who == SCHED_CPUMAP_KTHREAD:
+        e = s.p.cpu[c].cm_entry
         t_end = cpumap_kthread_step(s, c, e, t)
         account(s, c, T_SYSTEM, t, t_end)
-        s.cm.entry[CE_KT_VRT, e] += t_end - t
+        s.cm.entry[e].kt_vrt += t_end - t
         sd.cpu[c].seg_kind = SEG_CPUMAP
         sd.cpu[c].seg_arg = e
         sd.cpu[c].ev_pending = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
-    elif app:
+    elif who == SCHED_APP:
         nth = so.cpu_nthreads[c]
         th = -1
         for k in range(nth):
@@ -269,7 +258,7 @@ def dispatch(s, c, t):
         sd.cpu[c].seg_arg = th
         sd.cpu[c].ev_pending = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
-    # else: idle until an interrupt, IPI or wake-up kicks it
+    # else (SCHED_IDLE): idle until an interrupt, IPI or wake-up kicks it
 
 
 @njit(**JIT_STATE)
@@ -322,7 +311,7 @@ def handle_event(s, t, kind, arg):
     if kind == EV_CPU:
         dispatch(s, arg, t)
     elif kind == EV_IRQ:
-        c = p.queue_i[arg, PQ_IRQ_CPU]
+        c = p.queue[arg].irq_cpu
         interrupt(s, c, arg, cost(s, C_HARDIRQ), t)
     elif kind == EV_IPI:
         sd.cpu[arg].received_rps += 1  # rps_trigger_softirq on the target
@@ -334,14 +323,14 @@ def handle_event(s, t, kind, arg):
     elif kind == EV_MIGRATE:
         migrate_thread(s, arg, t)
     elif kind == EV_ARFS_SVC:
-        s.ar.svc[0] = 0
+        s.ar.glob[0].svc_pending = 0
         charge_system(s, t, arfs_program_pending(s, t))
     elif kind == EV_CPUMAP_WAKE:
-        if s.cm.entry[CE_KT_STATE, arg] == TH_WAKING:
-            c = p.cm_i[PE_CM_CPU, arg]
-            s.cm.entry[CE_KT_STATE, arg] = TH_RUNNABLE
+        if s.cm.entry[arg].kt_state == TH_WAKING:
+            c = p.cpumap[arg].cpu
+            s.cm.entry[arg].kt_state = TH_RUNNABLE
             # CFS placement
-            s.cm.entry[CE_KT_VRT, arg] = max(s.cm.entry[CE_KT_VRT, arg], sd.cpu[c].app_vrt)
+            s.cm.entry[arg].kt_vrt = max(s.cm.entry[arg].kt_vrt, sd.cpu[c].app_vrt)
             kick_cpu(s, c, t)
     elif kind == EV_ARFS_TIMER:
         charge_system(s, t, arfs_expire_scan(s, t) + arfs_program_pending(s, t))
@@ -371,5 +360,3 @@ def run(s, t_nic, flow, length, overrun, t_until):
         t, kind, arg = pop(ev)
         handle_event(s, t, kind, arg)
 
-
-_unused = (np, T_KSOFTIRQD)

@@ -13,6 +13,8 @@ from numba import njit
 from rxlab.config import JIT_LEAF, JIT_STATE
 from rxlab.engine.core import PRIO_WAKE, schedule
 from rxlab.kernel.accounting import cost, drop, hist_index, interval_of, work_ns
+from rxlab.kernel.constants import SKB_TRUESIZE_MIN, SKB_TRUESIZE_OVERHEAD
+from rxlab.kernel.events import EV_WAKE
 from rxlab.kernel.rfs import sock_rps_record_flow
 from rxlab.kernel.state import (
     C_CROSS_CPU,
@@ -26,11 +28,6 @@ from rxlab.kernel.state import (
     CNT_SOCKET_IN,
     DROP_NO_SOCKET,
     DROP_SOCKET_RCVBUF,
-    SN_SO_FLOW,
-    SN_SO_LEN,
-    SQ_SO_SEQ,
-    SQ_SO_STAMP,
-    SQ_SO_TARR,
     TH_RUNNABLE,
     TH_SLEEP,
     TH_WAKING,
@@ -38,12 +35,10 @@ from rxlab.kernel.state import (
     TS_PROCESSED,
 )
 
-EV_WAKE = 4  # event kind: a thread's wake-up reaches its CPU (handled in rx_loop)
-
 
 @njit(**JIT_LEAF)
 def truesize(length):
-    return max(768, length + 320)
+    return max(SKB_TRUESIZE_MIN, length + SKB_TRUESIZE_OVERHEAD)
 
 
 @njit(**JIT_STATE)
@@ -74,11 +69,12 @@ def sock_queue_tail(s, sk, f, tarr, seq, length, t):
     p, so, st, ev = s.p, s.so, s.st, s.ev
     ts = truesize(length)
     slot = p.sock_off[sk] + (so.sock[sk].so_tail & so.sock[sk].sock_mask)
-    so.sq32[SN_SO_FLOW, slot] = f
-    so.sq[SQ_SO_TARR, slot] = tarr
-    so.sq[SQ_SO_SEQ, slot] = seq
-    so.sq32[SN_SO_LEN, slot] = length
-    so.sq[SQ_SO_STAMP, slot] = t
+    skb = so.sq[slot]
+    skb.flow = f
+    skb.tarr = tarr
+    skb.seq = seq
+    skb.len = length
+    skb.stamp = t
     so.sock[sk].so_tail += 1
     so.sock[sk].so_rmem += ts
     st.cnt[CNT_SOCKET_IN] += 1
@@ -111,21 +107,22 @@ def app_read(s, th, t):
     while (n < so.sock[th].thread_batch
            and so.sock[sk].so_head < so.sock[sk].so_tail):
         slot = p.sock_off[sk] + (so.sock[sk].so_head & so.sock[sk].sock_mask)
-        if so.sq[SQ_SO_STAMP, slot] > t:
+        skb = so.sq[slot]
+        if skb.stamp > t:
             break  # queued by a segment that, in simulated time, has not happened yet
         ds = work_ns(s, so.sock[th].thread_sys_ns)
         du = work_ns(s, so.sock[th].thread_user_ns)
         sys_ns += ds
         user_ns += du
         t += ds + du
-        so.sock[sk].so_rmem -= truesize(so.sq32[SN_SO_LEN, slot])
+        so.sock[sk].so_rmem -= truesize(skb.len)
         so.sock[sk].so_head += 1
-        f = so.sq32[SN_SO_FLOW, slot]
+        f = skb.flow
         so.flow[f].flow_delivered += 1
         if so.sock[sk].sock_record:
             # recvmsg -> sock_rps_record_flow: RFS learns where the consumer runs
             sock_rps_record_flow(s, p.flow[f].flow_hash, so.sock[th].thread_cpu)
-        lat = t - so.sq[SQ_SO_TARR, slot]
+        lat = t - skb.tarr
         st.lat_app[hist_index(lat)] += 1
         st.lat_sum[1] += lat
         st.cnt[CNT_LAT_APP_N] += 1
@@ -143,7 +140,7 @@ def app_after_read(s, th, t):
     sk = so.sock[th].thread_sock
     if so.sock[sk].so_head < so.sock[sk].so_tail:
         head = so.sock[sk].so_head
-        stamp = so.sq[SQ_SO_STAMP, p.sock_off[sk] + (head & so.sock[sk].sock_mask)]
+        stamp = so.sq[p.sock_off[sk] + (head & so.sock[sk].sock_mask)].stamp
         if stamp <= t:
             so.sock[th].th_state = TH_RUNNABLE
         else:

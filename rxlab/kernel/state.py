@@ -1,15 +1,22 @@
 """Simulation state as arrays, grouped in NamedTuples named after kernel structures.
 
 Python allocates (``rxlab.build``); jitted mechanisms mutate in place (stumpy's
-``stumpi`` pattern). Leading axis = CPU, rx queue, socket or flow. Queue positions are
-free-running counters as in the kernel (``input_queue_head``/``tail`` are u32 and
-compared with ``s32_diff``); FIFOs are ring buffers indexed ``position & mask`` over
-storage rounded up to a power of two (an integer division per access was ~1/3 of the
-per-packet time); the logical capacity (ring size, socket queue) is kept apart.
+``stumpi`` pattern). Each kernel struct the model keeps is one array of a numpy
+structured dtype, one record per entry (``SOFTNET_DATA`` per CPU, ``RX_RING`` per rx
+queue, ``SOCK`` per socket and its thread, ``RPS_DEV_FLOW`` per queue and slot,
+``ARFS_ENTRY``, ``CPUMAP_ENTRY``, ``FLOW``, ``SKB``): compiled code reads
+``sd.cpu[c].input_queue_head``, Python reads a field of every entry as
+``sd.cpu["input_queue_head"]`` (a view). Queue positions are free-running counters as
+in the kernel (``input_queue_head``/``tail`` are u32 and compared with ``s32_diff``);
+queues are rings indexed ``position & mask`` over storage rounded up to a power of two
+(an integer division per access was ~1/3 of the per-packet time); the logical capacity
+(ring size, socket queue) is kept apart.
 
-Packets in flight carry their own columns (flow, NIC arrival time, per-flow sequence,
-length, and the time they became visible in the queue), because a packet can stay
-queued across traffic chunks.
+A packet in flight is an ``SKB`` record in the queue that holds it (rx ring, backlog,
+socket queue, cpumap bulk queue, ptr_ring), copied from queue to queue: one record type
+for every queue, and a packet can stay queued across traffic chunks. (A slab of skb
+records with queues of ids was measured slower on two of the three benchmark scenarios;
+docs/performance.md.)
 """
 
 from typing import NamedTuple
@@ -156,133 +163,85 @@ def struct(*fields) -> np.dtype:
     return np.dtype(list(fields), align=True)  # aligned: numba emits natural-width access
 
 
-# Row groups: per-flow, per-socket, per-thread, per-queue and per-entry scalars are rows
-# of one int64 array each (numba passes every array as ~8 flattened values; one array
-# per group instead of one per field keeps the compiled loop smaller and faster).
-# Compiled code reads ``p.cpu_i[PC_CM_ENTRY, c]``; Python reads ``p.cm_entry`` (the
-# row, a writable view; boolean fields are read as a boolean copy).
-#
-# Record groups (RECORD_GROUPS) are stored the other way round, one record per entry
-# (``p.queue_i[q, PQ_IRQ_CPU]``, ``ar.entry[e, AE_E_FLOW]``), as the kernel's own
-# structs are (struct softnet_data, struct sock, struct rps_dev_flow): the fields of one
-# entry that a mechanism reads together then share a cache line or two instead of each
-# costing a miss in its own row. These are the tables indexed at random by CPU, queue,
-# flow, socket, thread or table slot (docs/performance.md).
+# One record per entry, the fields of an entry side by side as in the kernel's own
+# structs (struct softnet_data, struct sock, struct rps_dev_flow): the fields a mechanism
+# reads together share a cache line or two instead of each costing a miss in its own
+# array, and numba passes one array per table (every array argument is ~8 flattened
+# values, so fewer arrays keep the compiled loop smaller). Compiled code reads
+# ``p.queue[q].irq_cpu``; Python reads a field of every entry as ``p.queue["irq_cpu"]``
+# (a view: writes go through). Values the kernel keeps as u16/u32 are int64 here: a
+# narrower field would give every function it is passed to a second compiled signature,
+# and u32 positions are masked with U32 where the kernel wraps them.
 
-PQ_FIELDS = (  # fields of Params.queue_i records
-    "irq_cpu",  # int64[nq]
-    "rps_len",  # int64[nq]
-    "xsk_of_queue",  # int64[nq]: XSKMAP[rx_queue_index]: socket, or -1
+# Per rx queue configuration (netdev_rx_queue: rps_map length, the IRQ's CPU, XSKMAP).
+QUEUE_PARAMS = struct(
+    ("irq_cpu", np.int64),  # CPU the queue's interrupt is affine to
+    ("rps_len", np.int64),  # rps_map->len
+    ("xsk_of_queue", np.int64),  # XSKMAP[rx_queue_index]: socket, or -1
 )
-(PQ_IRQ_CPU, PQ_RPS_LEN, PQ_XSK_OF_QUEUE) = range(3)
-
-PC_FIELDS = (  # rows of Params.cpu_i
-    "cpu_rmap",  # int64[ncpu]: rx queue whose IRQ is on that CPU, or -1
-    "cm_entry",  # int64[ncpu]: cpumap entry whose key is that CPU, or -1
+# Per CPU configuration.
+CPU_PARAMS = struct(
+    ("cpu_rmap", np.int64),  # rx queue whose IRQ is on that CPU (cpu_rmap), or -1
+    ("cm_entry", np.int64),  # cpumap entry whose key is that CPU, or -1
 )
-(PC_CPU_RMAP, PC_CM_ENTRY) = range(2)
-
-PE_FIELDS = (  # rows of Params.cm_i
-    "cm_cpu",  # int64[E]
-    "cm_qsize",  # int64[E]: ptr_ring size
-    "cm_batch",  # int64[E]: ptr_ring consumer zeroing batch (16, or 1)
+# Per cpumap entry configuration (struct bpf_cpu_map_entry as created).
+CPUMAP_PARAMS = struct(
+    ("cpu", np.int64),  # the entry's key: the kthread's CPU
+    ("qsize", np.int64),  # ptr_ring size
+    ("batch", np.int64),  # ptr_ring consumer zeroing batch (16, or 1)
 )
-(PE_CM_CPU, PE_CM_QSIZE, PE_CM_BATCH) = range(3)
 
-
-AE_FIELDS = (  # fields of ArfsState.entry records
-    "e_flow",  # int64[cap]: flow whose 5-tuple the entry holds
-    "e_flow_id",  # int64[cap]
-    "e_fltr_id",  # int64[cap]
-    "e_q",  # int64[cap]
-    "e_state",  # int64[cap]: ARFS_FREE / INACTIVE / ACTIVE
-    "e_next",  # int64[cap]: bucket chain
-    "e_time",  # int64[cap]: time activated (UDP expiry)
-    "free",  # int64[cap]: free entry stack
-    "pend",  # int64[cap]: entries waiting to be written to hardware
-    "e_pend",  # int8[cap]: entry is on the pending list
+# A packet in a queue (struct sk_buff, or an xdp_frame before the cpumap kthread builds
+# one): the fields the model carries with it. Every FIFO (rx ring, backlog, socket
+# queue, cpumap bulk queue and ptr_ring) is a ring of these records.
+SKB = struct(
+    ("tarr", np.int64),  # NIC arrival time
+    ("seq", np.int64),  # per-flow sequence number
+    ("stamp", np.int64),  # time of the hand-off into this queue (rx ring: taken by
+    # the driver; backlog, socket, ptr_ring: enqueued)
+    ("flow", np.int32),
+    ("len", np.int32),
+    ("src", np.int32),  # CPU that enqueued it (backlog: the cross-CPU cost)
 )
-(
-    AE_E_FLOW, AE_E_FLOW_ID, AE_E_FLTR_ID, AE_E_Q, AE_E_STATE, AE_E_NEXT, AE_E_TIME,
-    AE_FREE, AE_PEND, AE_E_PEND
-) = range(10)
 
-AG_FIELDS = (  # rows of ArfsState.glob
-    "free_n",  # int64[1]
-    "last_fltr_id",  # int64[1]
-    "hw_count",  # int64[1]
-    "pend_n",  # int64[1]
+# ``struct rps_dev_flow`` (include/net/rps.h), [nq, rps_flow_cnt] per queue.
+RPS_DEV_FLOW = struct(
+    ("cpu", np.int64),  # u16 in the kernel, RPS_NO_CPU when unset
+    ("filter", np.int64),  # u16, RPS_NO_FILTER
+    ("last_qtail", np.int64),  # u32
+    ("hash", np.int64),  # u32 (v6.18+)
 )
-(AG_FREE_N, AG_LAST_FLTR_ID, AG_HW_COUNT, AG_PEND_N) = range(4)
 
-CE_FIELDS = (  # rows of CpumapState.entry
-    "prod",  # int64[E]
-    "cons",  # int64[E]
-    "clear",  # int64[E]
-    "kt_state",  # int8[E]: TH_SLEEP / TH_WAKING / TH_RUNNABLE
-    "kt_vrt",  # int64[E]: kthread runtime (CFS share against other threads)
-    "last_flush",  # int64[E]: time of the latest flush (its wake-up)
+# The driver's aRFS filter entry (ice ``struct ice_arfs_entry``, mlx5 ``struct
+# arfs_rule``), one record per entry slot.
+ARFS_ENTRY = struct(
+    ("flow", np.int64),  # flow whose 5-tuple the entry holds
+    ("flow_id", np.int64),
+    ("fltr_id", np.int64),
+    ("q", np.int64),  # rx queue the filter steers to
+    ("state", np.int64),  # ARFS_FREE / INACTIVE / ACTIVE
+    ("next", np.int64),  # bucket chain, -1 at the end
+    ("time", np.int64),  # time activated (UDP expiry)
+    ("pend", np.int64),  # on the pending list
 )
-(CE_PROD, CE_CONS, CE_CLEAR, CE_KT_STATE, CE_KT_VRT, CE_LAST_FLUSH) = range(6)
-
-
-# A queued packet's columns (FIFOs: consecutive packets of a queue share each column's
-# cache lines), as planes of one int64 array and one int32 array per queue kind.
-RG_FIELDS = (  # int64 planes of NicState.ring
-    "ring_tarr",  # [nq, ring]: NIC arrival time
-    "ring_seq",  # per-flow sequence number
-    "ring_deq",  # time the driver took the descriptor
+# The driver's aRFS globals, one record.
+ARFS_GLOB = struct(
+    ("free_n", np.int64),  # entries on the free stack
+    ("last_fltr_id", np.int64),
+    ("hw_count", np.int64),  # filters written to hardware
+    ("pend_n", np.int64),  # entries on the pending list
+    ("svc_pending", np.int64),  # the service task / work item is scheduled
 )
-(RG_RING_TARR, RG_RING_SEQ, RG_RING_DEQ) = range(3)
-RN_FIELDS = ("ring_flow", "ring_len")  # int32 planes of NicState.ring32
-(RN_RING_FLOW, RN_RING_LEN) = range(2)
 
-BL_FIELDS = (  # int64 planes of SoftnetData.bl, [ncpu, bl_cap]
-    "bl_tarr",
-    "bl_seq",
-    "bl_stamp",  # time the enqueue happened
+# A cpumap entry's ptr_ring positions and its kthread (struct bpf_cpu_map_entry).
+CPUMAP_ENTRY = struct(
+    ("prod", np.int64),  # frames produced
+    ("cons", np.int64),  # consumed
+    ("clear", np.int64),  # zeroed by the consumer
+    ("kt_state", np.int64),  # TH_SLEEP / TH_WAKING / TH_RUNNABLE
+    ("kt_vrt", np.int64),  # kthread runtime (CFS share against other threads)
+    ("last_flush", np.int64),  # time of the latest flush (its wake-up)
 )
-(BL_BL_TARR, BL_BL_SEQ, BL_BL_STAMP) = range(3)
-BN_FIELDS = (  # int32 planes of SoftnetData.bl32
-    "bl_flow",
-    "bl_len",
-    "bl_src",  # CPU that enqueued (for the cross-CPU cost)
-)
-(BN_BL_FLOW, BN_BL_LEN, BN_BL_SRC) = range(3)
-
-NL_FIELDS = (  # planes of SoftnetData.lists
-    "poll_list",  # int64[ncpu, L]: sd->poll_list
-    "local_list",  # int64[ncpu, L]: the list net_rx_action took
-    "repoll",  # int64[ncpu, L]
-)
-(NL_POLL_LIST, NL_LOCAL_LIST, NL_REPOLL) = range(3)
-
-SQ_FIELDS = ("so_tarr", "so_seq", "so_stamp")  # int64 planes of SockState.sq, [total]
-(SQ_SO_TARR, SQ_SO_SEQ, SQ_SO_STAMP) = range(3)
-SN_FIELDS = ("so_flow", "so_len")  # int32 planes of SockState.sq32
-(SN_SO_FLOW, SN_SO_LEN) = range(2)
-
-BQ_FIELDS = ("bq_tarr", "bq_seq")  # int64 planes of CpumapState.bq, [ncpu, E, 8]
-(BQ_BQ_TARR, BQ_BQ_SEQ) = range(2)
-QN_FIELDS = ("bq_flow", "bq_len")  # int32 planes of CpumapState.bq32
-(QN_BQ_FLOW, QN_BQ_LEN) = range(2)
-
-CR_FIELDS = (  # int64 planes of CpumapState.ring, [E, Q]
-    "r_tarr",
-    "r_seq",
-    "r_stamp",  # time the frame was produced
-)
-(CR_R_TARR, CR_R_SEQ, CR_R_STAMP) = range(3)
-CN_FIELDS = ("r_flow", "r_len")  # int32 planes of CpumapState.ring32
-(CN_R_FLOW, CN_R_LEN) = range(2)
-
-RD_FIELDS = (  # fields of RfsState.dev records (struct rps_dev_flow)
-    "dev_cpu",  # int64[nq, S] (RPS_NO_CPU)
-    "dev_filter",  # int64[nq, S] (RPS_NO_FILTER)
-    "dev_last_qtail",  # int64[nq, S] (u32)
-    "dev_hash",  # int64[nq, S] (v6.18+)
-)
-(RD_DEV_CPU, RD_DEV_FILTER, RD_DEV_LAST_QTAIL, RD_DEV_HASH) = range(4)
 
 # A flow as the receive path sees it (its hash, rx queue, socket, the XDP program's
 # verdict), one record per flow, in the flow table's order.
@@ -340,7 +299,7 @@ class Params(NamedTuple):
     cost_i: np.ndarray  # int64[len(STAGES)]: cost_ns rounded to whole ns
     jitter_mask: np.ndarray  # bool[len(STAGES)]: stage is per-packet work
     irq_delay_ns: int  # irq_latency + rx_usecs
-    queue_i: np.ndarray  # int64[nq, len(PQ_FIELDS)]: records PQ_*
+    queue: np.ndarray  # QUEUE_PARAMS[nq]
     rps_map: np.ndarray  # int64[nq, ncpu]
     flow: np.ndarray  # FLOW[nflows]: compiled code reads p.flow[f].flow_hash
     sock_off: np.ndarray  # int64[nsock + 1]: storage of each socket queue
@@ -351,7 +310,7 @@ class Params(NamedTuple):
     rfs_hash32: bool  # per-queue slot hash_32(hash, log) since v6.15 (else hash & mask)
     arfs_model: int  # 0 off, 1 ice-hash-match, 2 ice-tuple-match, 3 mlx5
     arfs_protect: bool  # v6.18: do not overwrite an active filter of another flow
-    cpu_i: np.ndarray  # int64[len(PC_FIELDS), ncpu]: rows PC_*
+    cpu: np.ndarray  # CPU_PARAMS[ncpu]
     arfs_capacity: int  # hardware n-tuple filters
     arfs_delay_ns: int  # steer request -> service task / work item programs it
     arfs_period_ns: int  # ice service timer (expiry scan)
@@ -365,7 +324,7 @@ class Params(NamedTuple):
     xdp_rr_n: np.ndarray  # int64[R]
     xdp_cost_extra: np.ndarray  # float64[R]: program work beyond xdp_prog (hash, meta)
     xdp_hash_meta: bool  # the program stores the RX hash as frame metadata (seed 004)
-    cm_i: np.ndarray  # int64[len(PE_FIELDS), E]: rows PE_*
+    cpumap: np.ndarray  # CPUMAP_PARAMS[E]
     cm_gro: bool  # v6.15+: the kthread hands skbs to GRO
 
 # The driver's rx ring (ice ``struct ice_rx_ring``, mlx5 ``struct mlx5e_rq``) and its
@@ -388,8 +347,7 @@ class NicState(NamedTuple):
     field of every queue as ``nic.queue["<field>"]``.
     """
 
-    ring: np.ndarray  # int64[len(RG_FIELDS), nq, ring]: planes RG_*
-    ring32: np.ndarray  # int32[len(RN_FIELDS), nq, ring]: planes RN_*
+    ring: np.ndarray  # SKB[nq, ring storage]: stamp = time the driver took it
     queue: np.ndarray  # RX_RING[nq]
 
 
@@ -436,9 +394,10 @@ class SoftnetData(NamedTuple):
     """
 
     cpu: np.ndarray  # SOFTNET_DATA[ncpu]
-    bl: np.ndarray  # int64[len(BL_FIELDS), ncpu, bl_cap]: planes BL_*
-    bl32: np.ndarray  # int32[len(BN_FIELDS), ncpu, bl_cap]: planes BN_*
-    lists: np.ndarray  # int64[len(NL_FIELDS), ncpu, L]: planes NL_*
+    bl: np.ndarray  # SKB[ncpu, bl_cap]: the backlog FIFO
+    poll_list: np.ndarray  # int64[ncpu, L]: sd->poll_list (napi ids)
+    local_list: np.ndarray  # int64[ncpu, L]: the list net_rx_action took
+    repoll: np.ndarray  # int64[ncpu, L]
     rps_ipi_list: np.ndarray  # int64[ncpu, ncpu]: targets to IPI at net_rx_action end
     fl_history: np.ndarray  # int64[ncpu, history]
     fl_buckets: np.ndarray  # int64[ncpu, table_len]
@@ -473,8 +432,7 @@ SOCK = struct(
 class SockState(NamedTuple):
     """Socket receive queues (flattened, per-socket slots) and application threads."""
 
-    sq: np.ndarray  # int64[len(SQ_FIELDS), total]: planes SQ_*
-    sq32: np.ndarray  # int32[len(SN_FIELDS), total]: planes SN_*
+    sq: np.ndarray  # SKB[total]: socket sk's queue at sock_off[sk]
     sock: np.ndarray  # SOCK[nsock]: compiled code reads so.sock[sk].so_tail
     flow: np.ndarray  # FLOW_SEQ[nflows]
     cpu_threads: np.ndarray  # int64[ncpu, nthreads]: threads on each CPU
@@ -498,9 +456,8 @@ class RfsState(NamedTuple):
     """rps_sock_flow_table and the per-queue rps_dev_flow tables (reference sec. 4)."""
 
     sock_flow: np.ndarray  # int64[entries] u32 values, RPS_NO_CPU when empty
-    dev: np.ndarray  # int64[nq, S, len(RD_FIELDS)]: records RD_*
+    dev: np.ndarray  # RPS_DEV_FLOW[nq, S]
     dev_log: np.ndarray  # int64[nq]: log2 of the table size; 0 = no table
-    out: np.ndarray  # int64[2]: the rflow get_rps_cpu chose (queue, slot) or -1
     cnt: np.ndarray  # int64[N_RFS_CNT]
 
 
@@ -512,11 +469,12 @@ RFS_STEERED, RFS_MOVES, RFS_HELD, RFS_ARFS_CALLS = range(4)
 class ArfsState(NamedTuple):
     """The driver's aRFS filter list (ice ``arfs_fltr_list`` / mlx5 rule tables)."""
 
-    entry: np.ndarray  # int64[cap, len(AE_FIELDS)]: records AE_*
+    entry: np.ndarray  # ARFS_ENTRY[cap]
+    free: np.ndarray  # int64[cap]: free entry stack (glob.free_n deep)
+    pend: np.ndarray  # int64[cap]: entries waiting to be written to hardware
     bucket: np.ndarray  # int64[NB]: first entry or -1
-    glob: np.ndarray  # int64[len(AG_FIELDS), 1]: rows AG_*
+    glob: np.ndarray  # ARFS_GLOB[1]
     fdir_queue: np.ndarray  # int64[nflows]: queue of the flow's programmed filter, -1
-    svc: np.ndarray  # int64[2]: [service task pending, timer armed]
     cnt: np.ndarray  # int64[N_ARFS_CNT]
 
 
@@ -528,13 +486,11 @@ class CpumapState(NamedTuple):
     """
 
     bq_n: np.ndarray  # int64[ncpu, E]: frames in that CPU's bulk queue for the entry
-    bq: np.ndarray  # int64[len(BQ_FIELDS), ncpu, E, 8]: planes BQ_*
-    bq32: np.ndarray  # int32[len(QN_FIELDS), ncpu, E, 8]: planes QN_*
+    bq: np.ndarray  # SKB[ncpu, E, 8]: the bulk queues
     flush_n: np.ndarray  # int64[ncpu]: entries on the CPU's flush list
     flush_list: np.ndarray  # int64[ncpu, E]
-    ring: np.ndarray  # int64[len(CR_FIELDS), E, Q]: planes CR_*
-    ring32: np.ndarray  # int32[len(CN_FIELDS), E, Q]: planes CN_*
-    entry: np.ndarray  # int64[len(CE_FIELDS), entries]: rows CE_*
+    ring: np.ndarray  # SKB[E, Q]: the ptr_rings, stamp = time produced
+    entry: np.ndarray  # CPUMAP_ENTRY[E]
     rr: np.ndarray  # int64[ncpu, R]: per-CPU round-robin position (PERCPU_ARRAY)
     cnt: np.ndarray  # int64[E, N_CPUMAP_CNT]
 
@@ -543,8 +499,6 @@ CPUMAP_CNT = ("enqueued", "enqueue_drops", "flushes", "kthread_processed", "kthr
               "kthread_wakeups")
 N_CPUMAP_CNT = 8
 (CM_ENQUEUED, CM_DROPS, CM_FLUSHES, CM_PROCESSED, CM_BATCHES, CM_WAKEUPS) = range(6)
-CPU_MAP_BULK_SIZE = 8  # kernel/bpf/cpumap.c
-CPUMAP_BATCH = 8  # frames the kthread consumes per loop
 XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_TX, XDP_REDIRECT = range(5)  # enum xdp_action
 XDP_REDIRECT_XSK = 5  # rxlab's code for XDP_REDIRECT into an XSKMAP (not a kernel value)
 
@@ -556,52 +510,3 @@ N_ARFS_CNT = 8
  ARFS_PROGRAMMED, ARFS_NO_MEMORY) = range(8)
 ARFS_FREE, ARFS_INACTIVE, ARFS_ACTIVE = -1, 0, 1
 ARFS_MODELS = ("off", "ice-hash-match", "ice-tuple-match", "mlx5")
-
-
-# --- row groups: Python names for the rows, and construction by field name -----------
-ROW_GROUPS = {  # a group's fields share a shape: rows of a 2-D array, planes of a 3-D one
-    Params: {"queue_i": PQ_FIELDS, "cpu_i": PC_FIELDS, "cm_i": PE_FIELDS},
-    NicState: {"ring": RG_FIELDS, "ring32": RN_FIELDS},
-    SoftnetData: {"bl": BL_FIELDS, "bl32": BN_FIELDS, "lists": NL_FIELDS},
-    SockState: {"sq": SQ_FIELDS, "sq32": SN_FIELDS},
-    RfsState: {"dev": RD_FIELDS},
-    ArfsState: {"entry": AE_FIELDS, "glob": AG_FIELDS},
-    CpumapState: {"bq": BQ_FIELDS, "bq32": QN_FIELDS, "ring": CR_FIELDS, "ring32": CN_FIELDS,
-                  "entry": CE_FIELDS},
-}
-INT32_GROUPS = {"ring32", "bl32", "sq32", "bq32"}  # the rest are int64
-BOOL_ROWS: set[str] = set()  # fields read from Python as a boolean copy
-RECORD_GROUPS = {  # field index last: one record per entry (see above)
-    Params: {"queue_i"},
-    RfsState: {"dev"},
-    ArfsState: {"entry"},
-}
-
-
-def _field(attr: str, i: int, as_bool: bool, record: bool) -> property:
-    idx = (..., i) if record else i
-    if as_bool:  # a boolean copy, so that Python masks keep working
-        return property(lambda self: getattr(self, attr)[idx] != 0)
-    return property(lambda self: getattr(self, attr)[idx])  # a view: writes go through
-
-
-for _cls, _groups in ROW_GROUPS.items():
-    for _attr, _names in _groups.items():
-        _rec = _attr in RECORD_GROUPS.get(_cls, ())
-        for _i, _name in enumerate(_names):
-            setattr(_cls, _name, _field(_attr, _i, _name in BOOL_ROWS, _rec))
-
-
-def make(cls, **fields):
-    """``cls(**fields)`` where each group's fields are given one by one, by name: they
-    are stacked into the group's array (as rows, or as records for RECORD_GROUPS),
-    int64 or int32 (equal shapes required). A group may also be given whole, as its
-    array (``SoftnetData.cpu``: zeros of ``SOFTNET_DATA``, one record per CPU)."""
-    for attr, names in ROW_GROUPS.get(cls, {}).items():
-        if attr in fields:
-            continue
-        dtype = np.int32 if attr in INT32_GROUPS else np.int64
-        axis = -1 if attr in RECORD_GROUPS.get(cls, ()) else 0
-        fields[attr] = np.stack([np.asarray(fields.pop(name)).astype(dtype) for name in names],
-                                axis=axis)
-    return cls(**fields)

@@ -85,12 +85,12 @@ def _lat(hist: np.ndarray, total_ns: float, n: int) -> dict:
 def cpumap_block(m) -> list[dict]:
     """Per entry: what the xdp:xdp_cpumap_enqueue / xdp_cpumap_kthread tracepoints sum to."""
     out = []
-    for e, cpu in enumerate(m.params.cm_cpu):
+    for e, cpu in enumerate(m.params.cpumap["cpu"]):
         row = {k: int(m.cm.cnt[e, i]) for i, k in enumerate(CPUMAP_CNT)}
         frames = row["enqueued"] + row["enqueue_drops"]
         row["bulk_average"] = round(frames / row["flushes"], 3) if row["flushes"] else 0
-        out.append({"cpu": int(cpu), "qsize": int(m.params.cm_qsize[e]), **row,
-                    "ring_len": int(m.cm.prod[e] - m.cm.cons[e])})
+        out.append({"cpu": int(cpu), "qsize": int(m.params.cpumap[e]["qsize"]), **row,
+                    "ring_len": int(m.cm.entry[e]["prod"] - m.cm.entry[e]["cons"])})
     return out
 
 
@@ -134,7 +134,8 @@ def assemble(m, in_flight: int) -> Result:
             "softnet_stat": {k: v for k, v in row.items() if k != "cpu"},
         })
     queues = [
-        {"queue": q, "irq_cpu": int(p.irq_cpu[q]), "packets": int(nic.queue[q]["q_packets"]),
+        {"queue": q, "irq_cpu": int(p.queue[q]["irq_cpu"]),
+         "packets": int(nic.queue[q]["q_packets"]),
          "ring_full_drops": int(nic.queue[q]["q_drops"]), "polls": int(nic.queue[q]["q_polls"])}
         for q in range(p.nq)
     ]
@@ -187,7 +188,7 @@ def assemble(m, in_flight: int) -> Result:
         },
         "rfs": {k: int(m.rf.cnt[i]) for i, k in enumerate(RFS_CNT)},
         "arfs": {**{k.removeprefix("arfs_"): int(m.ar.cnt[i]) for i, k in enumerate(ARFS_CNT)},
-                 "filters_in_hw": int(m.ar.hw_count[0])},
+                 "filters_in_hw": int(m.ar.glob[0]["hw_count"])},
         "softnet_stat": softnet_lines(softnet_rows, m.kb.softnet_columns),
         "notices": list(m.notices),  # e.g. a longer series interval than asked
     }

@@ -17,21 +17,9 @@ from numba import njit
 from rxlab.config import JIT_STATE, JIT_STATE_OUTLINE
 from rxlab.engine.core import PRIO_TIMER, schedule
 from rxlab.kernel.accounting import cost
+from rxlab.kernel.events import EV_ARFS_TIMER
 from rxlab.kernel.rfs import rps_may_expire_flow
 from rxlab.kernel.state import (
-    AE_E_FLOW,
-    AE_E_FLOW_ID,
-    AE_E_FLTR_ID,
-    AE_E_NEXT,
-    AE_E_PEND,
-    AE_E_Q,
-    AE_E_STATE,
-    AE_E_TIME,
-    AE_FREE,
-    AE_PEND,
-    AG_FREE_N,
-    AG_HW_COUNT,
-    AG_PEND_N,
     ARFS_ACTIVE,
     ARFS_EXPIRE,
     ARFS_FREE,
@@ -41,7 +29,6 @@ from rxlab.kernel.state import (
     C_ARFS_PROGRAM,
 )
 
-EV_ARFS_TIMER = 7  # event kind: ice service timer (expiry scan)
 ICE_ARFS_TIME_DELTA_EXPIRATION_NS = 5_000_000_000  # UDP filters live at most 5 s
 MLX5E_ARFS_EXPIRY_QUOTA = 60
 
@@ -49,13 +36,13 @@ MLX5E_ARFS_EXPIRY_QUOTA = 60
 @njit(**JIT_STATE)
 def _program(s, e):
     ar, p = s.ar, s.p
-    f = ar.entry[e, AE_E_FLOW]
+    f = ar.entry[e].flow
     if ar.fdir_queue[f] < 0:
-        if ar.glob[AG_HW_COUNT, 0] >= p.arfs_capacity:
+        if ar.glob[0].hw_count >= p.arfs_capacity:
             ar.cnt[ARFS_HW_FULL] += 1
             return False
-        ar.glob[AG_HW_COUNT, 0] += 1
-    ar.fdir_queue[f] = ar.entry[e, AE_E_Q]
+        ar.glob[0].hw_count += 1
+    ar.fdir_queue[f] = ar.entry[e].q
     ar.cnt[ARFS_PROGRAMMED] += 1
     return True
 
@@ -63,18 +50,18 @@ def _program(s, e):
 @njit(**JIT_STATE)
 def _delete(s, b, prev, e):
     ar = s.ar
-    nxt = ar.entry[e, AE_E_NEXT]
+    nxt = ar.entry[e].next
     if prev < 0:
         ar.bucket[b] = nxt
     else:
-        ar.entry[prev, AE_E_NEXT] = nxt
-    f = ar.entry[e, AE_E_FLOW]
+        ar.entry[prev].next = nxt
+    f = ar.entry[e].flow
     if ar.fdir_queue[f] >= 0:
         ar.fdir_queue[f] = -1
-        ar.glob[AG_HW_COUNT, 0] -= 1
-    ar.entry[e, AE_E_STATE] = ARFS_FREE
-    ar.entry[ar.glob[AG_FREE_N, 0], AE_FREE] = e
-    ar.glob[AG_FREE_N, 0] += 1
+        ar.glob[0].hw_count -= 1
+    ar.entry[e].state = ARFS_FREE
+    ar.free[ar.glob[0].free_n] = e
+    ar.glob[0].free_n += 1
     ar.cnt[ARFS_EXPIRE] += 1
     return nxt
 
@@ -82,11 +69,11 @@ def _delete(s, b, prev, e):
 @njit(**JIT_STATE)
 def _expired(s, e, t):
     ar, p = s.ar, s.p
-    if rps_may_expire_flow(s, ar.entry[e, AE_E_Q], ar.entry[e, AE_E_FLOW_ID],
-                           ar.entry[e, AE_E_FLTR_ID]):
+    if rps_may_expire_flow(s, ar.entry[e].q, ar.entry[e].flow_id,
+                           ar.entry[e].fltr_id):
         return True
-    return p.arfs_model != 3 and p.flow[ar.entry[e, AE_E_FLOW]].flow_udp and (
-        t - ar.entry[e, AE_E_TIME] >= ICE_ARFS_TIME_DELTA_EXPIRATION_NS)
+    return p.arfs_model != 3 and p.flow[ar.entry[e].flow].flow_udp and (
+        t - ar.entry[e].time >= ICE_ARFS_TIME_DELTA_EXPIRATION_NS)
 
 
 @njit(**JIT_STATE_OUTLINE)
@@ -94,15 +81,15 @@ def arfs_program_pending(s, t):
     """Write every entry still INACTIVE on the pending list; returns CPU ns spent."""
     ar = s.ar
     spent = 0
-    for k in range(ar.glob[AG_PEND_N, 0]):
-        e = ar.entry[k, AE_PEND]
-        ar.entry[e, AE_E_PEND] = 0
-        if ar.entry[e, AE_E_STATE] == ARFS_INACTIVE:
+    for k in range(ar.glob[0].pend_n):
+        e = ar.pend[k]
+        ar.entry[e].pend = 0
+        if ar.entry[e].state == ARFS_INACTIVE:
             if _program(s, e):
-                ar.entry[e, AE_E_STATE] = ARFS_ACTIVE
-                ar.entry[e, AE_E_TIME] = t
+                ar.entry[e].state = ARFS_ACTIVE
+                ar.entry[e].time = t
             spent += cost(s, C_ARFS_PROGRAM)
-    ar.glob[AG_PEND_N, 0] = 0
+    ar.glob[0].pend_n = 0
     return spent
 
 
@@ -116,12 +103,12 @@ def arfs_expire_scan(s, t):
         prev = np.int64(-1)  # int64 from the start: one compiled _delete
         e = ar.bucket[b]
         while e >= 0:
-            if ar.entry[e, AE_E_STATE] == ARFS_INACTIVE and ar.entry[e, AE_E_PEND] == 0:
+            if ar.entry[e].state == ARFS_INACTIVE and ar.entry[e].pend == 0:
                 # the sync loop retries entries whose write failed (table full)
-                ar.entry[e, AE_E_PEND] = 1
-                ar.entry[ar.glob[AG_PEND_N, 0], AE_PEND] = e
-                ar.glob[AG_PEND_N, 0] += 1
-            elif ar.entry[e, AE_E_STATE] == ARFS_ACTIVE and _expired(s, e, t):
+                ar.entry[e].pend = 1
+                ar.pend[ar.glob[0].pend_n] = e
+                ar.glob[0].pend_n += 1
+            elif ar.entry[e].state == ARFS_ACTIVE and _expired(s, e, t):
                 spent += cost(s, C_ARFS_PROGRAM)
                 e = _delete(s, b, prev, e)
                 # mlx5: `if (quota++ > MLX5E_ARFS_EXPIRY_QUOTA) break` after queueing the
@@ -132,7 +119,7 @@ def arfs_expire_scan(s, t):
                     quota += 1
                 continue
             prev = e
-            e = ar.entry[e, AE_E_NEXT]
+            e = ar.entry[e].next
     return spent
 
 

@@ -13,20 +13,8 @@ from numba import njit
 
 from rxlab.config import JIT_STATE
 from rxlab.engine.core import PRIO_TIMER, schedule
+from rxlab.kernel.events import EV_ARFS_SVC
 from rxlab.kernel.state import (
-    AE_E_FLOW,
-    AE_E_FLOW_ID,
-    AE_E_FLTR_ID,
-    AE_E_NEXT,
-    AE_E_PEND,
-    AE_E_Q,
-    AE_E_STATE,
-    AE_E_TIME,
-    AE_FREE,
-    AE_PEND,
-    AG_FREE_N,
-    AG_LAST_FLTR_ID,
-    AG_PEND_N,
     ARFS_ACTIVE,
     ARFS_ADD,
     ARFS_AVOIDED,
@@ -38,7 +26,6 @@ from rxlab.kernel.state import (
 
 ICE_ARFS_LST_MASK = 1023  # ICE_MAX_ARFS_LIST - 1
 MLX5_ARFS_HASH = 256  # ARFS_HASH_SIZE buckets per table
-EV_ARFS_SVC = 6  # event kind: the service task / work item runs (handled in rx_loop)
 
 
 @njit(**JIT_STATE)
@@ -59,12 +46,12 @@ def arfs_bucket(s, f, skb_hash):
 def arfs_kick_service(s, e, t):
     """ice_service_task_schedule / queue_work: program entry e (and others) soon."""
     ar = s.ar
-    if ar.entry[e, AE_E_PEND] == 0:
-        ar.entry[e, AE_E_PEND] = 1
-        ar.entry[ar.glob[AG_PEND_N, 0], AE_PEND] = e
-        ar.glob[AG_PEND_N, 0] += 1
-    if ar.svc[0] == 0:
-        ar.svc[0] = 1
+    if ar.entry[e].pend == 0:
+        ar.entry[e].pend = 1
+        ar.pend[ar.glob[0].pend_n] = e
+        ar.glob[0].pend_n += 1
+    if ar.glob[0].svc_pending == 0:
+        ar.glob[0].svc_pending = 1
         schedule(s.ev, t + s.p.arfs_delay_ns, PRIO_TIMER, EV_ARFS_SVC, 0)
 
 
@@ -77,10 +64,10 @@ def ndo_rx_flow_steer(s, f, skb_hash, rxq, flow_id, t):
     avoided = False
     while e >= 0:
         if p.arfs_model == 3:
-            hit = ar.entry[e, AE_E_FLOW] == f  # arfs_cmp: ports, EtherType, addresses
+            hit = ar.entry[e].flow == f  # arfs_cmp: ports, EtherType, addresses
         else:
-            hit = ar.entry[e, AE_E_FLOW_ID] == flow_id
-            if hit and p.arfs_model == 2 and ar.entry[e, AE_E_FLOW] != f:
+            hit = ar.entry[e].flow_id == flow_id
+            if hit and p.arfs_model == 2 and ar.entry[e].flow != f:
                 hit = False  # ice_arfs_cmp refuses another flow's entry
                 avoided = True
         if hit:
@@ -88,35 +75,35 @@ def ndo_rx_flow_steer(s, f, skb_hash, rxq, flow_id, t):
                 ar.cnt[ARFS_AVOIDED] += 1
             # ice: same queue or not yet ACTIVE; mlx5: same queue or its work item is
             # still pending (busy): return the filter id unchanged
-            if ar.entry[e, AE_E_Q] == rxq or ar.entry[e, AE_E_STATE] != ARFS_ACTIVE:
+            if ar.entry[e].q == rxq or ar.entry[e].state != ARFS_ACTIVE:
                 ar.cnt[ARFS_SKIP] += 1
-                return ar.entry[e, AE_E_FLTR_ID]
-            ar.entry[e, AE_E_Q] = rxq
-            if ar.entry[e, AE_E_STATE] == ARFS_ACTIVE:
-                ar.entry[e, AE_E_STATE] = ARFS_INACTIVE  # reprogram with the new queue
+                return ar.entry[e].fltr_id
+            ar.entry[e].q = rxq
+            if ar.entry[e].state == ARFS_ACTIVE:
+                ar.entry[e].state = ARFS_INACTIVE  # reprogram with the new queue
             ar.cnt[ARFS_UPDATE] += 1
             arfs_kick_service(s, e, t)
-            return ar.entry[e, AE_E_FLTR_ID]
-        e = ar.entry[e, AE_E_NEXT]
+            return ar.entry[e].fltr_id
+        e = ar.entry[e].next
     if avoided:
         ar.cnt[ARFS_AVOIDED] += 1
-    if ar.glob[AG_FREE_N, 0] == 0:
+    if ar.glob[0].free_n == 0:
         ar.cnt[ARFS_NO_MEMORY] += 1
         return -1
-    ar.glob[AG_FREE_N, 0] -= 1
-    e = ar.entry[ar.glob[AG_FREE_N, 0], AE_FREE]
+    ar.glob[0].free_n -= 1
+    e = ar.free[ar.glob[0].free_n]
     if p.arfs_model == 3:
-        fid = ar.glob[AG_LAST_FLTR_ID, 0] % 0xFFFF  # last_filter_id++ % 0xffff, from 0
+        fid = ar.glob[0].last_fltr_id % 0xFFFF  # last_filter_id++ % 0xffff, from 0
     else:
-        fid = (ar.glob[AG_LAST_FLTR_ID, 0] + 1) % 0xFFFF  # ++arfs_last_fltr_id % 0xffff, from 1
-    ar.glob[AG_LAST_FLTR_ID, 0] += 1
-    ar.entry[e, AE_E_FLOW] = f
-    ar.entry[e, AE_E_FLOW_ID] = flow_id
-    ar.entry[e, AE_E_FLTR_ID] = fid
-    ar.entry[e, AE_E_Q] = rxq
-    ar.entry[e, AE_E_STATE] = ARFS_INACTIVE
-    ar.entry[e, AE_E_TIME] = t
-    ar.entry[e, AE_E_NEXT] = ar.bucket[b]  # insert at the head of the bucket
+        fid = (ar.glob[0].last_fltr_id + 1) % 0xFFFF  # ++arfs_last_fltr_id % 0xffff, from 1
+    ar.glob[0].last_fltr_id += 1
+    ar.entry[e].flow = f
+    ar.entry[e].flow_id = flow_id
+    ar.entry[e].fltr_id = fid
+    ar.entry[e].q = rxq
+    ar.entry[e].state = ARFS_INACTIVE
+    ar.entry[e].time = t
+    ar.entry[e].next = ar.bucket[b]  # insert at the head of the bucket
     ar.bucket[b] = e
     ar.cnt[ARFS_ADD] += 1
     arfs_kick_service(s, e, t)

@@ -112,7 +112,7 @@ def candidates(sc, m, s: dict, *, antagonist: str | None,
     out: dict[str, dict] = {}
     said: list[str] = []
     nq, ncpu = sc.nic.queues, sc.host.cpus
-    irq = [int(c) for c in m.params.irq_cpu]
+    irq = [int(c) for c in m.params.queue["irq_cpu"]]
     has_elephant = any(r["elephant"] and r["elephant"]["share_of_queue"] >= 0.25
                        for r in s["runs"])
     for reason in s["addressed"]:

@@ -228,11 +228,11 @@ def tune(
     m = build(sc)
     fl = m.flows
     nq, ncpu = sc.nic.queues, sc.host.cpus
-    irq = np.asarray(m.params.irq_cpu, np.int64)
+    irq = np.asarray(m.params.queue["irq_cpu"], np.int64)
     irq_cpus = sorted(set(irq.tolist()))
     rps_now = set()
     for q in range(nq):
-        rps_now |= set(np.asarray(m.params.rps_map[q][: m.params.rps_len[q]]).tolist())
+        rps_now |= set(np.asarray(m.params.rps_map[q][: m.params.queue[q]["rps_len"]]).tolist())
     use_cpus = sorted(set(irq_cpus) | rps_now | {c for _, c in m.threads})
     ant = antagonist
     key = KEY[objective]
@@ -415,7 +415,7 @@ def _tables(sc, m, fl, d0: dict, rounds: int, form: str, flow_steering) -> dict:
     table0 = np.asarray(steer["table"], np.int64)
     by_table = table0[bucket] == steer["rxq"]
     bucket_pps = np.bincount(bucket[by_table], weights=fl.rate_pps[by_table], minlength=size)
-    irq = np.asarray(m.params.irq_cpu, np.int64)
+    irq = np.asarray(m.params.queue["irq_cpu"], np.int64)
     busy = np.array([1.0 - c["util"]["idle"] for c in d0["cpus"]])
     rx_busy = np.array([c["util"]["softirq"] + c["util"]["irq"] for c in d0["cpus"]])
     q_pps = np.bincount(steer["rxq"], weights=fl.rate_pps, minlength=nq)

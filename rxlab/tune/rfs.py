@@ -201,13 +201,13 @@ def verdicts(d: dict, sc, m, rfs_sizes: dict | None) -> dict:
     """Whether RPS, RFS and aRFS can help on this host, from the simulated run ``d``
     and the built model ``m`` (queues against CPUs, where consumers run)."""
     ncpu, nq = sc.host.cpus, sc.nic.queues
-    irq = sorted(set(int(c) for c in m.params.irq_cpu))
+    irq = sorted(set(int(c) for c in m.params.queue["irq_cpu"]))
     busy = [1 - c["util"]["idle"] for c in d["cpus"]]
     app_cpus = sorted({c for _, c in m.threads})
     rec = [bool(x) for x in m.so.sock["sock_record"][: len(m.threads)]]
     connected = bool(rec) and all(rec)
     any_connected = any(rec)
-    rps_on = bool(m.params.rps_len.any())
+    rps_on = bool(m.params.queue["rps_len"].any())
     rfs_on = bool(m.params.rfs_on)
     st = d["steering"]
     good, bad = st["good_queue_packets"], st["bad_queue_packets"]

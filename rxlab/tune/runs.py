@@ -109,7 +109,7 @@ def _flow_view(m, offered: np.ndarray) -> dict:
                  key=lambda i: -offered[i])[:8]
     delivered = np.asarray(m.so.flow["flow_delivered"], np.int64)
     fsock = np.asarray(m.params.flow["flow_sock"], np.int64)
-    irq = np.asarray(m.params.irq_cpu, np.int64)
+    irq = np.asarray(m.params.queue["irq_cpu"], np.int64)
     total = int(offered.sum()) or 1
     rows = []
     for i in ele:

@@ -30,11 +30,11 @@ from rxlab.config import JIT_LEAF, JIT_STATE, JIT_STATE_OUTLINE
 from rxlab.engine.core import PRIO_WAKE, schedule
 from rxlab.kernel.accounting import cost, drop
 from rxlab.kernel.backlog import enqueue_to_backlog
+from rxlab.kernel.constants import CPU_MAP_BULK_SIZE, CPUMAP_BATCH
+from rxlab.kernel.events import EV_CPUMAP_WAKE
 from rxlab.kernel.rps import get_rps_cpu
 from rxlab.kernel.socket import netif_receive_skb_core
 from rxlab.kernel.state import (
-    BQ_BQ_SEQ,
-    BQ_BQ_TARR,
     C_CPUMAP_ENQUEUE_FULL,
     C_CPUMAP_KTHREAD,
     C_GRO,
@@ -42,37 +42,17 @@ from rxlab.kernel.state import (
     C_SKB_BUILD,
     C_SW_HASH,
     C_WAKEUP_LATENCY,
-    CE_CLEAR,
-    CE_CONS,
-    CE_KT_STATE,
-    CE_LAST_FLUSH,
-    CE_PROD,
     CM_BATCHES,
     CM_DROPS,
     CM_ENQUEUED,
     CM_FLUSHES,
     CM_PROCESSED,
     CM_WAKEUPS,
-    CN_R_FLOW,
-    CN_R_LEN,
-    CPU_MAP_BULK_SIZE,
-    CPUMAP_BATCH,
-    CR_R_SEQ,
-    CR_R_STAMP,
-    CR_R_TARR,
     DROP_CPUMAP_FULL,
-    PC_CM_ENTRY,
-    PE_CM_BATCH,
-    PE_CM_QSIZE,
-    PQ_RPS_LEN,
-    QN_BQ_FLOW,
-    QN_BQ_LEN,
     TH_RUNNABLE,
     TH_SLEEP,
     TH_WAKING,
 )
-
-EV_CPUMAP_WAKE = 8  # event kind: wake_up_process(kthread) reaches its CPU (rx_loop)
 
 PTR_RING_CACHE_BATCH = 16  # 2 * SMP_CACHE_BYTES / sizeof(void *) on x86-64
 
@@ -107,18 +87,18 @@ def ring_discard_one(cons, clear, qsize, batch):
 def bq_flush_to_queue(s, c, e, t):
     """Produce CPU c's bulk queue for entry e into the entry's ptr_ring."""
     p, cm = s.p, s.cm
-    qsize = p.cm_i[PE_CM_QSIZE, e]
+    qsize = p.cpumap[e].qsize
     if cm.bq_n[c, e] > 0:
         cm.cnt[e, CM_FLUSHES] += 1  # one xdp:xdp_cpumap_enqueue event
     for i in range(cm.bq_n[c, e]):
-        if ring_has_room(cm.entry[CE_PROD, e], cm.entry[CE_CLEAR, e], qsize):
-            slot = cm.entry[CE_PROD, e] % qsize
-            cm.ring32[CN_R_FLOW, e, slot] = cm.bq32[QN_BQ_FLOW, c, e, i]
-            cm.ring[CR_R_TARR, e, slot] = cm.bq[BQ_BQ_TARR, c, e, i]
-            cm.ring[CR_R_SEQ, e, slot] = cm.bq[BQ_BQ_SEQ, c, e, i]
-            cm.ring32[CN_R_LEN, e, slot] = cm.bq32[QN_BQ_LEN, c, e, i]
-            cm.ring[CR_R_STAMP, e, slot] = t
-            cm.entry[CE_PROD, e] += 1
+        if ring_has_room(cm.entry[e].prod, cm.entry[e].clear, qsize):
+            skb = cm.ring[e, cm.entry[e].prod % qsize]
+            skb.flow = cm.bq[c, e, i].flow
+            skb.tarr = cm.bq[c, e, i].tarr
+            skb.seq = cm.bq[c, e, i].seq
+            skb.len = cm.bq[c, e, i].len
+            skb.stamp = t
+            cm.entry[e].prod += 1
             cm.cnt[e, CM_ENQUEUED] += 1
         else:
             cm.cnt[e, CM_DROPS] += 1
@@ -135,10 +115,11 @@ def bq_enqueue(s, c, e, f, tarr, seq, length, t):
     if cm.bq_n[c, e] == CPU_MAP_BULK_SIZE:
         t = bq_flush_to_queue(s, c, e, t)
     i = cm.bq_n[c, e]
-    cm.bq32[QN_BQ_FLOW, c, e, i] = f
-    cm.bq[BQ_BQ_TARR, c, e, i] = tarr
-    cm.bq[BQ_BQ_SEQ, c, e, i] = seq
-    cm.bq32[QN_BQ_LEN, c, e, i] = length
+    skb = cm.bq[c, e, i]
+    skb.flow = f
+    skb.tarr = tarr
+    skb.seq = seq
+    skb.len = length
     cm.bq_n[c, e] = i + 1
     for k in range(cm.flush_n[c]):
         if cm.flush_list[c, k] == e:
@@ -155,20 +136,14 @@ def xdp_do_flush(s, c, t):
     for k in range(cm.flush_n[c]):
         e = cm.flush_list[c, k]
         t = bq_flush_to_queue(s, c, e, t)
-        if t > cm.entry[CE_LAST_FLUSH, e]:
-            cm.entry[CE_LAST_FLUSH, e] = t
-        if cm.entry[CE_KT_STATE, e] == TH_SLEEP:
-            cm.entry[CE_KT_STATE, e] = TH_WAKING
+        if t > cm.entry[e].last_flush:
+            cm.entry[e].last_flush = t
+        if cm.entry[e].kt_state == TH_SLEEP:
+            cm.entry[e].kt_state = TH_WAKING
             cm.cnt[e, CM_WAKEUPS] += 1
             schedule(s.ev, t + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_CPUMAP_WAKE, e)
     cm.flush_n[c] = 0
     return t
-
-
-@njit(**JIT_STATE)
-def kthread_runnable(s, c):
-    e = s.p.cpu_i[PC_CM_ENTRY, c]
-    return e >= 0 and s.cm.entry[CE_KT_STATE, e] == TH_RUNNABLE
 
 
 @njit(**JIT_STATE)
@@ -180,18 +155,17 @@ def cpumap_deliver(s, c, f, tarr, seq, length, t):
     if p.xdp_hash_meta and p.flow[f].flow_rss_hash != 0:
         h = p.flow[f].flow_rss_hash  # the seed's proposal: skb->hash from frame metadata
         sw = False
-    s.rf.out[0] = -1
-    cpu = -1
+    cpu = rq = rs = np.int64(-1)
     if p.rps_needed:
-        if sw and (p.queue_i[0, PQ_RPS_LEN] > 0 or s.rf.dev_log[0] > 0):
+        if sw and (p.queue[0].rps_len > 0 or s.rf.dev_log[0] > 0):
             t += cost(s, C_SW_HASH)  # skb_get_hash: flow dissector + siphash
         # no rx queue recorded: dev->_rx[0] (int64: a literal 0 would compile a second
         # get_rps_cpu, numba specialises on literal arguments)
-        cpu = get_rps_cpu(s, np.int64(0), h, f, t)
-        t += s.rf.out[2]
+        cpu, rq, rs, spent = get_rps_cpu(s, np.int64(0), h, f, t)
+        t += spent
     if cpu >= 0:
         t += cost(s, C_RPS_ENQUEUE)
-        enqueue_to_backlog(s, c, cpu, h, f, tarr, seq, length, t)
+        enqueue_to_backlog(s, c, cpu, h, f, tarr, seq, length, t, rq, rs)
         return t
     return netif_receive_skb_core(s, c, c, f, tarr, seq, length, t)
 
@@ -200,20 +174,20 @@ def cpumap_deliver(s, c, f, tarr, seq, length, t):
 def cpumap_kthread_step(s, c, e, t):
     """One loop of cpu_map_kthread_run on CPU c: up to CPUMAP_BATCH visible frames."""
     p, cm, sd = s.p, s.cm, s.sd
-    qsize = p.cm_i[PE_CM_QSIZE, e]
+    qsize = p.cpumap[e].qsize
     n = 0
-    while n < CPUMAP_BATCH and cm.entry[CE_CONS, e] < cm.entry[CE_PROD, e]:
-        slot = cm.entry[CE_CONS, e] % qsize
-        if cm.ring[CR_R_STAMP, e, slot] > t:
+    ent = cm.entry[e]
+    while n < CPUMAP_BATCH and ent.cons < ent.prod:
+        skb = cm.ring[e, ent.cons % qsize]
+        if skb.stamp > t:
             break  # produced by a poll that, in simulated time, has not got there yet
-        f = cm.ring32[CN_R_FLOW, e, slot]
-        tarr = cm.ring[CR_R_TARR, e, slot]
-        seq = cm.ring[CR_R_SEQ, e, slot]
-        length = cm.ring32[CN_R_LEN, e, slot]
-        cons, clear = ring_discard_one(cm.entry[CE_CONS, e], cm.entry[CE_CLEAR, e], qsize,
-                                       p.cm_i[PE_CM_BATCH, e])
-        cm.entry[CE_CONS, e] = cons
-        cm.entry[CE_CLEAR, e] = clear
+        f = skb.flow
+        tarr = skb.tarr
+        seq = skb.seq
+        length = skb.len
+        cons, clear = ring_discard_one(ent.cons, ent.clear, qsize, p.cpumap[e].batch)
+        ent.cons = cons
+        ent.clear = clear
         t += cost(s, C_CPUMAP_KTHREAD) + cost(s, C_SKB_BUILD)
         if p.cm_gro:
             t += cost(s, C_GRO)
@@ -230,14 +204,14 @@ def cpumap_kthread_step(s, c, e, t):
 def cpumap_after_batch(s, e, t):
     """The kthread after a batch: go on, sleep, or sleep until the pending flush wakes it."""
     p, cm = s.p, s.cm
-    if cm.entry[CE_CONS, e] < cm.entry[CE_PROD, e]:
-        if cm.ring[CR_R_STAMP, e, cm.entry[CE_CONS, e] % p.cm_i[PE_CM_QSIZE, e]] <= t:
-            cm.entry[CE_KT_STATE, e] = TH_RUNNABLE
+    if cm.entry[e].cons < cm.entry[e].prod:
+        if cm.ring[e, cm.entry[e].cons % p.cpumap[e].qsize].stamp <= t:
+            cm.entry[e].kt_state = TH_RUNNABLE
         else:
             # the ring looks empty now; the flush that produced these frames wakes us
-            cm.entry[CE_KT_STATE, e] = TH_WAKING
+            cm.entry[e].kt_state = TH_WAKING
             cm.cnt[e, CM_WAKEUPS] += 1
-            schedule(s.ev, max(cm.entry[CE_LAST_FLUSH, e], t) + cost(s, C_WAKEUP_LATENCY),
+            schedule(s.ev, max(cm.entry[e].last_flush, t) + cost(s, C_WAKEUP_LATENCY),
                      PRIO_WAKE, EV_CPUMAP_WAKE, e)
     else:
-        cm.entry[CE_KT_STATE, e] = TH_SLEEP
+        cm.entry[e].kt_state = TH_SLEEP

@@ -21,8 +21,6 @@ from rxlab.kernel.state import (
     CNT_XDP_RUNS,
     DROP_XDP_ABORTED,
     DROP_XDP_DROP,
-    PC_CM_ENTRY,
-    PQ_XSK_OF_QUEUE,
     XDP_ABORTED,
     XDP_DROP,
     XDP_PASS,
@@ -61,14 +59,14 @@ def xdp_rx(s, c, q, f, tarr, seq, length, t):
         t += int(p.xdp_cost_extra[r] + 0.5)  # hashing / metadata the rule's program does
     act = p.flow[f].xdp_act
     if act == XDP_REDIRECT:
-        e = p.cpu_i[PC_CM_ENTRY, redirect_key(s, c, f)]
+        e = p.cpu[redirect_key(s, c, f)].cm_entry
         if e >= 0:
             st.cnt[CNT_XDP_REDIRECT] += 1
             t += cost(s, C_XDP_REDIRECT_CPUMAP)
             return act, bq_enqueue(s, c, e, f, tarr, seq, length, t)
         act = XDP_ABORTED  # map miss: bpf_redirect_map returns its flags (0 = ABORTED)
     elif act == XDP_REDIRECT_XSK:
-        sk = p.queue_i[q, PQ_XSK_OF_QUEUE]
+        sk = p.queue[q].xsk_of_queue
         if sk >= 0:
             st.cnt[CNT_XDP_REDIRECT] += 1
             return act, xsk_rcv(s, sk, f, tarr, seq, length, t)

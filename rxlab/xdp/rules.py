@@ -11,7 +11,6 @@ import numpy as np
 
 from rxlab.errors import UsageError
 from rxlab.kernel.state import (
-    PE_CM_BATCH,
     XDP_ABORTED,
     XDP_DROP,
     XDP_PASS,
@@ -141,7 +140,7 @@ def xdp_config(sc, p) -> dict:
                    "hash_metadata": sc.xdp.hash_metadata, "flows_by_verdict": counts}}
     if sc.cpumap is not None:
         out["cpumap"] = {"cpus": sc.cpumap.cpu_list(), "qsize": sc.cpumap.qsize,
-                         "ptr_ring_batch": int(p.cm_i[PE_CM_BATCH, 0]), "gro": p.cm_gro}
+                         "ptr_ring_batch": int(p.cpumap[0]["batch"]), "gro": p.cm_gro}
     else:
         out["cpumap"] = None
     return out
