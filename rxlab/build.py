@@ -38,7 +38,11 @@ from rxlab.kernel.state import (
     N_CPUMAP_CNT,
     N_DROP_SLOTS,
     N_RFS_CNT,
+    POLL_PAUSE,
     QUEUE_PARAMS,
+    REFILL_AFTER_LOOP,
+    REFILL_IN_LOOP,
+    REFILL_PER_PACKET,
     RPS_DEV_FLOW,
     RX_RING,
     SKB,
@@ -87,6 +91,22 @@ class Model:
     threads: list = field(default_factory=list)  # (app name, cpu) per thread
     port_state: np.ndarray = field(default_factory=lambda: np.zeros(2, I64))
     notices: list = field(default_factory=list)  # what the run changed, for the user
+
+
+def driver_poll_params(pre: drivers.Preset, ring: int) -> dict:
+    """The preset's poll and refill rules as the loop reads them (``Params.poll_*``,
+    ``refill_*``)."""
+    r = pre.refill
+    if r.rule == "per-packet":
+        where, batch = REFILL_PER_PACKET, 1
+    elif r.rule == "poll-end":
+        where, batch = REFILL_AFTER_LOOP, 1
+    else:  # threshold / every: a count, or a fraction of the ring (i40e: count / 2)
+        where = REFILL_AFTER_LOOP if r.where == "after-loop" else REFILL_IN_LOOP
+        batch = max(1, int(r.batch * ring) if r.batch < 1 else int(r.batch))
+    return {"poll_clean": pre.poll.value == "clean-until-unwritten", "refill_where": where,
+            "refill_batch": batch, "refill_keep": min(r.keep_empty, ring - 1),
+            "refill_align": r.tail_align if ring >= r.tail_align else 1}
 
 
 def _indirection(spec, size: int, queues: int, where: str) -> np.ndarray:
@@ -355,6 +375,8 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
         n_intervals=n_int, cost_ns=cost_ns, jitter_mask=jmask,
         cost_i=(cost_ns + 0.5).astype(I64),
         irq_delay_ns=int(round(costs["irq_latency"] + sc.nic.rx_usecs * 1000)),
+        nic_svc_ns=int(round(1e9 / sc.nic.max_pps)) if sc.nic.max_pps else 0,
+        **driver_poll_params(sc.nic.preset(), sc.nic.ring_size),
         queue=queue, cpu=cpu, cpumap=cpumap, rps_map=rps_map, flow=flow, sock_off=sock_off,
         rfs_on=rfs_on, sock_flow_mask=max(sock_entries - 1, 0),
         rps_cpu_mask=roundup_pow_of_two(ncpu) - 1, rfs_hash32=kb.version >= (6, 15),
@@ -365,7 +387,8 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
         mig_set=mig[1], mig_t=mig[3], mig_cpu=mig[4], **xd,
     )
     R = roundup_pow_of_two(sc.nic.ring_size)
-    nic = NicState(ring=np.zeros((nq, R), SKB), queue=np.zeros(nq, RX_RING))
+    nic = NicState(ring=np.zeros((nq, R), SKB), queue=np.zeros(nq, RX_RING),
+                   pause=np.zeros(1, POLL_PAUSE))
     z = lambda dt=I64: np.zeros(ncpu, dt)  # noqa: E731
     sd = SoftnetData(
         cpu=np.zeros(ncpu, SOFTNET_DATA), bl=np.zeros((ncpu, bl_cap), SKB),
@@ -427,7 +450,8 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     )
     st = Stats(
         cnt=np.zeros(N_CNT, I64), lat_sock=np.zeros(HIST_BINS, I64),
-        lat_app=np.zeros(HIST_BINS, I64), lat_sum=np.zeros(2, np.float64),
+        lat_app=np.zeros(HIST_BINS, I64), lat_nic=np.zeros(HIST_BINS, I64),
+        lat_sum=np.zeros(3, np.float64),
         cpu_ns=np.zeros((ncpu, 5), I64), ts_cpu=np.zeros((n_int, ncpu, 5), I64),
         ts_pkt=np.zeros((n_int, 4), I64), ts_drop=np.zeros((n_int, N_DROP_SLOTS), I64),
         rng=new_state(sc.seed), icache=np.zeros(3, I64),

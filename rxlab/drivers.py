@@ -45,6 +45,11 @@ class Refill(_Fixed):
     # threshold: at least this many consumed (0: none); a fraction of the ring if < 1
     batch: Annotated[float, Field(ge=0)] = 0
     where: Literal["in-loop", "after-loop", "none"] = "none"
+    # descriptors the driver never hands the NIC: the Intel drivers fill count - 1
+    # (*_DESC_UNUSED keeps next_to_use one behind next_to_clean)
+    keep_empty: Annotated[int, Field(ge=0, le=64)] = 0
+    # the tail register ignores the low bits: the NIC sees the tail rounded down
+    tail_align: Annotated[int, Field(ge=1, le=64)] = 1
     source: str = Field(min_length=1)
 
 
@@ -92,10 +97,11 @@ _BUILTIN: dict[str, dict[str, Any]] = {
         "key_bytes": _c(52, f"{ICE}/ice.h: ICE_VSIQF_HKEY_ARRAY_SIZE = 13 * 4 (6.19)"),
         "poll": _c("clean-until-unwritten", f"{ICE}/ice_txrx.c: ice_clean_rx_irq loops while "
                    "total_rx_pkts < budget and the DD bit at next_to_clean is set (6.19)"),
-        "refill": {"rule": "poll-end", "where": "after-loop",
+        "refill": {"rule": "poll-end", "where": "after-loop", "keep_empty": 1, "tail_align": 8,
                    "source": f"{ICE}/ice_txrx.c: ice_clean_rx_irq calls ice_alloc_rx_bufs("
                              "ICE_DESC_UNUSED) once after the loop; ice_release_rx_desc writes"
-                             " the tail once, rounded down to a multiple of 8 (6.19)"},
+                             " the tail once, rounded down to a multiple of 8; ICE_DESC_UNUSED"
+                             " (ice_txrx.h) keeps one descriptor unused (6.19)"},
         "moderation": {"adaptive": True, "rx_usecs": 50.0, "start_usecs": 8.0,
                        "source": f"{ICE}/ice_lib.c: ice_vsi_alloc_q_vector ITR_DYNAMIC, "
                                  "ICE_DFLT_RX_ITR = ICE_ITR_20K = 50 us; ice_txrx.h DIM "
@@ -116,11 +122,12 @@ _BUILTIN: dict[str, dict[str, Any]] = {
         "poll": _c("clean-until-unwritten", f"{I40E}/i40e_txrx.c: i40e_clean_rx_irq loops "
                    "while total_rx_packets < budget and the descriptor length is non-zero "
                    "(6.19)"),
-        "refill": {"rule": "threshold", "batch": 0.5, "where": "in-loop",
+        "refill": {"rule": "threshold", "batch": 0.5, "where": "in-loop", "keep_empty": 1,
                    "source": f"{I40E}/i40e_txrx.c: i40e_clean_rx_irq refills when "
                              "cleaned_count >= clean_threshold = ring->count / 2, at the top "
                              "of the loop; no refill after it (6.19; I40E_RX_BUFFER_WRITE "
-                             "= 32 is used only by i40e_xsk.c)"},
+                             "= 32 is used only by i40e_xsk.c); I40E_DESC_UNUSED "
+                             "(i40e_txrx.h) keeps one descriptor unused"},
         "moderation": {"adaptive": True, "rx_usecs": 50.0, "start_usecs": 50.0,
                        "source": f"{I40E}/i40e_main.c: i40e_sw_init, I40E_ITR_RX_DEF = "
                                  "I40E_ITR_20K | I40E_ITR_DYNAMIC; own rule i40e_update_itr"
@@ -140,10 +147,11 @@ _BUILTIN: dict[str, dict[str, Any]] = {
         "key_bytes": _c(40, f"{IXGBE}/ixgbe.h: IXGBE_RSS_KEY_SIZE (6.19)"),
         "poll": _c("clean-until-unwritten", f"{IXGBE}/ixgbe_main.c: ixgbe_clean_rx_irq loops "
                    "while total_rx_packets < budget and wb.upper.length is non-zero (6.19)"),
-        "refill": {"rule": "every", "batch": 16, "where": "in-loop",
+        "refill": {"rule": "every", "batch": 16, "where": "in-loop", "keep_empty": 1,
                    "source": f"{IXGBE}/ixgbe_main.c: ixgbe_clean_rx_irq refills when "
                              "cleaned_count >= IXGBE_RX_BUFFER_WRITE (16), at the top of "
-                             "the loop; no refill after it (6.19)"},
+                             "the loop; no refill after it; ixgbe_desc_unused (ixgbe.h) "
+                             "keeps one descriptor unused (6.19)"},
         "moderation": {"adaptive": True, "rx_usecs": 50.0, "start_usecs": 50.0,
                        "source": f"{IXGBE}/ixgbe_main.c: ixgbe_sw_init rx_itr_setting = 1 "
                                  "(dynamic), ixgbe_lib.c initial EITR IXGBE_20K_ITR (6.19)"},
@@ -168,7 +176,10 @@ _BUILTIN: dict[str, dict[str, Any]] = {
                    "source": f"{MLX5}/en_txrx.c: mlx5e_napi_poll calls rq->post_wqes after "
                              "the CQ loop; en_rx.c mlx5e_post_rx_wqes posts nothing while "
                              "missing < wqe_bulk (about a quarter of the ring, "
-                             "mlx5e_rx_compute_wqe_bulk_params) (6.19)"},
+                             "mlx5e_rx_compute_wqe_bulk_params), then all that are "
+                             "missing; the legacy cyclic RQ (striding RQ, the default on "
+                             "ConnectX-5 and later, posts multi-packet WQEs: not modelled) "
+                             "(6.19)"},
         "moderation": {"adaptive": True, "rx_usecs": 3.0, "start_usecs": 8.0,
                        "rx_frames": 32,
                        "source": f"{MLX5}/en_main.c: mlx5e_build_nic_params, adaptive-rx on "
@@ -227,8 +238,10 @@ _BUILTIN: dict[str, dict[str, Any]] = {
         "table_max": _c(65536, "rxlab's limit"),
         "key_bytes": _c(40, "the standard Toeplitz key length (NETDEV_RSS_KEY_LEN is 52; "
                             "most drivers use 40)"),
-        "poll": _c("count-at-start", "rxlab's simple poll: the descriptors present when the "
-                   "poll starts, up to the NAPI weight"),
+        "poll": _c("clean-until-unwritten", "the common NAPI rule: re-read the next "
+                   "descriptor until the budget is used or it is not written yet, as ice, "
+                   "i40e, ixgbe, mlx5 (CQEs) and virtio_net (virtnet_receive_packets: "
+                   "virtnet_rq_get_buf until NULL) do (6.19)"),
         "refill": {"rule": "per-packet", "where": "in-loop",
                    "source": "rxlab's simple NIC: a descriptor is free again when its "
                              "packet's processing starts"},

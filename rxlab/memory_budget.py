@@ -50,7 +50,7 @@ MIN_FLOW_RECORD = 16 + 20 + 8  # a record header, an IPv4 header and a UDP heade
 SLOT_BYTES = 40  # a queued packet: one SKB record (kernel/state.py), 3 int64 + 3 int32
 BACKLOG_SLOT = SLOT_BYTES
 PACKET_BYTES = 8 + 4 + 4  # a generated packet: time, flow, size
-CHUNK_BYTES = 3 * (1 << 18) * (PACKET_BYTES + 9)  # simulate's chunks, shaped, copied
+CHUNK_BYTES = 3 * (1 << 18) * (PACKET_BYTES + 17)  # chunks, shaped (wire, NIC, overrun)
 
 
 @dataclass(frozen=True)
@@ -342,13 +342,14 @@ def estimate(sc, capture=None) -> Estimate:
         n_int * (ncpu * SERIES_LIST_CPU + SERIES_LIST_FIXED),
         f"{n_int:,} intervals x {ncpu:,} CPUs", "use a longer interval")
 
-    # the rest: stage costs, counters, latency histograms, calendar head, aRFS buckets
-    # and small counters; while built and run: RSS tables, the config's indirection
-    # table, 64-byte alignment of ~150 arrays and the arena's 2 MiB alignment, the
-    # latency histograms as lists, simulate's traffic chunks, and the interpreter
+    # the rest: stage costs, counters, latency histograms (socket, app, NIC wait),
+    # calendar head, aRFS buckets and small counters; while built and run: RSS tables,
+    # the config's indirection table, 64-byte alignment of ~150 arrays and the arena's
+    # 2 MiB alignment, the latency histograms as lists, simulate's traffic chunks, and
+    # the interpreter
     table = sc.nic.rss.table_size * (1 + len(sc.nic.rss.contexts))
-    add("fixed", len(STAGES) * 17 + N_CNT * 8 + 2 * HIST_BINS * 8 + 16 * KiB,
-        table * 48 + 150 * 64 + (2 << 20) + 2 * HIST_BINS * 40 + CHUNK_BYTES + OVERHEAD,
+    add("fixed", len(STAGES) * 17 + N_CNT * 8 + 3 * HIST_BINS * 8 + 16 * KiB,
+        table * 48 + 150 * 64 + (2 << 20) + 3 * HIST_BINS * 40 + CHUNK_BYTES + OVERHEAD,
         "rxlab itself and the tables of every run", "")
     return Estimate(terms, iv, n_int, notice)
 

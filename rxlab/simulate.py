@@ -14,7 +14,7 @@ import numpy as np
 
 from rxlab.build import Model, build
 from rxlab.errors import ConservationError
-from rxlab.kernel.rx_loop import run, shape
+from rxlab.kernel.rx_loop import feed, feed_end, shape
 from rxlab.kernel.sim import sim_of
 from rxlab.metrics.result import Result, assemble
 from rxlab.scenario import Scenario, load_scenario, with_overrides
@@ -62,18 +62,17 @@ def run_model(
     done = 0
     for chunk in stream.chunks(chunk_packets):
         n = len(chunk)
+        t_wire = np.empty(n, np.int64)
         t_nic = np.empty(n, np.int64)
         overrun = np.empty(n, np.bool_)
         shape(chunk.t_ns, chunk.size, link_ps_per_byte, svc_ns, sc.nic.nic_fifo,
-              m.port_state, t_nic, overrun)
-        run(sim, t_nic, chunk.flow, chunk.size, overrun, -1)
+              m.port_state, t_wire, t_nic, overrun)
+        feed(sim, t_wire, t_nic, chunk.flow, chunk.size, overrun)
         done += n
         if progress:
             progress(done, float(t_nic[-1]) / 1e9 if n else 0.0)
     end = int(round((sc.duration + sc.drain) * 1e9))
-    empty_i = np.empty(0, np.int64)
-    run(sim, empty_i, np.empty(0, np.int32), np.empty(0, np.int32),
-        np.empty(0, np.bool_), end)
+    feed_end(sim, end)
 
 
 def simulate(

@@ -452,7 +452,7 @@ def run_with_snapshots(m, times_s):
     counters, per-CPU ``processed`` and RFS/aRFS counters when the traffic passes each
     time in ``times_s`` (seconds). Returns a list of snapshots (dicts), one per time,
     plus one at the end."""
-    from rxlab.kernel.rx_loop import run, shape
+    from rxlab.kernel.rx_loop import feed, feed_end, shape
     from rxlab.kernel.sim import sim_of
     from rxlab.traffic.stream import PacketStream
 
@@ -474,29 +474,30 @@ def run_with_snapshots(m, times_s):
 
     for chunk in stream.chunks(1 << 16):
         n = len(chunk)
+        t_wire = np.empty(n, np.int64)
         t_nic = np.empty(n, np.int64)
         overrun = np.empty(n, np.bool_)
-        shape(chunk.t_ns, chunk.size, link, svc_ns, sc.nic.nic_fifo, m.port_state, t_nic,
-              overrun)
+        shape(chunk.t_ns, chunk.size, link, svc_ns, sc.nic.nic_fifo, m.port_state, t_wire,
+              t_nic, overrun)
         lo = 0
         while marks and lo < n:
             cut = int(np.searchsorted(t_nic, marks[0]))
             if cut >= n:
                 break
             if cut > lo:
-                run(sim, t_nic[lo:cut].copy(), chunk.flow[lo:cut].copy(),
-                    chunk.size[lo:cut].copy(), overrun[lo:cut].copy(), -1)
+                feed(sim, t_wire[lo:cut].copy(), t_nic[lo:cut].copy(),
+                     chunk.flow[lo:cut].copy(), chunk.size[lo:cut].copy(),
+                     overrun[lo:cut].copy())
             lo = cut
             snap()
             marks.pop(0)
         if lo < n:
-            run(sim, t_nic[lo:].copy(), chunk.flow[lo:].copy(), chunk.size[lo:].copy(),
-                overrun[lo:].copy(), -1)
+            feed(sim, t_wire[lo:].copy(), t_nic[lo:].copy(), chunk.flow[lo:].copy(),
+                 chunk.size[lo:].copy(), overrun[lo:].copy())
     for _ in marks:
         snap()
     end = int(round((sc.duration + sc.drain) * 1e9))
-    run(sim, np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0, np.int32),
-        np.empty(0, np.bool_), end)
+    feed_end(sim, end)
     snap()
     return snaps
 

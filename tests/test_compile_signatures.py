@@ -16,7 +16,8 @@ import sys
 LOOP_MODULES = (
     "rxlab.engine.core", "rxlab.engine.rng",
     "rxlab.kernel.accounting", "rxlab.kernel.backlog", "rxlab.kernel.flow_limit",
-    "rxlab.kernel.hashfn", "rxlab.kernel.napi", "rxlab.kernel.rfs", "rxlab.kernel.rps",
+    "rxlab.kernel.hashfn", "rxlab.kernel.napi", "rxlab.kernel.nic_rx", "rxlab.kernel.rfs",
+    "rxlab.kernel.rps",
     "rxlab.kernel.rx_loop", "rxlab.kernel.sched", "rxlab.kernel.socket",
     "rxlab.nic.arfs", "rxlab.nic.arfs_steer",
     "rxlab.xdp.cpumap", "rxlab.xdp.program", "rxlab.xdp.xsk_rx",

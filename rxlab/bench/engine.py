@@ -48,7 +48,7 @@ def stage_times(sc: Scenario) -> dict:
     import numpy as np
 
     from rxlab.build import build
-    from rxlab.kernel.rx_loop import run, shape
+    from rxlab.kernel.rx_loop import feed, feed_end, shape
     from rxlab.kernel.sim import sim_of
     from rxlab.metrics.result import assemble
     from rxlab.simulate import DEFAULT_CHUNK, in_flight
@@ -69,18 +69,18 @@ def stage_times(sc: Scenario) -> dict:
     for ch in chunks:
         k = len(ch)
         n += k
+        t_wire = np.empty(k, np.int64)
         t_nic = np.empty(k, np.int64)
         ov = np.empty(k, np.bool_)
         t0 = time.perf_counter()
-        shape(ch.t_ns, ch.size, lps, svc, sc.nic.nic_fifo, m.port_state, t_nic, ov)
+        shape(ch.t_ns, ch.size, lps, svc, sc.nic.nic_fifo, m.port_state, t_wire, t_nic, ov)
         t_shape += time.perf_counter() - t0
         t0 = time.perf_counter()
-        run(sim, t_nic, ch.flow, ch.size, ov, -1)
+        feed(sim, t_wire, t_nic, ch.flow, ch.size, ov)
         t_loop += time.perf_counter() - t0
     end = int(round((sc.duration + sc.drain) * 1e9))
     t0 = time.perf_counter()
-    run(sim, np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0, np.int32),
-        np.empty(0, np.bool_), end)
+    feed_end(sim, end)
     t_loop += time.perf_counter() - t0
     t0 = time.perf_counter()
     assemble(m, in_flight(m))

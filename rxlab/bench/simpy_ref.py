@@ -104,7 +104,8 @@ def model_inputs(sc) -> Inputs:
     for ch in stream.chunks(1 << 18):
         t_nic = np.empty(len(ch), np.int64)
         ov = np.empty(len(ch), np.bool_)
-        shape(ch.t_ns, ch.size, link, svc, sc.nic.nic_fifo, m.port_state, t_nic, ov)
+        shape(ch.t_ns, ch.size, link, svc, sc.nic.nic_fifo, m.port_state,
+              np.empty(len(ch), np.int64), t_nic, ov)
         ts.append(t_nic)
         fs.append(ch.flow)
         ovs.append(ov)

@@ -20,6 +20,7 @@ from rxlab.kernel.flow_limit import skb_flow_limit
 from rxlab.kernel.socket import netif_receive_skb_core
 from rxlab.kernel.state import (
     C_IPI_LATENCY,
+    C_IPI_SEND,
     DROP_BACKLOG,
     DROP_FLOW_LIMIT,
     U32,
@@ -44,6 +45,18 @@ def napi_schedule_rps(s, this_cpu, target):
     else:
         sd.rps_ipi_list[this_cpu, sd.cpu[this_cpu].ipi_n] = target
         sd.cpu[this_cpu].ipi_n += 1
+
+
+@njit(**JIT_STATE)
+def net_rps_send_ipi(s, c, t):
+    """Send the IPIs queued on CPU c's rps_ipi_list; returns the time after sending."""
+    sd, ev = s.sd, s.ev
+    for k in range(sd.cpu[c].ipi_n):
+        t += cost(s, C_IPI_SEND)
+        schedule(ev, t + cost(s, C_IPI_LATENCY), PRIO_HARDIRQ, EV_IPI,
+                 sd.rps_ipi_list[c, k])
+    sd.cpu[c].ipi_n = 0
+    return t
 
 
 @njit(**JIT_STATE)

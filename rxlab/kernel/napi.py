@@ -12,25 +12,29 @@ from numba import njit
 from rxlab.config import JIT_STATE
 from rxlab.engine.core import PRIO_HARDIRQ, schedule
 from rxlab.kernel.accounting import cost
-from rxlab.kernel.backlog import enqueue_to_backlog, process_backlog
+from rxlab.kernel.backlog import enqueue_to_backlog, net_rps_send_ipi, process_backlog
 from rxlab.kernel.constants import MAX_SOFTIRQ_RESTART
-from rxlab.kernel.events import EV_IPI, EV_IRQ
+from rxlab.kernel.events import EV_IRQ
+from rxlab.kernel.nic_rx import ingest_until
 from rxlab.kernel.rps import get_rps_cpu
 from rxlab.kernel.sched import need_resched
 from rxlab.kernel.socket import netif_receive_skb_core
 from rxlab.kernel.state import (
     C_DRIVER_RX,
     C_GRO,
-    C_IPI_LATENCY,
-    C_IPI_SEND,
     C_NAPI_POLL,
     C_RPS_ENQUEUE,
+    REFILL_AFTER_LOOP,
+    REFILL_IN_LOOP,
+    REFILL_PER_PACKET,
     T_KSOFTIRQD,
     T_SOFTIRQ,
     XDP_PASS,
 )
 from rxlab.xdp.cpumap import xdp_do_flush
 from rxlab.xdp.program import xdp_rx
+
+NAPI_PAUSED = -2  # net_rx_action_step: the driver poll waits for the next chunk
 
 
 @njit(**JIT_STATE)
@@ -40,17 +44,60 @@ def jiffies(s, t):
 
 
 @njit(**JIT_STATE)
-def driver_poll(s, c, q, t):
-    """The driver's NAPI poll of rx queue q: up to napi_weight descriptors."""
+def refill(s, q, t):
+    """Give every consumed descriptor back to the NIC at t (one tail write)."""
     p, nic = s.p, s.nic
-    nic.queue[q].q_polls += 1
-    n = min(nic.queue[q].ring_tail - nic.queue[q].ring_head, p.napi_weight)
-    for _ in range(n):
+    for k in range(nic.queue[q].ring_ret, nic.queue[q].ring_head):
+        nic.ring[q, k & p.ring_mask].stamp = t
+    nic.queue[q].ring_ret = nic.queue[q].ring_head
+
+
+@njit(**JIT_STATE)
+def driver_poll(s, c, q, t, work, count, phase):
+    """The driver's NAPI poll of rx queue q: up to napi_weight descriptors.
+
+    Returns (work, t, paused). A poll that cleans until an unwritten descriptor
+    (``poll_clean``: ice_clean_rx_irq, i40e_clean_rx_irq, ixgbe_clean_rx_irq,
+    mlx5e_poll_rx_cq) re-reads the next descriptor after each packet, so a packet that
+    reaches the NIC while it runs is taken in the same poll; one that reads the count
+    once (mvpp2_rx: mvpp2_rxq_received) takes at most what was written when it started.
+    Descriptors go back to the NIC as the driver refills (``refill_*``). ``work``,
+    ``count`` and ``phase`` carry a poll that paused at the end of a traffic chunk
+    (``rx_loop.run`` resumes it); a new poll passes 0, 0, 0.
+    """
+    p, nic = s.p, s.nic
+    if phase == 0:
+        if not p.poll_clean:
+            if ingest_until(s, t) == 0:
+                return _pause(s, c, q, t, work, count, phase)
+            # mvpp2_rxq_received: descriptors the NIC has written by now
+            h = nic.queue[q].ring_head
+            count = 0
+            while (h + count < nic.queue[q].ring_tail and count < p.napi_weight
+                   and nic.ring[q, (h + count) & p.ring_mask].stamp <= t):
+                count += 1
+        phase = 1
+    while work < p.napi_weight:
+        if (p.refill_where == REFILL_IN_LOOP
+                and nic.queue[q].ring_head - nic.queue[q].ring_ret >= p.refill_batch):
+            refill(s, q, t)  # i40e/ixgbe: at the top of an iteration, before the read
         idx = nic.queue[q].ring_head
-        slot = idx & p.ring_mask
-        skb = nic.ring[q, slot]
-        skb.stamp = t  # the descriptor goes back to the NIC from now on
+        if p.poll_clean:
+            if idx == nic.queue[q].ring_tail:
+                if ingest_until(s, t) == 0:
+                    return _pause(s, c, q, t, work, count, phase)
+                if idx == nic.queue[q].ring_tail:
+                    break  # nothing has reached this queue by now: DD bit clear
+            if nic.ring[q, idx & p.ring_mask].stamp > t:
+                break  # written later (taken from the stream by another CPU's poll)
+        elif work >= count:
+            break
+        skb = nic.ring[q, idx & p.ring_mask]
         nic.queue[q].ring_head = idx + 1
+        if p.refill_where == REFILL_PER_PACKET:
+            skb.stamp = t  # the descriptor goes back to the NIC from now on
+            nic.queue[q].ring_ret = idx + 1
+        work += 1
         f = skb.flow
         tarr = skb.tarr
         seq = skb.seq
@@ -70,20 +117,31 @@ def driver_poll(s, c, q, t):
             enqueue_to_backlog(s, c, cpu, p.flow[f].flow_hash, f, tarr, seq, length, t, rq, rs)
         else:
             t = netif_receive_skb_core(s, c, c, f, tarr, seq, length, t)
+    if (p.refill_where == REFILL_AFTER_LOOP
+            and nic.queue[q].ring_head - nic.queue[q].ring_ret >= p.refill_batch):
+        refill(s, q, t)  # ice, mvpp2: once per poll; mlx5: post_wqes after the CQ loop
     if p.xdp_on:
         t = xdp_do_flush(s, c, t)  # the driver's xdp_do_flush() at the end of its poll
-    return n, t
+    return work, t, 0
 
 
 @njit(**JIT_STATE)
-def net_rps_send_ipi(s, c, t):
-    """Send the IPIs queued on CPU c's rps_ipi_list; returns the time after sending."""
-    sd, ev = s.sd, s.ev
-    for k in range(sd.cpu[c].ipi_n):
-        t += cost(s, C_IPI_SEND)
-        schedule(ev, t + cost(s, C_IPI_LATENCY), PRIO_HARDIRQ, EV_IPI,
-                 sd.rps_ipi_list[c, k])
-    sd.cpu[c].ipi_n = 0
+def _pause(s, c, q, t, work, count, phase):
+    pz = s.nic.pause[0]
+    pz.c, pz.q, pz.t, pz.work, pz.count, pz.phase = c, q, t, work, count, phase
+    return work, t, 1
+
+
+@njit(**JIT_STATE)
+def driver_poll_resume(s):
+    """Continue the paused driver poll with the new chunk's arrivals; returns the poll's
+    end time, or -1 if it paused again (this chunk ran out too)."""
+    pz = s.nic.pause[0]
+    c = pz.c
+    work, t, paused = driver_poll(s, c, pz.q, pz.t, pz.work, pz.count, pz.phase)
+    if paused:
+        return np.int64(-1)
+    s.sd.cpu[c].seg_work = work
     return t
 
 
@@ -103,7 +161,8 @@ def _take_poll_list(s, c):
 def net_rx_action_step(s, c, t):
     """Run the next NAPI poll of net_rx_action on CPU c at time t.
 
-    Returns (segment end time, napi id); napi id -1 means net_rx_action returned.
+    Returns (segment end time, napi id); napi id -1 means net_rx_action returned,
+    ``NAPI_PAUSED`` that the driver poll waits for the next chunk (``driver_poll_resume``).
     """
     p, sd = s.p, s.sd
     if not sd.cpu[c].in_rx_action:
@@ -126,7 +185,11 @@ def net_rx_action_step(s, c, t):
     sd.cpu[c].ll_pos += 1
     t += cost(s, C_NAPI_POLL)
     if napi < p.nq:
-        work, t = driver_poll(s, c, napi, t)
+        s.nic.queue[napi].q_polls += 1
+        zero = np.int64(0)  # one signature with the resumed poll's int64 state
+        work, t, paused = driver_poll(s, c, napi, t, zero, zero, zero)
+        if paused:
+            return t, NAPI_PAUSED
     else:
         work, t = process_backlog(s, c, t, p.dev_rx_weight)
     sd.cpu[c].seg_work = work
@@ -146,9 +209,12 @@ def napi_segment_end(s, c, napi, t):
         # napi_complete_done: interrupts re-enabled; descriptors that arrived during the
         # poll raise the interrupt again at once
         nic.queue[napi].napi_sched = 0
-        if nic.queue[napi].ring_tail > nic.queue[napi].ring_head:
+        h = nic.queue[napi].ring_head
+        if nic.queue[napi].ring_tail > h:
+            # written during the poll, or later (taken from the stream by another CPU)
+            t_dd = max(t, nic.ring[napi, h & p.ring_mask].stamp)
             nic.queue[napi].napi_sched = 1
-            schedule(ev, t + p.irq_delay_ns, PRIO_HARDIRQ, EV_IRQ, napi)
+            schedule(ev, t_dd + p.irq_delay_ns, PRIO_HARDIRQ, EV_IRQ, napi)
     sd.cpu[c].budget -= work
     if sd.cpu[c].budget <= 0 or jiffies(s, t) >= sd.cpu[c].time_limit_j:
         sd.cpu[c].time_squeeze += 1

@@ -12,10 +12,10 @@ import numpy as np
 from numba import njit
 
 from rxlab.config import JIT_HELPER, JIT_LEAF, JIT_STATE, JIT_STATE_OUTLINE
-from rxlab.engine.core import PRIO_CPU, PRIO_HARDIRQ, PRIO_WAKE, peek_time, pop, schedule
+from rxlab.engine.core import PRIO_CPU, PRIO_WAKE, peek_time, pop, schedule
 from rxlab.engine.rng import uniform
-from rxlab.kernel.accounting import account, cost, drop, interval_of
-from rxlab.kernel.backlog import enqueue_to_backlog, napi_list_add
+from rxlab.kernel.accounting import account, cost, hist_index
+from rxlab.kernel.backlog import napi_list_add
 from rxlab.kernel.events import (
     EV_ARFS_SVC,
     EV_ARFS_TIMER,
@@ -27,12 +27,13 @@ from rxlab.kernel.events import (
     EV_WAKE,
 )
 from rxlab.kernel.napi import (
+    NAPI_PAUSED,
+    driver_poll_resume,
     napi_segment_end,
-    net_rps_send_ipi,
     net_rx_action_step,
     softirq_context,
 )
-from rxlab.kernel.rps import get_rps_cpu
+from rxlab.kernel.nic_rx import ingest_next, kick_cpu
 from rxlab.kernel.sched import (
     SCHED_APP,
     SCHED_CPUMAP_KTHREAD,
@@ -42,15 +43,8 @@ from rxlab.kernel.sched import (
 )
 from rxlab.kernel.socket import app_after_read, app_read
 from rxlab.kernel.state import (
-    C_DRIVER_RX,
     C_HARDIRQ,
     C_IPI_RECV,
-    C_RPS_ENQUEUE,
-    CNT_BAD_QUEUE,
-    CNT_GOOD_QUEUE,
-    CNT_OFFERED,
-    DROP_NIC_OVERRUN,
-    DROP_RING_FULL,
     SEG_APP,
     SEG_CPUMAP,
     SEG_NAPI,
@@ -60,19 +54,22 @@ from rxlab.kernel.state import (
     T_USER,
     TH_RUNNABLE,
     TH_WAKING,
-    TS_OFFERED,
+    Arrivals,
 )
 from rxlab.nic.arfs import arfs_expire_scan, arfs_program_pending, arm_timer
 from rxlab.xdp.cpumap import cpumap_after_batch, cpumap_kthread_step
 
 
 @njit(**JIT_LEAF)
-def shape(t_gen, length, link_ps_per_byte, svc_ns, fifo, port_state, t_nic, overrun):
+def shape(t_gen, length, link_ps_per_byte, svc_ns, fifo, port_state, t_wire, t_nic,
+          overrun):
     """Wire serialisation (FIFO at line rate) and the NIC's packet-rate ceiling.
 
-    ``port_state`` = [wire_free, nic_free] carries across chunks. Order is preserved, so
-    ``t_nic`` stays non-decreasing. A packet that would wait behind more than ``fifo``
-    packets at the NIC ceiling is an overrun drop.
+    ``t_wire``: the frame's last bit is in (every latency starts there); ``t_nic``: it
+    leaves the NIC's FIFO, served at ``svc_ns`` per packet (``nic.max_pps``), and its
+    descriptor is written. ``port_state`` = [wire_free, nic_free] carries across chunks.
+    Order is preserved, so both stay non-decreasing. A packet that would wait behind more
+    than ``fifo`` packets at the NIC ceiling is an overrun drop.
     """
     wire_free = port_state[0]
     nic_free = port_state[1]
@@ -82,6 +79,7 @@ def shape(t_gen, length, link_ps_per_byte, svc_ns, fifo, port_state, t_nic, over
         start = max(t_gen[i], wire_free)
         wire_free = start + ser
         t = wire_free
+        t_wire[i] = t
         overrun[i] = False
         if svc_ns > 0:
             s = max(t, nic_free)
@@ -93,91 +91,6 @@ def shape(t_gen, length, link_ps_per_byte, svc_ns, fifo, port_state, t_nic, over
         t_nic[i] = t
     port_state[0] = wire_free
     port_state[1] = nic_free
-
-
-@njit(**JIT_STATE)
-def kick_cpu(s, c, t):
-    """Make sure CPU c will dispatch at t (it is idle: no segment, no pending event)."""
-    sd, ev = s.sd, s.ev
-    if sd.cpu[c].ev_pending == 0:
-        sd.cpu[c].ev_pending = 1
-        schedule(ev, t, PRIO_CPU, EV_CPU, c)
-
-
-@njit(**JIT_STATE)
-def ingest(s, f, length, t, overrun):
-    """A packet reaches the NIC at t: take a free descriptor or drop (ring full)."""
-    p, nic, so, st, ev = s.p, s.nic, s.so, s.st, s.ev
-    st.cnt[CNT_OFFERED] += 1
-    st.ts_pkt[interval_of(s, t), TS_OFFERED] += 1
-    seq = so.flow[f].flow_next_seq
-    so.flow[f].flow_next_seq = seq + 1
-    if overrun:
-        drop(s, DROP_NIC_OVERRUN, t)
-        return
-    q = p.flow[f].flow_rxq
-    if p.arfs_model != 0 and s.ar.fdir_queue[f] >= 0:
-        q = s.ar.fdir_queue[f]  # an aRFS filter for this 5-tuple overrides RSS
-    sk = p.flow[f].flow_sock
-    if sk >= 0 and t >= p.warmup_ns:
-        # good: the queue's interrupt lands where the flow's consumer runs now
-        if p.queue[q].irq_cpu == so.sock[so.sock[sk].sock_thread].thread_cpu:
-            st.cnt[CNT_GOOD_QUEUE] += 1
-        else:
-            st.cnt[CNT_BAD_QUEUE] += 1
-    if p.netif_rx:
-        netif_rx(s, q, f, length, t, seq)
-        return
-    if nic.queue[q].ring_tail - nic.queue[q].ring_rel >= p.ring_size:
-        # descriptors the driver has taken by now are free again. Counted only when the
-        # stale count says full: it can only overstate the occupancy, so the outcome is
-        # the same as counting at every arrival (deq stamps rise with the index)
-        rel = nic.queue[q].ring_rel
-        while (rel < nic.queue[q].ring_head
-               and nic.ring[q, rel & p.ring_mask].stamp <= t):
-            rel += 1
-        nic.queue[q].ring_rel = rel
-        if nic.queue[q].ring_tail - rel >= p.ring_size:
-            nic.queue[q].q_drops += 1
-            drop(s, DROP_RING_FULL, t)
-            return
-    slot = nic.queue[q].ring_tail & p.ring_mask
-    skb = nic.ring[q, slot]
-    skb.flow = f
-    skb.tarr = t
-    skb.seq = seq
-    skb.len = length
-    nic.queue[q].ring_tail += 1
-    nic.queue[q].q_packets += 1
-    if nic.queue[q].napi_sched == 0:
-        nic.queue[q].napi_sched = 1  # interrupt raised; masked until napi_complete_done
-        schedule(ev, t + p.irq_delay_ns, PRIO_HARDIRQ, EV_IRQ, q)
-
-
-@njit(**JIT_STATE)
-def netif_rx(s, q, f, length, t, seq):
-    """A device without NAPI polling (veth, tun, legacy drivers): ``netif_rx()``.
-
-    Every packet goes straight to a backlog from the receiving context on the queue's
-    CPU, so no driver poll limits how fast one flow reaches the backlog (reference 3.3).
-    The per-packet driver work is charged as interrupt time on that CPU.
-    """
-    p, nic, sd = s.p, s.nic, s.sd
-    c = p.queue[q].irq_cpu
-    nic.queue[q].q_packets += 1
-    sd.cpu[c].irq_debt += cost(s, C_DRIVER_RX)
-    cpu = c
-    rq = rs = np.int64(-1)
-    if p.rps_needed:
-        target, rq, rs, spent = get_rps_cpu(s, q, p.flow[f].flow_hash, f, t)
-        sd.cpu[c].irq_debt += spent
-        if target >= 0:
-            cpu = target
-            sd.cpu[c].irq_debt += cost(s, C_RPS_ENQUEUE)
-    enqueue_to_backlog(s, c, cpu, p.flow[f].flow_hash, f, t, seq, length, t, rq, rs)
-    if sd.cpu[c].ipi_n > 0:
-        net_rps_send_ipi(s, c, t)  # simplification: sent at once, not at softirq end
-    kick_cpu(s, c, t)  # charges the receive work now, runs the softirq if one is pending
 
 
 @njit(**JIT_STATE)
@@ -221,17 +134,12 @@ def dispatch(s, c, t):
         was_ks = sd.cpu[c].ksoftirqd
         ctx = softirq_context(s, c)
         t_end, napi = net_rx_action_step(s, c, t)
-        account(s, c, ctx, t, t_end)
-        if was_ks:
-            sd.cpu[c].ks_vrt += t_end - t
-        if sd.cpu[c].ksoftirqd and not was_ks:
-            sd.cpu[c].ks_vrt = vmin  # a woken thread starts level in CFS
-        if napi >= 0:
-            sd.cpu[c].seg_kind = SEG_NAPI
-            sd.cpu[c].seg_arg = napi
-            sd.cpu[c].seg_ctx = ctx
-        sd.cpu[c].ev_pending = 1
-        schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
+        if napi == NAPI_PAUSED:
+            # the driver poll waits for the next chunk's arrivals (run resumes it)
+            pz = s.nic.pause[0]
+            pz.on, pz.t0, pz.ctx, pz.was_ks, pz.vmin = 1, t, ctx, was_ks, vmin
+            return
+        softirq_segment(s, c, t, t_end, napi, ctx, was_ks, vmin)
     elif who == SCHED_CPUMAP_KTHREAD:
         e = s.p.cpu[c].cm_entry
         t_end = cpumap_kthread_step(s, c, e, t)
@@ -259,6 +167,35 @@ def dispatch(s, c, t):
         sd.cpu[c].ev_pending = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
     # else (SCHED_IDLE): idle until an interrupt, IPI or wake-up kicks it
+
+
+@njit(**JIT_STATE)
+def softirq_segment(s, c, t, t_end, napi, ctx, was_ks, vmin):
+    """A softirq segment [t, t_end) has run on CPU c: charge it, end it at t_end."""
+    sd = s.sd
+    account(s, c, ctx, t, t_end)
+    if was_ks:
+        sd.cpu[c].ks_vrt += t_end - t
+    if sd.cpu[c].ksoftirqd and not was_ks:
+        sd.cpu[c].ks_vrt = vmin  # a woken thread starts level in CFS
+    if napi >= 0:
+        sd.cpu[c].seg_kind = SEG_NAPI
+        sd.cpu[c].seg_arg = napi
+        sd.cpu[c].seg_ctx = ctx
+    sd.cpu[c].ev_pending = 1
+    schedule(s.ev, t_end, PRIO_CPU, EV_CPU, c)
+
+
+@njit(**JIT_STATE_OUTLINE)
+def resume_poll(s):
+    """Finish the driver poll that paused at the end of the last chunk, before anything
+    else happens: the same poll, the same order of effects as without a chunk boundary."""
+    t_end = driver_poll_resume(s)
+    if t_end < 0:
+        return
+    pz = s.nic.pause[0]
+    pz.on = 0
+    softirq_segment(s, pz.c, pz.t0, t_end, pz.q, pz.ctx, pz.was_ks, pz.vmin)
 
 
 @njit(**JIT_STATE)
@@ -338,25 +275,53 @@ def handle_event(s, t, kind, arg):
 
 
 @njit(**JIT_LEAF)
-def run(s, t_nic, flow, length, overrun, t_until):
-    """Merge this chunk's arrivals with the calendar.
+def run(s, t_until):
+    """Merge the chunk of arrivals in ``s.wire`` with the calendar.
 
     With ``t_until < 0`` stop when the chunk is consumed (events at or after the last
-    arrival wait for the next chunk, whose arrivals cannot be earlier); otherwise run the
-    calendar up to ``t_until`` after the last arrival.
+    arrival wait for the next chunk, whose arrivals cannot be earlier); otherwise (the
+    last call: no arrivals follow) run the calendar up to ``t_until`` after the last
+    arrival. A driver poll that cleans its ring takes arrivals from the same cursor.
     """
-    ev = s.ev
-    i = 0
-    n = t_nic.size
+    ev, w = s.ev, s.wire
+    if s.nic.pause[0].on:
+        resume_poll(s)
+    n = w.t_nic.size
     while True:
         te = peek_time(ev)
+        i = w.pos[0]
         if i < n:
-            if t_nic[i] <= te:
-                ingest(s, flow[i], length[i], t_nic[i], overrun[i])
-                i += 1
+            if w.t_nic[i] <= te:
+                ingest_next(s)
                 continue
-        elif t_until < 0 or te > t_until:
+        elif t_until < 0 or te > t_until or s.nic.pause[0].on:
             return
         t, kind, arg = pop(ev)
         handle_event(s, t, kind, arg)
 
+
+@njit(**JIT_LEAF)
+def nic_wait(st, t_wire, t_nic, overrun, svc_ns):
+    """The wait in the NIC's FIFO (before its own service time) of each packet it kept."""
+    for i in range(t_nic.size):
+        if not overrun[i]:
+            d = t_nic[i] - svc_ns - t_wire[i]
+            st.lat_nic[hist_index(d)] += 1
+            st.lat_sum[2] += d
+
+
+def feed(sim, t_wire, t_nic, flow, length, overrun, t_until=-1):
+    """Run the loop over one chunk of shaped arrivals (``shape``); ``t_until >= 0`` on
+    the last call, with no arrivals after it."""
+    w = Arrivals(t_wire, t_nic, flow, length, overrun,
+                 np.array([0, 1 if t_until >= 0 else 0], np.int64))
+    if t_nic.size:
+        nic_wait(sim.st, t_wire, t_nic, overrun, sim.p.nic_svc_ns)
+    run(sim._replace(wire=w), t_until)
+
+
+def feed_end(sim, t_until):
+    """The last call: run the calendar to ``t_until`` with no arrivals left."""
+    e = np.empty(0, np.int64)
+    i = np.empty(0, np.int32)
+    feed(sim, e, e, i, i, np.empty(0, np.bool_), t_until)

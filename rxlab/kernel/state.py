@@ -195,10 +195,11 @@ CPUMAP_PARAMS = struct(
 # one): the fields the model carries with it. Every FIFO (rx ring, backlog, socket
 # queue, cpumap bulk queue and ptr_ring) is a ring of these records.
 SKB = struct(
-    ("tarr", np.int64),  # NIC arrival time
+    ("tarr", np.int64),  # wire arrival time (last bit in): every latency starts here
     ("seq", np.int64),  # per-flow sequence number
-    ("stamp", np.int64),  # time of the hand-off into this queue (rx ring: taken by
-    # the driver; backlog, socket, ptr_ring: enqueued)
+    ("stamp", np.int64),  # time of the hand-off into this queue (rx ring: written by
+    # the NIC while queued, then the time the driver gave the descriptor back; backlog,
+    # socket, ptr_ring: enqueued)
     ("flow", np.int32),
     ("len", np.int32),
     ("src", np.int32),  # CPU that enqueued it (backlog: the cross-CPU cost)
@@ -299,6 +300,13 @@ class Params(NamedTuple):
     cost_i: np.ndarray  # int64[len(STAGES)]: cost_ns rounded to whole ns
     jitter_mask: np.ndarray  # bool[len(STAGES)]: stage is per-packet work
     irq_delay_ns: int  # irq_latency + rx_usecs
+    nic_svc_ns: int  # 1 / nic.max_pps (0: no ceiling)
+    # the driver's RX poll (rxlab/drivers.py; docs/model.md "Driver RX polls")
+    poll_clean: bool  # re-read the next descriptor until the budget (else a count at start)
+    refill_where: int  # REFILL_PER_PACKET / REFILL_IN_LOOP / REFILL_AFTER_LOOP
+    refill_batch: int  # give buffers back once this many are consumed
+    refill_keep: int  # descriptors the driver never gives the NIC (ring - 1 rule)
+    refill_align: int  # the NIC sees the tail rounded down to a multiple of this
     queue: np.ndarray  # QUEUE_PARAMS[nq]
     rps_map: np.ndarray  # int64[nq, ncpu]
     flow: np.ndarray  # FLOW[nflows]: compiled code reads p.flow[f].flow_hash
@@ -332,7 +340,9 @@ class Params(NamedTuple):
 RX_RING = struct(
     ("ring_tail", np.int64),  # descriptors filled
     ("ring_head", np.int64),  # descriptors taken by NAPI polls
-    ("ring_rel", np.int64),  # descriptors returned to the NIC by time now
+    ("ring_ret", np.int64),  # descriptors given back (refilled), each stamped with when
+    ("ring_rel", np.int64),  # of those, given back by the time the NIC last looked
+    ("ring_lim", np.int64),  # the NIC may fill positions below this (tail it saw)
     ("napi_sched", np.int64),  # 1 = interrupt raised / NAPI scheduled
     ("q_packets", np.int64),
     ("q_drops", np.int64),
@@ -347,8 +357,35 @@ class NicState(NamedTuple):
     field of every queue as ``nic.queue["<field>"]``.
     """
 
-    ring: np.ndarray  # SKB[nq, ring storage]: stamp = time the driver took it
+    ring: np.ndarray  # SKB[nq, ring storage]
     queue: np.ndarray  # RX_RING[nq]
+    pause: np.ndarray  # POLL_PAUSE[1]: a driver poll waiting for the next chunk
+
+
+REFILL_PER_PACKET, REFILL_IN_LOOP, REFILL_AFTER_LOOP = 0, 1, 2
+
+# A driver poll that reached the end of the traffic chunk with its ring empty: whether
+# the next descriptor is written by now depends on arrivals not generated yet, so the
+# poll stops there and resumes first thing in the next chunk (rx_loop.run), exactly
+# where it was. ``phase`` 0: before the poll's first descriptor (count-at-start reads
+# its count then); the rest is what dispatch does once the poll returns.
+POLL_PAUSE = struct(
+    ("on", np.int64), ("c", np.int64), ("q", np.int64), ("t", np.int64),
+    ("work", np.int64), ("count", np.int64), ("phase", np.int64),
+    ("t0", np.int64), ("ctx", np.int64), ("was_ks", np.int64), ("vmin", np.int64),
+)
+
+
+class Arrivals(NamedTuple):
+    """One chunk of shaped arrivals, with the position the loop (or a driver poll that
+    keeps cleaning) has ingested up to: ``pos[0]``; ``pos[1]`` = 1 on the last call."""
+
+    t_wire: np.ndarray  # int64: last bit off the wire (latency origin)
+    t_nic: np.ndarray  # int64: out of the NIC's FIFO, descriptor written
+    flow: np.ndarray  # int32
+    length: np.ndarray  # int32
+    overrun: np.ndarray  # bool
+    pos: np.ndarray  # int64[2]
 
 
 # ``struct softnet_data`` (include/linux/netdevice.h) and the CPU's scheduling state, one
@@ -443,7 +480,8 @@ class Stats(NamedTuple):
     cnt: np.ndarray  # int64[N_CNT]
     lat_sock: np.ndarray  # int64[HIST_BINS]
     lat_app: np.ndarray  # int64[HIST_BINS]
-    lat_sum: np.ndarray  # float64[2]: exact sums (socket, app) for the mean
+    lat_nic: np.ndarray  # int64[HIST_BINS]: wait in the NIC's FIFO (nic.max_pps)
+    lat_sum: np.ndarray  # float64[3]: exact sums (socket, app, NIC wait) for the mean
     cpu_ns: np.ndarray  # int64[ncpu, 5]
     ts_cpu: np.ndarray  # int64[n_intervals, ncpu, 5]
     ts_pkt: np.ndarray  # int64[n_intervals, 4]

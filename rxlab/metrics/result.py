@@ -146,6 +146,8 @@ def assemble(m, in_flight: int) -> Result:
                      "socket_drops": int(so.sock["so_drops"][t])})
     lat_sock = _lat(st.lat_sock, float(st.lat_sum[0]), int(cnt[CNT_LAT_SOCK_N]))
     lat_app = _lat(st.lat_app, float(st.lat_sum[1]), int(cnt[CNT_LAT_APP_N]))
+    # the NIC's FIFO at its packet-rate ceiling (nic.max_pps): wire arrival to service
+    lat_nic = _lat(st.lat_nic, float(st.lat_sum[2]), int(st.lat_nic.sum()))
     offered = int(cnt[CNT_OFFERED])
     delivered = int(cnt[CNT_DELIVERED])
     processed = int(sd.cpu["processed"].sum())
@@ -178,7 +180,7 @@ def assemble(m, in_flight: int) -> Result:
         "queues": queues,
         "apps": apps,
         "latency_ns": {**{k: lat_sock[k] for k in ("p50", "p99", "p999", "mean")},
-                       "to_socket": lat_sock, "to_app": lat_app},
+                       "to_socket": lat_sock, "to_app": lat_app, "nic_wait": lat_nic},
         "reordered_packets": int(cnt[CNT_REORDERED]),
         "flows_by_group": by_group,
         "steering": {
@@ -210,5 +212,6 @@ def assemble(m, in_flight: int) -> Result:
                         / p.interval_ns).tolist(),
         "latency_hist_app": st.lat_app.tolist(),
         "latency_hist_socket": st.lat_sock.tolist(),
+        "latency_hist_nic_wait": st.lat_nic.tolist(),
     }
     return Result(data, series)

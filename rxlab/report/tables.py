@@ -33,12 +33,17 @@ def summary_table(d: dict) -> Table:
         t.add_row("forwarded (XDP_TX)", _n(pk["forwarded"]))
     t.add_row("in flight at end", _n(pk["in_flight"]))
     lat = d["latency_ns"]
-    for key, label in (("to_socket", "NIC -> socket"), ("to_app", "NIC -> app")):
+    # every latency starts when the frame is off the wire
+    for key, label in (("to_socket", "wire -> socket"), ("to_app", "wire -> app")):
         v = lat[key]
         if v["samples"]:
             t.add_row(f"latency {label}",
                       f"p50 {fmt_time_ns(v['p50'])}  p99 {fmt_time_ns(v['p99'])}  "
                       f"p99.9 {fmt_time_ns(v['p999'])}")
+    v = lat.get("nic_wait")
+    if v and v["samples"] and v["max"]:  # only where the NIC's packet-rate ceiling queues
+        t.add_row("NIC FIFO wait", f"mean {fmt_time_ns(v['mean'])}  p50 "
+                                   f"{fmt_time_ns(v['p50'])}  p99 {fmt_time_ns(v['p99'])}")
     t.add_row("reordered packets", _n(d["reordered_packets"]))
     cap = d.get("capture")
     if cap:  # a replay: what of the file was offered, and what was not

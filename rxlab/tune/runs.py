@@ -32,7 +32,7 @@ CAPTURE = "capture"
 def run_one(task: dict) -> dict:
     """Simulate one run (in a worker process or here)."""
     from rxlab.build import build
-    from rxlab.kernel.rx_loop import run, shape
+    from rxlab.kernel.rx_loop import feed, feed_end, shape
     from rxlab.kernel.sim import sim_of
     from rxlab.metrics.result import assemble
     from rxlab.scenario import Scenario
@@ -63,15 +63,15 @@ def run_one(task: dict) -> dict:
     offered = np.zeros(len(m.flows), np.int64)
     for chunk in stream.chunks(1 << 18):
         n = len(chunk)
+        t_wire = np.empty(n, np.int64)
         t_nic = np.empty(n, np.int64)
         overrun = np.empty(n, np.bool_)
         shape(chunk.t_ns, chunk.size, ps_per_byte, svc_ns, sc.nic.nic_fifo, m.port_state,
-              t_nic, overrun)
-        run(sim, t_nic, chunk.flow, chunk.size, overrun, -1)
+              t_wire, t_nic, overrun)
+        feed(sim, t_wire, t_nic, chunk.flow, chunk.size, overrun)
         offered += np.bincount(chunk.flow, minlength=offered.size)
     end = int(round((sc.duration + sc.drain) * 1e9))
-    run(sim, np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0, np.int32),
-        np.empty(0, np.bool_), end)
+    feed_end(sim, end)
     res = assemble(m, in_flight(m))
     check_conservation(m, res)
     data = res.data
