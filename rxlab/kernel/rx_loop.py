@@ -33,7 +33,7 @@ from rxlab.kernel.napi import (
     net_rx_action_step,
     softirq_context,
 )
-from rxlab.kernel.nic_rx import ingest_next, kick_cpu
+from rxlab.kernel.nic_rx import ingest, kick_cpu
 from rxlab.kernel.sched import (
     SCHED_APP,
     SCHED_CPUMAP_KTHREAD,
@@ -287,22 +287,29 @@ def run(s, t_until):
     if s.nic.pause[0].on:
         resume_poll(s)
     n = w.t_nic.size
+    i = w.pos[0]  # kept in a register between events; a driver poll may move it
     while True:
         te = peek_time(ev)
-        i = w.pos[0]
         if i < n:
             if w.t_nic[i] <= te:
-                ingest_next(s)
+                ingest(s, w.flow[i], w.length[i], w.t_wire[i], w.t_nic[i], w.overrun[i])
+                i += 1
                 continue
         elif t_until < 0 or te > t_until or s.nic.pause[0].on:
+            w.pos[0] = i
             return
+        w.pos[0] = i
         t, kind, arg = pop(ev)
         handle_event(s, t, kind, arg)
+        i = w.pos[0]
 
 
 @njit(**JIT_LEAF)
 def nic_wait(st, t_wire, t_nic, overrun, svc_ns):
     """The wait in the NIC's FIFO (before its own service time) of each packet it kept."""
+    if svc_ns == 0:  # no ceiling: no FIFO, nothing waits (and nothing overruns)
+        st.lat_nic[hist_index(np.int64(0))] += t_nic.size
+        return
     for i in range(t_nic.size):
         if not overrun[i]:
             d = t_nic[i] - svc_ns - t_wire[i]
