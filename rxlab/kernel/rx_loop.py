@@ -205,7 +205,7 @@ def dispatch(s, c, t):
         t = napi_segment_end(s, c, sd.cpu[c].seg_arg, t)
         account(s, c, ctx, t0, t)
     elif kind == SEG_APP:
-        app_after_read(s, sd.cpu[c].seg_arg, t)
+        t = app_after_read(s, c, sd.cpu[c].seg_arg, t)
     elif kind == SEG_CPUMAP:
         cpumap_after_batch(s, sd.cpu[c].seg_arg, t)
     if sd.cpu[c].irq_debt > 0:
