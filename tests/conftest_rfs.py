@@ -1,7 +1,10 @@
 """Helpers shared by test_rfs.py, test_arfs.py and test_collisions.py.
 
-Two parts, both written from ../shared/reference/linux-rx-path.md only (sections 0, 3.4,
-4 and 5), never from rxlab's code or outputs:
+Two parts, both written from a reading of the kernel only (Linux 6.19 and net-next of
+March 2026: ``get_rps_cpu``, ``set_rps_cpu``, ``rps_may_expire_flow`` in net/core/dev.c,
+``hash_32`` in include/linux/hash.h, ``ice_rx_flow_steer`` in
+drivers/net/ethernet/intel/ice/ice_arfs.c, ``mlx5e_rx_flow_steer`` in
+drivers/net/ethernet/mellanox/mlx5/core/en_arfs.c), never from rxlab's code or outputs:
 
 * pure-Python reference implementations (``ref_*`` functions, ``RefKernel`` with the
   ice / mlx5 driver models) that the simulator is compared against;

@@ -1,5 +1,6 @@
-"""Accelerated RFS (reference sec. 5) against references written from
-../shared/reference/linux-rx-path.md (tests/conftest_rfs.py), never from rxlab.
+"""Accelerated RFS (``set_rps_cpu`` / ``rps_may_expire_flow`` in net/core/dev.c, the ice
+and mlx5 ``ndo_rx_flow_steer``) against references written from the kernel
+(tests/conftest_rfs.py), never from rxlab.
 
 * two flows crafted to share the ice bucket (hash & 1023) and flow_id: the original
   ice driver (flow_id match) re-points the first flow's filter and the second never

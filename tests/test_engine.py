@@ -1,10 +1,11 @@
 """Engine-level invariants: packet conservation, determinism, chunk independence,
 the softnet_stat format of each kernel version, and where RPS puts packets.
 
-Expected values come from the kernel reference (linux-rx-path.md sec. 3.4 for
-``get_rps_cpu``/``reciprocal_scale``, sec. 3.6 for ``received_rps``, sec. 8 for
-softnet_stat) and from counting the offered packets independently of the simulator
-(``PacketStream``), never from earlier outputs of rxlab.
+Expected values come from the kernel (``get_rps_cpu`` in net/core/dev.c and
+``reciprocal_scale`` in include/linux/math.h, ``received_rps`` counted per IPI by
+``net_rps_send_ipi``/``napi_schedule_rps`` in net/core/dev.c, ``softnet_seq_show`` in
+net/core/net-procfs.c for softnet_stat) and from counting the offered packets
+independently of the simulator (``PacketStream``), never from earlier outputs of rxlab.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
-"""RFS (reference sec. 4, with the get_rps_cpu walk of 3.4) against references written
-from ../shared/reference/linux-rx-path.md (tests/conftest_rfs.py), never from rxlab.
+"""RFS (``get_rps_cpu`` and ``set_rps_cpu`` in net/core/dev.c, the socket table of
+include/net/rps.h) against references written from the kernel (tests/conftest_rfs.py),
+never from rxlab.
 
-* hash_32 / reciprocal_scale / (int)(a - b) with the document's test vectors;
+* hash_32 / reciprocal_scale / (int)(a - b) with test vectors worked independently;
 * the per-queue slot of each kernel version (``hash & mask`` up to 6.14, ``hash_32``
   since 6.15) and ``rps_flow_is_active`` / ``rps_may_expire_flow`` thresholds and cases;
-* the move rule of 4.4 case by case, including u32 wrap-around of head / last_qtail and
-  the RPS_NO_CPU edge case of 4.2, then randomised sequences against the reference;
+* the move rule of ``get_rps_cpu`` case by case, including u32 wrap-around of head / last_qtail and
+  the RPS_NO_CPU edge case of the socket table, then randomised sequences against the reference;
 * what ``enqueue_to_backlog`` and ``process_backlog`` do to last_qtail and the head;
 * table sizes rounded the kernel's way and bad RFS input as one-line UsageErrors;
 * end to end on a 4-CPU host: packets follow their consumer thread, migrations move
