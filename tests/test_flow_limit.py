@@ -179,8 +179,8 @@ def test_lone_flow_shed_after_64_packets(hx):
 @pytest.mark.parametrize("hx", ["hash32", "mask"], indirect=True)
 def test_lone_flow_in_bucket_0_is_never_shed(hx):
     # the history starts full of bucket 0: each of this flow's packets pops a 0 and
-    # decrements the bucket it just incremented, so its count stays at 1 (sec. 6.2,
-    # "starts full of bucket 0")
+    # decrements the bucket it just incremented, so its count stays at 1 (skb_flow_limit,
+    # net/core/dev.c)
     ref = hx.ref()
     (h,) = hashes_in_buckets(ref, [0])
     assert not any(hx.call(1, h, hx.max_backlog) for _ in range(400))

@@ -151,10 +151,10 @@ class XdpRing:
 class XskQueue:
     """The kernel's private ``struct xsk_queue`` over one :class:`XdpRing`.
 
-    Producer operations (RX, COMPLETION) follow section 10.2: ``nb_free``,
+    Producer operations (RX, COMPLETION) follow net/xdp/xsk_queue.h: ``nb_free``,
     ``prod_reserve_addr`` / ``prod_reserve_desc`` (write the entry, ``cached_prod += 1``,
     not yet visible), ``prod_submit`` (``producer = cached_prod``), ``prod_submit_n``
-    (``producer += n``), ``prod_cancel_n``. Consumer operations (TX, FILL) follow 10.3:
+    (``producer += n``), ``prod_cancel_n``. Consumer operations (TX, FILL) follow the same file:
     ``cons_peek`` (refreshes ``cached_prod`` and publishes pending releases only when the
     cached view is empty), ``cons_release[_n]`` (local), ``cons_publish``
     (``__xskq_cons_release``: ``consumer = cached_cons``), ``nb_entries``.
