@@ -428,7 +428,7 @@ class XdpRule(_Strict):
 
 
 class Xdp(_Strict):
-    """A native XDP program on every rx queue of the device (reference sec. 9)."""
+    """A native XDP program on every rx queue (``bpf_prog_run_xdp`` in the driver's NAPI poll)."""
 
     rules: list[XdpRule] = Field(default_factory=list, description="first match wins")
     default: Literal["pass", "drop", "tx", "aborted"] = "pass"
