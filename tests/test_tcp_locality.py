@@ -111,3 +111,41 @@ def test_tcp_runs_conserve_and_repeat():
     assert pk["offered"] == pk["delivered"] + pk["dropped"] + pk["in_flight"]
     assert sum(a["tcp"][k] for k in ("local", "remote", "backlog")) > 0
     assert a["tcp"] == b["tcp"] and a["packets"] == b["packets"] and a["cpus"] == b["cpus"]
+
+
+
+def test_each_placement_costs_its_stages():
+    """tcp_v4_rcv on hand-set state, costs deterministic: on the reader's CPU, on another
+    CPU (socket not owned), beyond a hole (ofo), and while the reader holds the socket
+    (backlog: the softirq pays the enqueue, release_sock the segment's work)."""
+    from conftest_rfs import Harness
+
+    from rxlab.kernel.socket import app_after_read, netif_receive_skb_core
+    from rxlab.kernel.state import STAGES, T_SYSTEM
+
+    h = Harness(one_queue(1))
+    s, so, c = h.s, h.m.so, h.p.cost_i
+    ns = {k: int(c[STAGES.index(k)]) for k in STAGES}
+    sk = int(h.p.flow["flow_sock"][0])
+
+    def rcv(cpu, seq, t0=1_000):
+        return netif_receive_skb_core(s, cpu, cpu, 0, 0, seq, 74, t0) - t0
+
+    assert rcv(1, 0) == ns["stack_rx"] + ns["tcp_rcv"]  # the reader's CPU
+    assert rcv(0, 1) == ns["stack_rx"] + ns["tcp_rcv"] + ns["tcp_remote"]
+    assert rcv(0, 5) == ns["stack_rx"] + ns["tcp_rcv"] + ns["tcp_remote"] + ns["tcp_ofo"]
+    rec = so.sock[sk]
+    assert (rec["tcp_local"], rec["tcp_remote_n"], rec["tcp_ofo_n"]) == (1, 2, 1)
+    so.sock["th_own_lo"][sk], so.sock["th_own_hi"][sk] = 0, 10**9  # inside recvmsg
+    so.sock["th_rel"][sk] = 2 * 10**9
+    assert rcv(0, 6) == ns["stack_rx"] + ns["socket_enqueue"]
+    assert so.sock["tcp_backlog_n"][sk] == 1
+    assert so.sock["th_bl_ns"][sk] == ns["tcp_rcv"]
+    tail = so.sock["so_tail"][sk] - 1
+    slot = h.p.sock_off[sk] + (tail & so.sock["sock_mask"][sk])
+    assert so.sq["stamp"][slot] == 2 * 10**9  # readable once release_sock ran
+    sys0 = h.m.st.cpu_ns[1].copy()
+    assert app_after_read(s, 1, sk, 2 * 10**9) == 2 * 10**9 + ns["tcp_rcv"]
+    spent = h.m.st.cpu_ns[1] - sys0
+    assert spent[T_SYSTEM] == spent.sum() == ns["tcp_rcv"]  # system time, reader's CPU
+    assert so.sock["th_bl_ns"][sk] == 0

@@ -81,12 +81,13 @@ def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t):
 
 
 @njit(**JIT_STATE)
-def tcp_ofo_cost(s, f, seq):
+def tcp_ofo_cost(s, sk, f, seq):
     """An out-of-order segment: beyond a hole (tcp_data_queue_ofo: ofo queue, SACK at
     once) or filling one (tcp_ofo_queue moves the queue, the ACK goes at once)."""
     so = s.so
     mx = so.flow[f].flow_max_seq
     if seq > mx + 1 or seq < mx:
+        so.sock[sk].tcp_ofo_n += 1
         return cost(s, C_TCP_OFO)
     return np.int64(0)
 
@@ -109,9 +110,7 @@ def tcp_v4_rcv_sock(s, c, sk, f, tarr, seq, length, t):
             return t
         t += cost(s, C_SOCKET_ENQUEUE)  # bh_lock_sock + __sk_add_backlog
         so.sock[sk].tcp_backlog_n += 1
-        ofo = tcp_ofo_cost(s, f, seq)
-        if ofo > 0:
-            so.sock[sk].tcp_ofo_n += 1
+        ofo = tcp_ofo_cost(s, sk, f, seq)
         # __release_sock -> tcp_v4_do_rcv on the thread's CPU, at the read's end
         so.sock[th].th_bl_ns += cost(s, C_TCP_RCV) + ofo
         sock_queue_tail(s, sk, f, tarr, seq, length, so.sock[th].th_rel)
@@ -121,9 +120,7 @@ def tcp_v4_rcv_sock(s, c, sk, f, tarr, seq, length, t):
         so.sock[sk].so_drops += 1  # tcp_data_queue: tcp_try_rmem_schedule failed
         drop(s, DROP_SOCKET_RCVBUF, t)
         return t
-    ofo = tcp_ofo_cost(s, f, seq)
-    if ofo > 0:
-        so.sock[sk].tcp_ofo_n += 1
+    ofo = tcp_ofo_cost(s, sk, f, seq)
     t += cost(s, C_TCP_RCV) + ofo  # tcp_v4_do_rcv -> tcp_rcv_established, the ACK
     if c != tc:
         # the socket's lines are dirty on the reader's CPU; sk_data_ready wakes it there
