@@ -8,16 +8,16 @@ item programs the rule, then ``arfs_may_expire_flow`` deletes at most 62 rules p
 
 Where the work runs (kernel/workqueue.c ``__queue_work``): ``queue_work`` passes
 ``WORK_CPU_UNBOUND``; a per-CPU workqueue then uses the pool of the CPU that called it,
-an unbound one the CPU ``wq_select_unbound_cpu`` returns, which is that same CPU while it
-is in ``wq_unbound_cpumask`` (the default: all CPUs). ice queues ``pf->serv_task`` on
-``ice_wq``, ``alloc_workqueue("%s", 0, 0, KBUILD_MODNAME)`` in ``ice_module_init``
-(drivers/net/ethernet/intel/ice/ice_main.c, v5.19 to v6.19: no ``WQ_UNBOUND``, a per-CPU
-workqueue), from ``ice_rx_flow_steer`` (the CPU whose softirq asked) or from the service
-timer (the CPU that armed it: ``ice_service_timer`` re-arms itself there; the model puts
-it on CPU 0). mlx5 queues each rule's work on ``create_singlethread_workqueue
-("mlx5e_arfs")`` (ordered, unbound, one item at a time); the model runs it on the CPU
-that queued it, the CPU ``wq_select_unbound_cpu`` names (the scheduler may wake the
-unbound worker elsewhere in its pod: not modelled).
+an unbound one the pool of the CPU ``wq_select_unbound_cpu`` returns, which is that same
+CPU while it is in ``wq_unbound_cpumask`` (the default: all CPUs). ice queues
+``pf->serv_task`` on ``ice_wq`` (``ice_module_init``, drivers/net/ethernet/intel/ice/
+ice_main.c: per-CPU, ``WQ_MEM_RECLAIM`` and later flags 0, until "ice: Unbind the
+workqueue", 2024, made it ``WQ_UNBOUND``) from ``ice_rx_flow_steer`` (the CPU whose
+softirq asked) or from the service timer (the model: CPU 0). mlx5 queues each rule's
+work on ``create_singlethread_workqueue("mlx5e_arfs")`` (ordered, unbound, one item at a
+time). The model runs the work on the CPU that called ``queue_work``: exact for a
+per-CPU queue; for an unbound one the scheduler may wake the pool's worker on another
+CPU of that CPU's affinity scope, which is not modelled.
 
 The work item is one at a time (ice: one ``serv_task``, ``ICE_SERVICE_SCHED`` set from
 ``ice_service_task_schedule`` until ``ice_service_task_complete``; mlx5: an ordered
