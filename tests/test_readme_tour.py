@@ -60,8 +60,7 @@ def shortened(argv: list[str], tmp: Path) -> list[str]:
     assert argv[0] == "rxlab", argv
     args = [{"my-host.yaml": str(tmp / "my-host.yaml"),
              "capture.pcap": str(tmp / "capture.pcap"),
-             "examples/sweeps/queues.yaml": str(ROOT / "examples/sweeps/queues.yaml")
-             }.get(a, a) for a in argv[1:]]
+             }.get(a, str(ROOT / a) if a.startswith("examples/") else a) for a in argv[1:]]
     cmd = args[0] if args else ""
     if cmd == "run" and "--pcap" not in args:
         args += ["--duration", "0.005"]
