@@ -1,4 +1,5 @@
-"""``ndo_rx_flow_steer`` of the modelled drivers (reference sec. 5.3-5.4).
+"""``ndo_rx_flow_steer`` of the modelled drivers (ice_arfs.c ``ice_rx_flow_steer``, en_arfs.c
+``mlx5e_rx_flow_steer``).
 
 - ``ice-hash-match``: ice before "net: ice: Perform accurate aRFS flow match" (2025):
   an existing entry in the raw-hash bucket matches on ``flow_id`` alone, so a new flow
