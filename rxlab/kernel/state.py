@@ -159,7 +159,7 @@ HIST_BINS = 128 + 64 * 40
 TH_SLEEP, TH_WAKING, TH_RUNNABLE = 0, 1, 2
 
 # --- CPU segment kinds ----------------------------------------------------------------
-SEG_NONE, SEG_NAPI, SEG_APP, SEG_CPUMAP = 0, 1, 2, 3
+SEG_NONE, SEG_NAPI, SEG_APP, SEG_CPUMAP, SEG_KWORKER = 0, 1, 2, 3, 4
 
 U32 = 0xFFFFFFFF
 
@@ -239,8 +239,16 @@ ARFS_GLOB = struct(
     ("last_fltr_id", np.int64),
     ("hw_count", np.int64),  # filters written to hardware
     ("pend_n", np.int64),  # entries on the pending list
-    ("svc_pending", np.int64),  # the service task / work item is scheduled
+    ("svc_pending", np.int64),  # the service task / work item: SVC_IDLE, SVC_QUEUED
+    # (queue_work done, its kworker not yet woken) or SVC_RUNNABLE (woken or running)
+    ("svc_cpu", np.int64),  # CPU of the kworker that runs it
+    ("svc_run", np.int64),  # 1 = a run has started (its snapshot is taken)
+    ("svc_scan", np.int64),  # 1 = the next run does the expiry scan (service timer)
+    ("svc_n0", np.int64),  # entries of the pending list the run took at its start
+    ("svc_pos", np.int64),  # of which written so far
+    ("svc_debt", np.int64),  # ns of expiry-scan work the run still has to do
 )
+SVC_IDLE, SVC_QUEUED, SVC_RUNNABLE = 0, 1, 2
 
 # A cpumap entry's ptr_ring positions and its kthread (struct bpf_cpu_map_entry).
 CPUMAP_ENTRY = struct(
@@ -385,7 +393,7 @@ SOFTNET_DATA = struct(
     ("seg_work", np.int64),
     ("seg_ctx", np.int64),  # T_SOFTIRQ or T_KSOFTIRQD for NAPI segments
     ("irq_debt", np.int64),  # hardirq time taken while a segment ran
-    ("sys_debt", np.int64),  # kworker time (aRFS filter programming)
+    ("kw_vrt", np.int64),  # runtime of the CPU's kworker (CFS share against threads)
     ("rr", np.int64),  # round-robin position over the CPU's threads
     # flow limit (struct sd_flow_limit)
     ("fl_on", np.int64), ("fl_head", np.int64),
