@@ -769,8 +769,8 @@ def _plain_json(text: str) -> Any:
         raise _NotPlain from None
     if _json_size(data) > MAX_YAML_NODES // 2:
         raise _NotPlain
-    body = text.strip()
-    if body not in (json.dumps(data), json.dumps(data, indent=2)):
+    body = text.strip()  # json.dumps writes a newline only with indent
+    if body != json.dumps(data, indent=2 if "\n" in body else None):
         raise _NotPlain  # other spacing or escapes: leave the reading to YAML
     return data
 
