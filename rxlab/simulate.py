@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from rxlab._cache import announce_compile
 from rxlab.build import Model, build
 from rxlab.errors import ConservationError
 from rxlab.kernel.rx_loop import feed, feed_end, shape
@@ -58,6 +59,7 @@ def run_model(
         stream = PacketStream(sc.traffic, m.flows, sc.seed, sc.duration)
     link_ps_per_byte = int(round(8000.0 / sc.nic.link_gbps))  # ps per byte on the wire
     svc_ns = int(round(1e9 / sc.nic.max_pps)) if sc.nic.max_pps else 0
+    announce_compile()
     sim = sim_of(m)
     done = 0
     for chunk in stream.chunks(chunk_packets):

@@ -6,8 +6,8 @@ commands use files its earlier ones wrote). The only changes made to a command a
 ones that keep the suite short: a traffic duration for `run`, `--quick` for `reproduce`
 and `bench`, one refresh for `top`, and the user's own files (`my-host.yaml`,
 `capture.pcap`) stood in for by the built-in default scenario and a small capture.
-`rxlab kernel-check` is the one command not run here: tests/test_kcheck_kernel.py runs
-the same checks against the real kernel.
+`rxlab kernel-check` and `rxlab calibrate` are not run here: they need root and the real
+kernel, and tests/test_kcheck_kernel.py and tests/test_calibrate_kernel.py run them.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-COVERED_ELSEWHERE = {"kernel-check": "tests/test_kcheck_kernel.py runs the same checks"}
+COVERED_ELSEWHERE = {"kernel-check": "tests/test_kcheck_kernel.py runs the same checks",
+                     "calibrate": "tests/test_calibrate_kernel.py runs a quick calibration"}
 
 
 def tour_commands() -> list[list[str]]:
@@ -59,8 +60,7 @@ def shortened(argv: list[str], tmp: Path) -> list[str]:
     assert argv[0] == "rxlab", argv
     args = [{"my-host.yaml": str(tmp / "my-host.yaml"),
              "capture.pcap": str(tmp / "capture.pcap"),
-             "examples/sweeps/queues.yaml": str(ROOT / "examples/sweeps/queues.yaml")
-             }.get(a, a) for a in argv[1:]]
+             }.get(a, str(ROOT / a) if a.startswith("examples/") else a) for a in argv[1:]]
     cmd = args[0] if args else ""
     if cmd == "run" and "--pcap" not in args:
         args += ["--duration", "0.005"]
@@ -72,6 +72,8 @@ def shortened(argv: list[str], tmp: Path) -> list[str]:
         args += ["--count", "1", "--interval", "0.1"]
     elif cmd == "tune":
         args += ["--json"]
+    elif cmd == "explain" and args[1:2] != ["arfs"] and "--duration" not in args:
+        args += ["--duration", "0.005"]
     return [sys.executable, "-m", "rxlab.cli.main", *args]
 
 

@@ -222,3 +222,29 @@ def test_a_metric_zero_everywhere_is_not_drawn(drawn, tmp_path):
     assert 'id="plots-skipped"' in html
     skipped = html.split('id="plots-skipped"')[1].split("</p>")[0]
     assert "time_squeeze" in skipped and "drop_fraction" not in skipped
+
+
+def test_report_tables_carry_units_by_magnitude(tmp_path):
+    """The HTML summary and run tables write latency, rates and shares in the unit their
+    magnitude asks for (as the terminal table does), not raw ns, pps and fractions."""
+    from rxlab.sweep.report import build_report
+
+    recs = _records()
+    for rec in recs:
+        store.write_run(tmp_path, rec)
+    points = []
+    for rec in recs:
+        if rec["params"] not in points:
+            points.append(rec["params"])
+    store.write_spec(tmp_path, {
+        "name": "fake", "base": {"name": "default", "duration": 0.01},
+        "param_paths": PARAMS, "metrics": METRICS, "points": points, "seeds": SEEDS,
+        "runs": [{"run_id": r["run_id"]} for r in recs]})
+    html = build_report(tmp_path)
+    summary = html.split('id="summary-table"')[1].split("</table>")[0]
+    runs = html.split('id="runs-table"')[1].split("</table>")[0]
+    for table in (summary, runs):
+        assert " ms" in table and " us" in table  # latencies from 800 ns to 80 ms
+        assert "Mpps" in table and "Kpps" in table
+        assert " %" in table  # drop_fraction as a percentage
+        assert "80,000,000" not in table and "2,400,000" not in table

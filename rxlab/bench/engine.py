@@ -47,6 +47,7 @@ def stage_times(sc: Scenario) -> dict:
     loop then runs on prepared inputs, as the SimPy model does)."""
     import numpy as np
 
+    from rxlab._cache import announce_compile
     from rxlab.build import build
     from rxlab.kernel.rx_loop import feed, feed_end, shape
     from rxlab.kernel.sim import sim_of
@@ -63,6 +64,7 @@ def stage_times(sc: Scenario) -> dict:
     t_gen = time.perf_counter() - t0
     lps = int(round(8000.0 / sc.nic.link_gbps))
     svc = int(round(1e9 / sc.nic.max_pps)) if sc.nic.max_pps else 0
+    announce_compile()
     sim = sim_of(m)
     t_shape = t_loop = 0.0
     n = 0

@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 
+from rxlab._cache import NOTICE_ENV
 from rxlab.errors import ConservationError, UsageError
 
 # subcommand modules, in the order `rxlab --help` lists them
@@ -31,19 +33,6 @@ COMMANDS = [
     "rxlab.cli.tune_cmd",
     "rxlab.cli.cache_cmd",
 ]
-
-
-# subcommands that run the event loop: the first run after an install compiles it
-SIMULATING = {"run", "compare", "reproduce", "sweep", "bench", "kernel-check", "tune"}
-
-
-def _compile_notice() -> None:
-    from rxlab._cache import loop_compiled
-
-    if not loop_compiled():
-        print("rxlab: compiling the event loop for this install, once: about a minute "
-              "and 0.7 GB of memory on 2 vCPUs (later runs start in under a second)",
-              file=sys.stderr)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -84,8 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:  # a bare `rxlab`: the command list, as `git` does
             parser.print_help()
             return 0
-        if args.command in SIMULATING:
-            _compile_notice()
+        # the first simulation after an install compiles the loop: announced where a run
+        # starts (rxlab._cache.announce_compile), after the command has checked its input
+        os.environ[NOTICE_ENV] = str(os.getpid())
         return int(args.func(args) or 0)
     except UsageError as err:
         print(f"rxlab: error: {err}", file=sys.stderr)

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from rxlab.errors import UsageError
+from rxlab.report.fit import fmt_metric
 from rxlab.sweep import store
 from rxlab.sweep.metrics import METRICS
 from rxlab.sweep.plots import fmt, make_plots, varying
@@ -105,8 +106,10 @@ def build_report(out: str | Path, title: str | None = None) -> str:
         cells = [_e(fmt(e["params"][p])) for p in params] + [str(e["n"])]
         for m in metrics:
             mean, ci = e["stats"][m]
-            ci_txt = f' <span class="ci">± {_e(fmt(ci))}</span>' if ci == ci else ""
-            cells.append(f"{_e(fmt(mean))}{ci_txt}")
+            # units by magnitude (ns/us/ms, pps/Kpps/Mpps, %), as the terminal table
+            ci_txt = f' <span class="ci">± {_e(fmt_metric(m, ci, ci=True))}</span>' \
+                if ci == ci else ""
+            cells.append(f"{_e(fmt_metric(m, mean))}{ci_txt}")
         s_body.append(cells)
     summary_html = _table(s_head, s_body, len(params), "summary", "summary-table")
 
@@ -128,7 +131,7 @@ def build_report(out: str | Path, title: str | None = None) -> str:
     for r in sorted(rows, key=lambda r: (r["point"], r["rep"])):
         r_body.append([f'<span class="id">{_e(r["run_id"])}</span>', str(r["seed"]),
                        *[_e(fmt(r.get(p))) for p in params],
-                       *[_e(fmt(r.get(m))) for m in shown],
+                       *[_e(fmt_metric(m, r.get(m))) for m in shown],
                        _e(fmt(r.get("wall_s"))), _e(r.get("worker") or "")])
     runs_html = _table(r_head, r_body, 2 + len(params), "runs", "runs-table")
 

@@ -126,6 +126,9 @@ def run_local(tasks: list[Task], jobs: int, on_result: OnResult) -> int:
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
 
+    from rxlab._cache import announce_compile
+
+    announce_compile()  # the workers compile the loop; this process says so once
     pending = {t["run_id"]: t for t in tasks}
     breaks = fruitless = 0
     ctx = _context(mp)

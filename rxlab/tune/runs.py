@@ -31,6 +31,7 @@ CAPTURE = "capture"
 
 def run_one(task: dict) -> dict:
     """Simulate one run (in a worker process or here)."""
+    from rxlab._cache import announce_compile
     from rxlab.build import build
     from rxlab.kernel.rx_loop import feed, feed_end, shape
     from rxlab.kernel.sim import sim_of
@@ -59,6 +60,7 @@ def run_one(task: dict) -> dict:
     # the loop of rxlab.simulate.run_model, counting packets offered per flow
     ps_per_byte = int(round(8000.0 / sc.nic.link_gbps))
     svc_ns = int(round(1e9 / sc.nic.max_pps)) if sc.nic.max_pps else 0
+    announce_compile()
     sim = sim_of(m)
     offered = np.zeros(len(m.flows), np.int64)
     for chunk in stream.chunks(1 << 18):
