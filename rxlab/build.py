@@ -135,7 +135,7 @@ def flow_steering(sc: Scenario, fl: FlowTable) -> dict[str, np.ndarray]:
     if not nic.rxhash and nic.preset().name == "mvpp2":
         rxq[:] = 0  # mvpp2 ties RSS distribution to NETIF_F_RXHASH (seed 001)
     # skb_get_hash(): a hardware L4 hash is kept; an L3 hash or no hash is replaced by
-    # the software flow hash (reference 2.1)
+    # the software flow hash (include/linux/skbuff.h, net/core/flow_dissector.c)
     sw, _l4 = skb_get_hash_flows(sc.kernel.hashrnd, src, dst, fl.sport, fl.dport,
                                   fl.proto, fl.is_v6)
     types = _flow_type(fl.proto, fl.is_v6)

@@ -15,6 +15,8 @@ where text is meant (``host.kernel: 6.10``, ``rps_cpus: 10``) keeps its source t
 from __future__ import annotations
 
 import copy
+import json
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -29,6 +31,7 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+from yaml.reader import Reader
 
 from rxlab import cpuset, drivers
 from rxlab.errors import UsageError
@@ -428,7 +431,7 @@ class XdpRule(_Strict):
 
 
 class Xdp(_Strict):
-    """A native XDP program on every rx queue of the device (reference sec. 9)."""
+    """A native XDP program on every rx queue (``bpf_prog_run_xdp`` in the driver's NAPI poll)."""
 
     rules: list[XdpRule] = Field(default_factory=list, description="first match wins")
     default: Literal["pass", "drop", "tx", "aborted"] = "pass"
@@ -721,8 +724,67 @@ def yaml_problem(err: yaml.YAMLError) -> str:
     return where + " ".join(str(problem).split())
 
 
+class _NotPlain(Exception):
+    pass
+
+
+_RESOLVER = yaml.resolver.Resolver()  # the implicit types _Loader resolves
+_SURROGATE = re.compile(r"\\u[dD][89abAB]")  # \uD800-\uDBFF: JSON pairs them, YAML does not
+
+
+def _json_float(text: str) -> float:
+    if _RESOLVER.resolve(yaml.ScalarNode, text, (True, False)) != "tag:yaml.org,2002:float":
+        raise _NotPlain  # e.g. 1e-05: a string to YAML 1.1
+    return YamlFloat(float(text), text)
+
+
+def _json_pairs(pairs: list) -> dict:
+    out = dict(pairs)
+    if len(out) != len(pairs) or any(len(k) > 1000 for k in out):
+        raise _NotPlain  # a key twice (YAML's error), or past YAML's simple-key length
+    return out
+
+
+def _json_size(data: Any, depth: int = 1) -> int:
+    if depth > MAX_YAML_DEPTH // 2:
+        raise _NotPlain
+    if isinstance(data, dict):
+        return 1 + sum(1 + _json_size(v, depth + 1) for v in data.values())
+    if isinstance(data, list):
+        return 1 + sum(_json_size(v, depth + 1) for v in data)
+    return 1
+
+
+def _plain_json(text: str) -> Any:
+    """``text`` as ``json.dumps`` writes it (one line or indent=2), read by the json
+    module: the same data as the YAML reader gives (JSON is YAML), numbers keeping their
+    text, in milliseconds instead of seconds for a large generated scenario. Anything
+    else, or anything where YAML 1.1 reads JSON differently, raises _NotPlain."""
+    if text[:1] not in "{[" or _SURROGATE.search(text) or Reader.NON_PRINTABLE.search(text):
+        raise _NotPlain
+    try:
+        data = json.loads(text, parse_int=lambda t: YamlInt(int(t), t), parse_float=_json_float,
+                          parse_constant=_json_constant, object_pairs_hook=_json_pairs)
+    except (ValueError, RecursionError):
+        raise _NotPlain from None
+    if _json_size(data) > MAX_YAML_NODES // 2:
+        raise _NotPlain
+    body = text.strip()
+    if body not in (json.dumps(data), json.dumps(data, indent=2)):
+        raise _NotPlain  # other spacing or escapes: leave the reading to YAML
+    return data
+
+
+def _json_constant(text: str):
+    raise _NotPlain  # NaN, Infinity: plain strings to YAML
+
+
 def parse_yaml(text: str, source: str) -> Any:
     """YAML text -> data, numbers keeping their text; bad YAML is a one-line UsageError."""
+    try:
+        return _plain_json(text)
+    except _NotPlain:
+        pass
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as err:

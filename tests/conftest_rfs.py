@@ -1,7 +1,10 @@
 """Helpers shared by test_rfs.py, test_arfs.py and test_collisions.py.
 
-Two parts, both written from ../shared/reference/linux-rx-path.md only (sections 0, 3.4,
-4 and 5), never from rxlab's code or outputs:
+Two parts, both written from a reading of the kernel only (Linux 6.19 and net-next of
+March 2026: ``get_rps_cpu``, ``set_rps_cpu``, ``rps_may_expire_flow`` in net/core/dev.c,
+``hash_32`` in include/linux/hash.h, ``ice_rx_flow_steer`` in
+drivers/net/ethernet/intel/ice/ice_arfs.c, ``mlx5e_rx_flow_steer`` in
+drivers/net/ethernet/mellanox/mlx5/core/en_arfs.c), never from rxlab's code or outputs:
 
 * pure-Python reference implementations (``ref_*`` functions, ``RefKernel`` with the
   ice / mlx5 driver models) that the simulator is compared against;
@@ -20,25 +23,25 @@ import numpy as np
 
 # ------------------------------------------------------------------ constants -------
 U32 = 0xFFFFFFFF
-GOLDEN_RATIO_32 = 0x61C88647  # include/linux/hash.h (sec. 0)
-GOLDEN_RATIO_64 = 0x61C8864680B583EB  # hash_long on 64-bit (sec. 5.4)
-RPS_NO_CPU = 0xFFFF  # include/net/rps.h (sec. 4.1, 4.3)
+GOLDEN_RATIO_32 = 0x61C88647  # include/linux/hash.h
+GOLDEN_RATIO_64 = 0x61C8864680B583EB  # hash_long on 64-bit (include/linux/hash.h)
+RPS_NO_CPU = 0xFFFF  # include/net/rps.h
 RPS_NO_FILTER = 0xFFFF
-ICE_BUCKETS = 1024  # ICE_MAX_ARFS_LIST (sec. 5.3)
+ICE_BUCKETS = 1024  # ICE_MAX_ARFS_LIST (ice_arfs.h)
 ICE_UDP_EXPIRY_NS = 5_000_000_000  # ICE_ARFS_TIME_DELTA_EXPIRATION = 5000 ms
-MLX5_HASH_SIZE = 256  # ARFS_HASH_SIZE (sec. 5.4)
+MLX5_HASH_SIZE = 256  # ARFS_HASH_SIZE (en_arfs.c)
 MLX5_EXPIRY_QUOTA = 60  # MLX5E_ARFS_EXPIRY_QUOTA
 
 
 # ------------------------------------------------------- reference arithmetic -------
 def s32(a: int, b: int) -> int:
-    """(int)(a - b) on u32 counters (sec. 0 conventions)."""
+    """(int)(a - b) on u32 counters, as the kernel compares them."""
     d = (int(a) - int(b)) & U32
     return d - (1 << 32) if d & 0x80000000 else d
 
 
 def ref_hash_32(v: int, bits: int) -> int:
-    """hash_32(v, b) = ((v * 0x61C88647) mod 2^32) >> (32 - b) (sec. 0); b in 1..32."""
+    """hash_32(v, b) = ((v * 0x61C88647) mod 2^32) >> (32 - b), b in 1..32 (hash.h)."""
     assert 1 <= bits <= 32
     return ((int(v) * GOLDEN_RATIO_32) & U32) >> (32 - bits)
 
@@ -64,12 +67,12 @@ def protect_rule(version: str) -> bool:
 
 
 def ref_rfs_slot(h: int, log: int, hash32: bool) -> int:
-    """Slot of a flow in a per-queue table of 2**log entries (sec. 4.3)."""
+    """Slot of a flow in a per-queue table of 2**log entries (``rfs_slot``, net/core/dev.c)."""
     return ref_hash_32(h, log) if hash32 else int(h) & ((1 << log) - 1)
 
 
 def ref_active_limit(log: int, hash32: bool) -> int:
-    """rps_flow_is_active threshold: 10 << log since v6.15, 10 * mask before (sec. 5.1)."""
+    """rps_flow_is_active threshold: 10 << log since v6.15, 10 * mask before (net/core/dev.c)."""
     return (10 << log) if hash32 else 10 * ((1 << log) - 1)
 
 
@@ -80,7 +83,7 @@ def ref_is_active(head: int, last_qtail: int, cpu: int, ncpu: int, log: int,
 
 def ref_mlx5_bucket(sport: int, dport: int) -> int:
     """arfs_hash_bucket: l = sport | (dport << 2) on the __be16 values as a little-endian
-    CPU reads them (byte-swapped), then hash_long(l, 8) on 64-bit (sec. 5.4)."""
+    CPU reads them (byte-swapped), then hash_long(l, 8) on 64-bit (en_arfs.c)."""
     be = lambda x: ((x & 0xFF) << 8) | (x >> 8)  # noqa: E731
     l_ = be(sport) | (be(dport) << 2)
     return ((l_ * GOLDEN_RATIO_64) & ((1 << 64) - 1)) >> 56
@@ -105,7 +108,7 @@ class RefKernel:
     ndo_rx_flow_steer with their service/work programming and expiry scans.
 
     ``model`` is None (no aRFS), "ice-hash-match", "ice-tuple-match" or "mlx5".
-    ``cpu_rmap``: CPU -> rx queue (sec. 12: a user-supplied table); -1 = none.
+    ``cpu_rmap``: CPU -> rx queue (set by IRQ affinity in the kernel, given here); -1 = none.
     ``flow_bucket``: flow -> mlx5 bucket (table x 256 + hash_long); ice uses hash & 1023.
     """
 
@@ -139,7 +142,7 @@ class RefKernel:
         return self.tab[q].setdefault(slot, [RPS_NO_CPU, RPS_NO_FILTER, 0, 0])
 
     def record(self, h, cpu):
-        """rps_record_sock_flow (sec. 4.2)."""
+        """rps_record_sock_flow (include/net/rps.h)."""
         self.sock[h & self.sock_mask] = ((h & ~self.cpu_mask) & U32) | cpu
 
     def is_active(self, q, slot, cpu):
@@ -147,7 +150,7 @@ class RefKernel:
         return ref_is_active(self.head[cpu] if cpu < self.ncpu else 0, e[2], cpu, self.ncpu,
                              self.logs[q], self.hash32)
 
-    # -- get_rps_cpu (sec. 3.4 with the RFS branch of 4.4) ----------------------------
+    # -- get_rps_cpu with its RFS branch (net/core/dev.c) ----------------------------
     def get_rps_cpu(self, rxq, h, flow, t=0):
         """Returns (cpu or -1, (queue, slot) of the rflow to record the enqueue in, or
         None for the kernel's voidflow)."""
@@ -203,13 +206,13 @@ class RefKernel:
         return (rq, rs)
 
     def enqueue(self, cpu, rflow):
-        """enqueue_to_backlog: tail += 1 and *qtail = tail (sec. 3.5)."""
+        """enqueue_to_backlog: tail += 1 and *qtail = tail (net/core/dev.c)."""
         self.tail[cpu] = (self.tail[cpu] + 1) & U32
         if rflow is not None:
             self.ent(*rflow)[2] = self.tail[cpu]
 
     def dequeue(self, cpu, n):
-        """process_backlog: head += work once per call (sec. 3.7)."""
+        """process_backlog: head += work once per call (net/core/dev.c)."""
         self.head[cpu] = (self.head[cpu] + n) & U32
 
     # -- drivers ------------------------------------------------------------------------
@@ -255,7 +258,7 @@ class RefKernel:
         return fid
 
     def may_expire(self, q, flow_id, filter_id):
-        """rps_may_expire_flow (sec. 5.2)."""
+        """rps_may_expire_flow (net/core/dev.c)."""
         log = self.logs[q]
         if log == 0 or flow_id >= (1 << log):
             return True
@@ -372,7 +375,7 @@ class Harness:
         return int(self.rf.dev_log[q])
 
     def record(self, h, cpu):
-        """What sock_rps_record_flow stores (sec. 4.2), written by hand."""
+        """What sock_rps_record_flow stores (include/net/rps.h), written by hand."""
         mask = self.p.rps_cpu_mask
         self.rf.sock_flow[h & self.p.sock_flow_mask] = ((h & ~mask) & U32) | cpu
 

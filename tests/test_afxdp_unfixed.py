@@ -5,7 +5,8 @@ Mechanism: the 2019 TX clean reports every descriptor it walks, stale ones inclu
 ``xsk_tx_peek_desc`` reserved by exactly the stale descriptors cleaned; a walk that used the
 whole ``work_limit`` returns ``budget > 0 && xmit_done`` = false, so NAPI polls again; and
 OVS's ``afxdp_complete_tx`` walks every published entry, skipping the ones it already
-marked, on the PMD's time. The seed's table (published-figures.md 2) is the reference; the
+marked, on the PMD's time. The seed's table (E. Chaudron, netdev, 23 Aug 2019) is the
+reference; the
 tolerances are the issue's: fixed within 7 %, unfixed within 15 % at five of seven sizes.
 """
 

@@ -1,5 +1,6 @@
-"""Accelerated RFS (reference sec. 5) against references written from
-../shared/reference/linux-rx-path.md (tests/conftest_rfs.py), never from rxlab.
+"""Accelerated RFS (``set_rps_cpu`` / ``rps_may_expire_flow`` in net/core/dev.c, the ice
+and mlx5 ``ndo_rx_flow_steer``) against references written from the kernel
+(tests/conftest_rfs.py), never from rxlab.
 
 * two flows crafted to share the ice bucket (hash & 1023) and flow_id: the original
   ice driver (flow_id match) re-points the first flow's filter and the second never
@@ -315,7 +316,7 @@ def test_618_same_flow_to_another_cpu_is_not_protected():
 
 def test_old_entry_gives_up_the_filter_id_it_hands_over():
     """set_rps_cpu: if the old rflow's filter equals the id the driver returned, the old
-    rflow is reset to RPS_NO_FILTER (sec. 5.1)."""
+    rflow is reset to RPS_NO_FILTER (net/core/dev.c)."""
     h = harness("ice-tuple-match", "6.19")
     ref = reference(h)
     hashes = [HA]
@@ -338,7 +339,7 @@ MIXED = {0: 256, 1: 1024, 2: 4096, 3: 64}  # rps_flow_cnt per rx queue
 
 @pytest.mark.parametrize("model", MODELS)
 def test_flow_id_is_the_slot_in_the_target_queues_table(model):
-    """sec. 5.1 (with the Feb-2026 fix 8a8a9fac9efa): flow_id = hash_32(hash, log of the
+    """set_rps_cpu (with the Feb-2026 fix 8a8a9fac9efa): flow_id = hash_32(hash, log of the
     TARGET queue's table), not of the queue the packet arrived on."""
     h = harness(model, "6.19", flow_cnt=MIXED)
     ref = reference(h)
@@ -424,7 +425,7 @@ def make_stale_rules(h, n):
 
 def test_mlx5_expiry_scan_stops_after_its_quota(many):
     """arfs_may_expire_flow: ``if (quota++ > MLX5E_ARFS_EXPIRY_QUOTA) break`` after
-    queueing a rule for deletion: at most 62 deletions per scan (sec. 5.4)."""
+    queueing a rule for deletion: at most 62 deletions per scan (en_arfs.c)."""
     ref = RefKernel(4, 4, 10, "6.19", model="mlx5",
                     flow_bucket={f: 0 for f in range(100)})
     for f in range(100):
@@ -443,7 +444,7 @@ def test_mlx5_expiry_scan_stops_after_its_quota(many):
 
 def test_mlx5_rule_with_busy_work_is_not_repointed():
     """mlx5e_rx_flow_steer returns the filter id unchanged while the rule's work item is
-    busy (sec. 5.4): the rule keeps its queue until the work has run."""
+    busy (en_arfs.c): the rule keeps its queue until the work has run."""
     h = harness("mlx5", "6.19")
     ref = reference(h)
     hashes = [HA]
@@ -544,7 +545,7 @@ def test_e2e_good_queue_packets_dominate_with_arfs(e2e):
 
 
 def test_e2e_idle_filters_do_not_expire(e2e):
-    """Expiry counts packets dequeued on the flow's CPU, not time (sec. 5.2): after the
+    """Expiry counts packets dequeued on the flow's CPU, not time (rps_may_expire_flow): after the
     traffic stops, 10 scans of the drain window remove nothing."""
     m, snaps = e2e["tuple"]
     assert int(snaps[4]["arfs"][ARFS_EXPIRE]) == int(snaps[3]["arfs"][ARFS_EXPIRE])

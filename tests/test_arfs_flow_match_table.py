@@ -1,9 +1,11 @@
 """Seed 000's whole table beside the model's (``rxlab reproduce arfs-flow-match``).
 
-The seed's figures are read from the posting itself (the seed file next to the project,
-``../shared/seeds/000_*.txt``), parsed here with this test's own reading of the table,
-never typed in: the reproduction's quoted table must be the posting's, and the printed
-and JSON tables must carry its values and ratios computed right.
+The seed's figures are read from the posting itself ("RE: [Intel-wired-lan] [PATCH v2
+net] net: ice: Perform accurate aRFS flow match", 12 June 2025; a copy of its text in
+``shared/seeds/000_*.txt`` beside the project, the test skips without it), parsed here
+with this test's own reading of the table, never typed in: the reproduction's quoted
+table must be the posting's, and the printed and JSON tables must carry its values and
+ratios computed right.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def _value(cell: str) -> float:
 def posted() -> tuple[dict, float]:
     """The post's runtime table {row: {size: (original, patched)}} and the run length."""
     if not SEEDS:
-        pytest.skip("the seed file (../shared/seeds/000_*.txt) is not next to the project")
+        pytest.skip(f"no copy of the seed posting ({ROOT.parent}/shared/seeds/000_*.txt)")
     text = SEEDS[0].read_text()
     secs = float(re.search(r"netperf sessions for (\d+)\s*s", text).group(1))
     sizes, rows = None, {}

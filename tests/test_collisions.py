@@ -1,9 +1,10 @@
-"""aRFS flow_id collisions (reference sec. 5.1, 5.3): the birthday model against exact
+"""aRFS flow_id collisions (``set_rps_cpu`` in net/core/dev.c, ``ice_rx_flow_steer`` in
+drivers/net/ethernet/intel/ice/ice_arfs.c): the birthday model against exact
 counts, and ``rxlab explain arfs``.
 
 Two flows fight over one filter in the original ice driver when they agree on the
 bucket (raw hash & 1023) and on flow_id (their slot in the target queue's table of S
-entries). The reference key below is written from the document: flow_id = hash & (S-1)
+entries). The reference key below is written from the kernel: flow_id = hash & (S-1)
 up to v6.14, hash_32(hash, log2 S) since v6.15. Pair probability p:
 
 * hash & (S-1) with hash & 1023: nested low-bit masks, so the pair collides iff the low

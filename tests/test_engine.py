@@ -1,10 +1,11 @@
 """Engine-level invariants: packet conservation, determinism, chunk independence,
 the softnet_stat format of each kernel version, and where RPS puts packets.
 
-Expected values come from the kernel reference (linux-rx-path.md sec. 3.4 for
-``get_rps_cpu``/``reciprocal_scale``, sec. 3.6 for ``received_rps``, sec. 8 for
-softnet_stat) and from counting the offered packets independently of the simulator
-(``PacketStream``), never from earlier outputs of rxlab.
+Expected values come from the kernel (``get_rps_cpu`` in net/core/dev.c and
+``reciprocal_scale`` in include/linux/math.h, ``received_rps`` counted per IPI by
+``net_rps_send_ipi``/``napi_schedule_rps`` in net/core/dev.c, ``softnet_seq_show`` in
+net/core/net-procfs.c for softnet_stat) and from counting the offered packets
+independently of the simulator (``PacketStream``), never from earlier outputs of rxlab.
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ def test_softnet_stat_columns_per_kernel(scs, kernel, columns):
         assert all(HEX8.match(x) and len(x) == 8 for x in f), line  # u32 as %08x
         v = [int(x, 16) for x in f]
         row = res["cpus"][c]["softnet_stat"]
-        # sec. 8: processed, dropped, time_squeeze, 0, 0 0 0 0, 0, received_rps,
+        # softnet_seq_show: processed, dropped, time_squeeze, 0, 0 0 0 0, 0, received_rps,
         # flow_limit_count [, backlog length, CPU index [, input_pkt_queue, process_queue]]
         assert v[:3] == [row["processed"], row["dropped"], row["time_squeeze"]]
         assert v[3:9] == [0] * 6
@@ -192,7 +193,7 @@ def rps(scenario_dict, udp_group):
 def test_rps_packets_land_where_reciprocal_scale_says(rps):
     sc, m, res = rps
     assert res["packets"]["dropped"] == 0
-    rps_map = np.array([0, 1, 3])  # the mask's CPUs in increasing order (sec. 3.2)
+    rps_map = np.array([0, 1, 3])  # the mask's CPUs in increasing order (store_rps_map)
     h = m.params.flow["flow_hash"].astype(np.uint64) & np.uint64(0xFFFFFFFF)
     idx = (h * np.uint64(len(rps_map))) >> np.uint64(32)  # reciprocal_scale
     target = rps_map[idx.astype(np.int64)]
@@ -207,6 +208,6 @@ def test_rps_packets_land_where_reciprocal_scale_says(rps):
 def test_received_rps_only_on_remote_targets(rps):
     _, _, res = rps
     ipis = [c["softnet_stat"]["received_rps"] for c in res["cpus"]]
-    assert ipis[0] == 0  # local target: scheduled directly, no IPI (sec. 3.6)
+    assert ipis[0] == 0  # local target: scheduled directly, no IPI (napi_schedule_rps)
     assert ipis[2] == 0  # not in the map
     assert ipis[1] > 0 and ipis[3] > 0

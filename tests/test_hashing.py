@@ -43,7 +43,8 @@ from rxlab.nic.toeplitz import (
 
 SETTINGS = settings(max_examples=60, deadline=None)
 
-# Microsoft RSS verification suite (reference 1.1): src, sport, dst, dport, 2-tuple, 4-tuple.
+# Microsoft's RSS verification suite ("Verifying the RSS Hash Calculation", Windows driver
+# docs): src, sport, dst, dport, 2-tuple, 4-tuple.
 MS_VECTORS = [
     ("66.9.149.187", 2794, "161.142.100.80", 1766, 0x323E8FC2, 0x51CCC178),
     ("199.92.111.2", 14230, "65.69.140.83", 4739, 0xD718262A, 0xC626B0EA),

@@ -1,6 +1,6 @@
 """rxlab kernel-check against the real kernel (root, initial network namespace).
 
-Each test runs ``rxlab kernel-check`` as a subprocess (kernel-lab.md sec. 12.7); exit
+Each test runs ``rxlab kernel-check`` as a subprocess (it needs root and the host namespace); exit
 status 77 or a failed preflight skips with the reason. The first model load in a fresh
 process reads the numba cache (or compiles, minutes, on a machine that never ran it).
 """

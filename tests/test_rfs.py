@@ -1,11 +1,12 @@
-"""RFS (reference sec. 4, with the get_rps_cpu walk of 3.4) against references written
-from ../shared/reference/linux-rx-path.md (tests/conftest_rfs.py), never from rxlab.
+"""RFS (``get_rps_cpu`` and ``set_rps_cpu`` in net/core/dev.c, the socket table of
+include/net/rps.h) against references written from the kernel (tests/conftest_rfs.py),
+never from rxlab.
 
-* hash_32 / reciprocal_scale / (int)(a - b) with the document's test vectors;
+* hash_32 / reciprocal_scale / (int)(a - b) with test vectors worked independently;
 * the per-queue slot of each kernel version (``hash & mask`` up to 6.14, ``hash_32``
   since 6.15) and ``rps_flow_is_active`` / ``rps_may_expire_flow`` thresholds and cases;
-* the move rule of 4.4 case by case, including u32 wrap-around of head / last_qtail and
-  the RPS_NO_CPU edge case of 4.2, then randomised sequences against the reference;
+* the move rule of ``get_rps_cpu`` case by case, including u32 wrap-around of head / last_qtail and
+  the RPS_NO_CPU edge case of the socket table, then randomised sequences against the reference;
 * what ``enqueue_to_backlog`` and ``process_backlog`` do to last_qtail and the head;
 * table sizes rounded the kernel's way and bad RFS input as one-line UsageErrors;
 * end to end on a 4-CPU host: packets follow their consumer thread, migrations move
@@ -45,7 +46,7 @@ from rxlab.kernel.versions import behaviour
 from rxlab.scenario import scenario_from_dict
 
 VERSIONS = ("6.14", "6.15", "6.19")
-H = 0x12345678  # hash_32(H, 10) = 478 (sec. 0); H & 1023 = 0x278
+H = 0x12345678  # hash_32(H, 10) = 478; H & 1023 = 0x278
 Q = 0  # rx queue the test packets arrive on (its IRQ is on CPU 0)
 
 
@@ -121,7 +122,7 @@ def test_rfs_slot_per_version(hx, version):
     h = hx[version]
     hash32 = version != "6.14"
     assert h.m.config["rfs_slot"] == ("hash_32" if hash32 else "hash & mask")
-    # the document's vectors: slot of 0x12345678 in 1024 entries, 0xdeadbeef in 4096
+    # worked vectors: slot of 0x12345678 in 1024 entries, 0xdeadbeef in 4096
     assert int(rfs_slot(h.s, 0x12345678, 10)) == (478 if hash32 else 0x278)
     assert int(rfs_slot(h.s, 0xDEADBEEF, 12)) == (1757 if hash32 else 0xEEF)
     assert int(rfs_slot(h.s, 1, 7)) == (48 if hash32 else 1)
@@ -158,7 +159,7 @@ def test_rps_flow_is_active_threshold(hx, version, last):
 
 # -------------------------------------------------- rps_may_expire_flow -----------
 def test_rps_may_expire_flow_five_cases():
-    """sec. 5.2: keep (False) only with a table, flow_id < 2^log, the same filter id and
+    """net/core/dev.c: keep (False) only with a table, flow_id < 2^log, the same filter id and
     an active entry; every other case expires."""
     from rxlab.kernel.rfs import rps_may_expire_flow
 
@@ -275,9 +276,9 @@ def test_socket_table_mismatch_falls_back(h19):
 
 
 def test_rps_no_cpu_edge_case_falls_back_to_rps():
-    """sec. 4.2: with 3 CPUs (rps_cpu_mask 3), a hash whose bits outside the mask equal
-    0xffff's "matches" an empty socket slot with next_cpu = 3 >= nr_cpu_ids: the entry
-    is set to 3 and the packet falls back to the RPS map (sec. 4.4)."""
+    """get_rps_cpu, include/net/rps.h: with 3 CPUs (rps_cpu_mask 3), a hash whose bits
+    outside the mask equal 0xffff's "matches" an empty socket slot with next_cpu = 3 >=
+    nr_cpu_ids: the entry is set to 3 and the packet falls back to the RPS map."""
     h = Harness(rfs_dict(cpus=3, version="6.19", kernel={"rps_cpus": "7"}))
     assert h.p.rps_cpu_mask == 3
     for hv in (0xFFFC, 0xFFFD, 0xFFFE, 0xFFFF):
@@ -403,8 +404,8 @@ def test_rps_choice_does_not_touch_any_rflow():
 
 
 def test_process_backlog_advances_head_once_per_call_and_releases_the_flow(h19):
-    """sec. 3.7: head += work at the end of each process_backlog call (v6.10+); the flow
-    can move once the head has reached its last_qtail (here across the u32 wrap)."""
+    """net/core/dev.c: head += work at the end of each process_backlog call (v6.10+); the
+    flow can move once the head has reached its last_qtail (here across the u32 wrap)."""
     from rxlab.kernel.backlog import process_backlog
 
     f = 0
@@ -469,7 +470,7 @@ def test_tables_start_empty_and_cpu_mask():
     assert m.config["rps_sock_flow_entries"] == 128
     assert m.config["rps_flow_cnt"] == [16, 64]
     assert m.params.rps_cpu_mask == 7  # roundup_pow_of_two(nr_cpu_ids) - 1
-    assert (m.rf.sock_flow == RPS_NO_CPU).all()  # every entry RPS_NO_CPU (sec. 4.1)
+    assert (m.rf.sock_flow == RPS_NO_CPU).all()  # every entry RPS_NO_CPU
 
 
 # ------------------------------------------------------------- bad input ----------
@@ -493,7 +494,8 @@ def test_rps_flow_cnt_one_is_rejected():
 
 
 def test_rps_flow_cnt_above_the_7_1_maximum():
-    # 7.1-dev: mask <= INT_MAX / sizeof(entry) - 1, so 2^27 entries at most (sec. 4.3)
+    # 7.1-dev: mask <= INT_MAX / sizeof(entry) - 1, so 2^27 entries at most
+    # (store_rps_dev_flow_table_cnt, net/core/net-sysfs.c)
     one_line_error(lambda: build_dict(rfs_dict(version="7.1", flow_cnt=(1 << 27) + 1)),
                    "rps_flow_cnt", "maximum", str(1 << 27))
 
@@ -507,7 +509,7 @@ def test_rps_flow_cnt_above_the_6_19_maximum():
 def test_rps_flow_cnt_6_19_kernel_maximum_is_2_pow_32():
     msg = one_line_error(lambda: build_dict(rfs_dict(version="6.19", flow_cnt=1 << 32)),
                          "rps_flow_cnt")
-    assert "kernel maximum" not in msg, msg  # the kernel accepts 2^32 (sec. 4.3)
+    assert "kernel maximum" not in msg, msg  # the kernel accepts 2^32 (6.19)
     msg = one_line_error(lambda: build_dict(rfs_dict(version="6.19", flow_cnt=(1 << 32) + 1)))
     assert str(1 << 32) in msg, msg
 

@@ -1,4 +1,4 @@
-"""XDP_REDIRECT into AF_XDP sockets in the host simulation (reference 10.4): the socket
+"""XDP_REDIRECT into AF_XDP sockets in the host simulation (net/xdp/xsk.c): the socket
 in XSKMAP[rx_queue_index] gets the frame, a queue without one aborts, and a full RX ring
 or an empty FILL ring drops with its own reason."""
 

@@ -69,7 +69,8 @@ DROP_REASONS = ("nic_no_rx_buffer", "xsk_rx_ring_full", "tx_pool_empty", "tx_rin
 
 def line_rate_fraction(size: int, link_bps: int = 10_000_000_000) -> Fraction:
     """Exact frames per second of ``size``-byte frames (FCS included) on the link:
-    ``link_bps / ((size + 20) * 8)`` (published-figures.md 3)."""
+    ``link_bps / ((size + 20) * 8)``: 7 bytes preamble, 1 byte start-of-frame delimiter and
+    a 12-byte inter-frame gap per frame on the wire."""
     size = int(size)
     if size < 1:
         raise UsageError(f"size: frame size must be >= 1 byte, got {size}")
@@ -78,7 +79,8 @@ def line_rate_fraction(size: int, link_bps: int = 10_000_000_000) -> Fraction:
 
 def line_rate_pps(size: int, link_bps: int = 10_000_000_000) -> int:
     """:func:`line_rate_fraction` rounded to the nearest integer with integer arithmetic
-    (14,880,952 at 64 bytes on 10G, as published-figures.md 3 tabulates)."""
+    (14,880,952 at 64 bytes on 10G, as xdp-project/xdp-project
+    areas/hints/traits01_bench_kmod.org tabulates)."""
     f = line_rate_fraction(size, link_bps)
     return (2 * f.numerator + f.denominator) // (2 * f.denominator)
 
@@ -482,24 +484,29 @@ class ForwardingCosts:
     tx_clean_ns: float = 5.36
     cq_skip_ns: float = 1.266
     sources: dict = field(default_factory=lambda: {
-        "pmd_ns": "published-figures.md 1.5 / seed 002: OVS AF_XDP physical loopback, "
-                  "64-byte frames, after the ixgbe fix: 3,343,188 pps = 299.1 ns/pkt "
-                  "(computed); the whole pipeline's bottleneck, attributed to the PMD "
-                  "thread",
-        "kernel_rx_ns": "published-figures.md 1.5: AF_XDP zero-copy to user space 'upwards "
-                        "of 20 Mpps' = at most 50 ns/pkt (XDP paper, CoNEXT 2018)",
-        "kernel_rx_refused_ns": "published-figures.md 1.1: driver RX + XDP_DROP, i40e, "
-                                "31.21 ns (cpumap04): a frame the full socket RX ring "
-                                "refuses goes through the driver and the XDP program and "
-                                "its buffer is reused, as a dropped one is",
-        "kernel_tx_ns": "not published (published-figures.md 7); 0 = folded into pmd_ns",
-        "tx_clean_ns": "published-figures.md 1.6: one L2 hit, 5.36 ns (lmbench, cpumap04), "
+        "pmd_ns": "seed 002 (E. Chaudron, netdev, 23 Aug 2019, Message-ID "
+                  "<660415CE-6748-4749-84D6-7007F69D8EFB@redhat.com>): OVS AF_XDP physical "
+                  "loopback, 64-byte frames, after the ixgbe fix: 3,343,188 pps = 299.1 "
+                  "ns/pkt (computed); the whole pipeline's bottleneck, attributed to the "
+                  "PMD thread",
+        "kernel_rx_ns": "AF_XDP zero-copy to user space 'upwards of 20 Mpps' = at most "
+                        "50 ns/pkt (XDP paper: Høiland-Jørgensen et al., 'The eXpress Data "
+                        "Path', CoNEXT 2018, section Future directions)",
+        "kernel_rx_refused_ns": "driver RX + XDP_DROP, i40e, 31.21 ns (1/32,042,560 pps, "
+                                "xdp-project/xdp-project "
+                                "areas/cpumap/cpumap04-map-xdp-prog.org): a frame the full "
+                                "socket RX ring refuses goes through the driver and the XDP "
+                                "program and its buffer is reused, as a dropped one is",
+        "kernel_tx_ns": "no published figure found; 0 = folded into pmd_ns",
+        "tx_clean_ns": "one L2 hit, 5.36 ns (lmbench on the E5-1650 v4 of "
+                       "xdp-project/xdp-project areas/cpumap/cpumap04-map-xdp-prog.org), "
                        "per descriptor ixgbe_clean_xdp_tx_irq consumes: it reads the "
                        "write-back status and the tx_buffer_info entry and clears its "
                        "xdpf; no published per-descriptor TX clean cost",
-        "cq_skip_ns": "published-figures.md 1.6: 1.266 ns = 4 cycles, the per-iteration "
+        "cq_skip_ns": "1.266 ns = 4 cycles, the per-iteration "
                       "cost of the smallest loop measured on the seed-era CPU class "
-                      "(direct-call benchmark, traits01, E5-1650 v4), as the cost of one "
+                      "(direct-call benchmark, E5-1650 v4, xdp-project/xdp-project "
+                      "areas/hints/traits01_bench_kmod.org), as the cost of one "
                       "afxdp_complete_tx iteration over an entry already marked UINT64_MAX "
                       "(load, compare, afxdp_cq_skip increment); a proxy: no published "
                       "per-entry cost of afxdp_complete_tx. Never charged with the fixed "

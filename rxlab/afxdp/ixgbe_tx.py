@@ -1,7 +1,7 @@
 """ixgbe's AF_XDP zero-copy TX ring: ``ixgbe_xmit_zc`` and ``ixgbe_clean_xdp_tx_irq``.
 
-Mirrors ``drivers/net/ethernet/intel/ixgbe/ixgbe_xsk.c`` as described in
-``linux-rx-path.md`` 10.5, in two variants of the clean routine:
+Mirrors ``drivers/net/ethernet/intel/ixgbe/ixgbe_xsk.c``, in two variants of the clean
+routine:
 
 ``ixgbe-2019``
     Before upstream commit bf280c0387eb "ixgbe: fix double clean of tx descriptors with

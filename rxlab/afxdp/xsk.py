@@ -1,9 +1,8 @@
 """AF_XDP: the UMEM and the FILL, RX, TX and COMPLETION rings.
 
 Mirrors ``net/xdp/xsk_queue.h``, ``net/xdp/xsk_queue.c`` and ``net/xdp/xsk.c`` (Linux 6.19)
-as paraphrased in ``linux-rx-path.md`` section 10, and the user-space side of libbpf's
-``xsk.h`` (``xsk_ring_prod__reserve`` / ``__submit``, ``xsk_ring_cons__peek`` /
-``__release``).
+and the user-space side of libbpf's ``xsk.h`` (``xsk_ring_prod__reserve`` / ``__submit``,
+``xsk_ring_cons__peek`` / ``__release``).
 
 A ring is one shared header (:class:`XdpRing`: ``producer``, ``consumer``, ``flags`` and
 the entry array, as mmap()ed by both sides) plus a private view per side with its own
@@ -152,10 +151,10 @@ class XdpRing:
 class XskQueue:
     """The kernel's private ``struct xsk_queue`` over one :class:`XdpRing`.
 
-    Producer operations (RX, COMPLETION) follow section 10.2: ``nb_free``,
+    Producer operations (RX, COMPLETION) follow net/xdp/xsk_queue.h: ``nb_free``,
     ``prod_reserve_addr`` / ``prod_reserve_desc`` (write the entry, ``cached_prod += 1``,
     not yet visible), ``prod_submit`` (``producer = cached_prod``), ``prod_submit_n``
-    (``producer += n``), ``prod_cancel_n``. Consumer operations (TX, FILL) follow 10.3:
+    (``producer += n``), ``prod_cancel_n``. Consumer operations (TX, FILL) follow the same file:
     ``cons_peek`` (refreshes ``cached_prod`` and publishes pending releases only when the
     cached view is empty), ``cons_release[_n]`` (local), ``cons_publish``
     (``__xskq_cons_release``: ``consumer = cached_cons``), ``nb_entries``.
@@ -492,10 +491,11 @@ ZEROCOPY_COSTS = XskCosts(
     mode="zerocopy", kernel_rx_ns=50.0, kernel_tx_ns=0.0, copy_ns_per_byte=0.0,
     copy_tx_skb_ns=0.0,
     sources={
-        "kernel_rx_ns": "published-figures.md 1.5: AF_XDP zero-copy to user space, 'upwards "
-                        "of 20 Mpps' = at most 50 ns/pkt (computed; XDP paper, CoNEXT 2018)",
-        "kernel_tx_ns": "not published (published-figures.md 7); folded into the "
-                        "application's measured per-packet cost",
+        "kernel_rx_ns": "AF_XDP zero-copy to user space, 'upwards of 20 Mpps' = at most "
+                        "50 ns/pkt (computed; XDP paper: Høiland-Jørgensen et al., 'The "
+                        "eXpress Data Path', CoNEXT 2018, section Future directions)",
+        "kernel_tx_ns": "no published figure found; folded into the application's "
+                        "measured per-packet cost",
     })
 
 COPY_COSTS = XskCosts(
@@ -503,12 +503,14 @@ COPY_COSTS = XskCosts(
     copy_tx_skb_ns=71.0,
     sources={
         "kernel_rx_ns": ZEROCOPY_COSTS.sources["kernel_rx_ns"],
-        "copy_ns_per_byte": "(computed, order of magnitude only) published-figures.md 1.5: "
-                            "socket reader of 1472-byte payloads 676.15 ns vs udp_sink of "
-                            "18-byte payloads 432.60 ns -> 243.55 ns / 1454 B; two different "
-                            "platforms",
-        "copy_tx_skb_ns": "published-figures.md 1.7: skb_build_and_free 71 ns "
-                          "(xsk_generic_xmit builds one skb per TX descriptor)",
+        "copy_ns_per_byte": "(computed, order of magnitude only) socket reader of "
+                            "1472-byte payloads 676.15 ns (xdp-project/xdp-project "
+                            "areas/core/xdp_frame01_checksum.org) vs udp_sink of 18-byte "
+                            "payloads 432.60 ns (areas/cpumap/cpumap02-optimizations.org) "
+                            "-> 243.55 ns / 1454 B; two different platforms",
+        "copy_tx_skb_ns": "build an skb from a frame and bulk-free it, 71 ns "
+                          "(xdp-project/xdp-project areas/cpumap/cpumap02-optimizations.org"
+                          "); xsk_generic_xmit builds one skb per TX descriptor",
     })
 
 

@@ -71,7 +71,8 @@ def rows(flows: int, cnt: int, queues: int, kernel: str) -> list[dict]:
     if flows < 2 or cnt < 2 or queues < 1:
         raise UsageError("explain arfs: --flows and --rps-flow-cnt must be >= 2, --queues >= 1")
     v = parse_version(kernel)
-    limit = 1 << 27 if v >= (7, 1) else 1 << 32  # reference 4.3
+    # net/core/net-sysfs.c: store_rps_dev_flow_table_cnt()
+    limit = 1 << 27 if v >= (7, 1) else 1 << 32
     if cnt > limit:
         raise UsageError(f"explain arfs: --rps-flow-cnt {cnt} is above the kernel maximum "
                          f"{limit} for {kernel} (-EINVAL)")

@@ -1,6 +1,7 @@
 """``rxlab hash``: the Toeplitz RSS hash (and queue) of one flow, as a NIC would compute it.
 
-Mirrors the kernel selftest toeplitz.c computation (reference 1.1-1.4): fields in
+Mirrors the kernel selftest's ``toeplitz()`` (tools/testing/selftests/drivers/net/hw/
+toeplitz.c) and the ``RXH_XFRM_SYM_*`` transforms (include/uapi/linux/ethtool.h): fields in
 src, dst, sport, dport order, optional symmetric transform, default indirection table.
 
 ``--to-queue Q`` inverts it (predictable RSS, as DPDK's rte_thash): the source ports (or

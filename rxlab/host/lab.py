@@ -1,6 +1,6 @@
 """A throw-away pair of network namespaces joined by a veth pair, for tests and demos.
 
-Follows the safety rules of the kernel lab notes (section 12): dedicated names, left-overs
+Follows the safety rules of docs/kernel-check.md: dedicated names, left-overs
 deleted before setup, both namespaces deleted on exit (also on SIGTERM, which raises
 SystemExit so ``finally`` blocks run), traffic only inside the namespaces. Commands are
 argument lists run without a shell.

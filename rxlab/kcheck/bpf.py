@@ -2,7 +2,8 @@
 
 * ``hash_setter`` (tc egress on the sender veth): looks the UDP source port up in a map
   and calls ``bpf_set_hash(skb, value)``, so the receiver's ``get_rps_cpu`` sees a hash
-  the test chose (kernel-lab.md sec. 6.3: "feed the model's own hash into the kernel").
+  the test chose (``bpf_set_hash`` also sets ``l4_hash``, so ``skb_get_hash()`` keeps it:
+  net/core/filter.c, include/linux/skbuff.h).
 * ``flow_recorder`` (tc ingress on the receiver veth): per (source port, CPU) the last
   ``skb->hash``, the number of hash changes and a packet count. tc ingress runs after
   RPS, on the CPU that processes the packet (``process_backlog``). Also usable at tc
@@ -18,7 +19,7 @@ filter holds its own reference to the program, so the file descriptor can be clo
 Deleting the namespace deletes the veth, its filters, programs and (once our map file
 descriptors are closed) the maps.
 
-For ``cpumap_cpu_choice`` (kernel-lab.md sec. 9.3, linux-rx-path.md sec. 9):
+For ``cpumap_cpu_choice`` (kernel/bpf/cpumap.c):
 
 * ``xdp_cpumap`` (native XDP on the receiver veth, ``BPF_PROG_TYPE_XDP``): Ethernet ->
   IPv4 (IHL 5) -> UDP by direct packet access; the UDP source port is looked up in a

@@ -1,5 +1,5 @@
 """The checks: each configures the lab, runs traffic on the real kernel, runs the same
-configuration through the model, and compares (kernel-lab.md sec. 13-14).
+configuration through the model, and compares (docs/kernel-check.md).
 
 A check returns ``{"name", "status", "agree", "kernel", "model", "reason", "criteria"}``;
 ``criteria`` lists each comparison with both sides' values and whether it holds, and

@@ -1,6 +1,6 @@
 """The real-kernel side: preflight, sysctl guard, the namespace lab, counters.
 
-Safety rules of ``../shared/reference/kernel-lab.md`` sec. 12, as implemented here:
+Safety rules (docs/kernel-check.md, Safety), as implemented here:
 
 * preflight (``cannot_run``): root, CPUs 0 and 1, ``ip`` and ``tc``, the kernel options,
   the initial network namespace (the global ``net.core`` sysctls exist only there);
@@ -446,9 +446,10 @@ class Lab:
         netns_exec(ns, ["tc", "qdisc", "add", "dev", dev, "clsact"])
 
     def tx_offload_off(self) -> None:
-        """``ethtool -K rxkc0 tx off`` on the sender veth (kernel-lab.md sec. 9.3: with tx
-        checksum offload on, CHECKSUM_PARTIAL is lost in the cpumap's xdp_frame -> skb
-        rebuild and UDP drops every packet as InCsumErrors). The features it turns off
+        """``ethtool -K rxkc0 tx off`` on the sender veth (with tx checksum offload on,
+        CHECKSUM_PARTIAL is lost when the cpumap kthread rebuilds the skb from the
+        xdp_frame, kernel/bpf/cpumap.c, and UDP drops every packet as InCsumErrors; seen
+        on Linux 6.18). The features it turns off
         (tx checksumming and what depends on it) are restored by ``restore_tx_offload``."""
         if self.tx_features is None:
             self.tx_features = _offload_features(self.ns_tx, self.dev_tx)

@@ -2,9 +2,9 @@
 the BPF hash setter / flow recorders / XDP cpumap redirect and the tc u32 "slow
 consumer".
 
-``run_traffic`` follows kernel-lab.md sec. 13: start the receiver, wait until it is
-ready, read softnet_stat and the veth counters, run the sender, wait 0.2 s, read them
-again. Every process started here is waited for or killed (``Procs``).
+``run_traffic``: start the receiver, wait until it is ready, read softnet_stat and the
+veth counters, run the sender, wait 0.2 s, read them again. Every process started here
+is waited for or killed (``Procs``).
 """
 
 from __future__ import annotations
@@ -337,7 +337,8 @@ class SoftirqTimer:
 
 def slow_consumer(n_filters: int = 800, lab: Lab | None = None) -> None:
     """800 non-matching u32 filters at tc ingress of the receiver veth: every packet
-    walks them on the CPU that processes it (kernel-lab.md sec. 7). The clsact qdisc
+    walks them on the CPU that processes it (tc ingress runs in
+    ``__netif_receive_skb_core()``, net/core/dev.c, after RPS). The clsact qdisc
     must be there (``Lab.add_clsact``)."""
     lab = lab or Lab()
     with tempfile.NamedTemporaryFile("w", suffix=".tc", delete=False) as fh:

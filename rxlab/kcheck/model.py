@@ -6,7 +6,8 @@ where netif_rx runs (``irq_affinity: [0]``), no hardware hash (``rxhash: false``
 skb hash is the software flow hash, which the kernel side forces onto the packets).
 The receiving veth has 4 rx queues; every check gives all of them the same RPS/RFS
 settings, so one modelled queue stands for them (the queue a veth packet lands on
-follows the sender's tx queue, kernel-lab.md sec. 6.1, and does not matter then).
+follows the sender's tx queue: veth records no rx queue and ``get_rps_cpu()`` reads
+``queue_mapping - 1``; it does not matter then).
 
 Calibration (named, not hidden): the offered rate per flow is what the kernel's sender
 achieved, and where the kernel's consumer was slowed down (800 tc u32 filters) the
@@ -133,7 +134,7 @@ def cpumap_scenario(groups: list[dict], redirect: dict[int, int], cpus: list[int
 def cpumap_rule_cpu(d: dict, sport: int, napi_cpu: int = 0) -> int:
     """The CPU the scenario's XDP rules send a UDP flow from ``sport`` to: the first
     matching redirect-cpu rule's (single) cpumap CPU, else the NAPI CPU (XDP_PASS).
-    This is the kernel's documented semantics (linux-rx-path.md sec. 9): the kthread
+    As in kernel/bpf/cpumap.c (``cpu_map_kthread_run()``): the kthread
     of the chosen entry builds the skb and runs the stack on its CPU."""
     for rule in d["xdp"]["rules"]:
         m = rule["match"]

@@ -1,4 +1,4 @@
-"""Run a selection of checks with every safety rule of kernel-lab.md sec. 12 in force.
+"""Run a selection of checks with every safety rule of docs/kernel-check.md in force.
 
 Order: preflight (``CannotRun`` with the reason), the model is loaded first (the numba
 compile or cache load happens before anything on the host changes), then under a

@@ -15,12 +15,13 @@ Sender: one socket per flow, bound to its source port and ``connect()``ed; round
 while sending, from getrusage).
 
 Receiver: one socket per flow bound to the port (SO_REUSEADDR) and ``connect()``ed to
-(peer, source port): RFS and SO_INCOMING_CPU need connected UDP sockets (kernel-lab.md
-sec. 8). Prints ``ready`` once bound, ``migrated`` when it moved itself, and at EOF on
-stdin (or after ``--max-seconds``) a JSON line: per port the packets received and the
-``SO_INCOMING_CPU`` samples (every 16th packet), per phase (0 before the migration,
-1 after it; samples in the first ``--settle`` seconds of a phase are not kept), and its
-own CPU time from ``ready`` to the end (``rusage``).
+(peer, source port): RFS and SO_INCOMING_CPU need connected UDP sockets
+(``__udp_queue_rcv_skb()`` in net/ipv4/udp.c saves ``sk_rxhash`` and ``sk_incoming_cpu``
+only when ``inet_daddr`` is set). Prints ``ready`` once bound, ``migrated`` when it moved
+itself, and at EOF on stdin (or after ``--max-seconds``) a JSON line: per port the
+packets received and the ``SO_INCOMING_CPU`` samples (every 16th packet), per phase
+(0 before the migration, 1 after it; samples in the first ``--settle`` seconds of a phase
+are not kept), and its own CPU time from ``ready`` to the end (``rusage``).
 """
 
 from __future__ import annotations

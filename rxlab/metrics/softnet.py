@@ -1,4 +1,4 @@
-"""``/proc/net/softnet_stat`` in the kernel's format (reference sec. 8).
+"""``/proc/net/softnet_stat`` as ``softnet_seq_show()`` (net/core/net-procfs.c) prints it.
 
 One line per online CPU, each field ``%08x`` of a u32. Column count follows the kernel
 version: 11 (v3.11+), 13 (v5.10+: backlog length, CPU index), 15 (v6.4+: input_pkt_queue

@@ -9,7 +9,8 @@ so throughput grows with the remote CPUs (each "a few Mpps") up to the RX CPU's
 redirect limit ("around 19Mpps"). (c) The seed thread's proposal: the program reads the
 RSS hash, picks the CPU by it and passes it as metadata; the kthread (v6.15+) runs GRO.
 
-Costs: the modern-x86 profile, platform P3 of published-figures.md (sec. 1.2 and 1.7).
+Costs: the modern-x86 profile (E5-1650 v4, kernel 5.8, i40e: xdp-project/xdp-project
+areas/cpumap/cpumap04-map-xdp-prog.org; each stage's source in the profile).
 The offered load (30 Mpps on a 40G link) is a choice of rxlab, above the RX CPU's
 redirect limit so the RX side is never idle; the seed does not state its generator rate.
 """

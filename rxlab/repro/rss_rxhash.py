@@ -26,7 +26,7 @@ TABLE = ["rx_pps", "rx_mbps", "offered_pps", "cpu0_softirq", "max_cpu_busy",
          "ksoftirqd_rows_pct", "ksoftirqd_rows_pct_of_machine", "ring_full", "nic_overrun"]
 
 SEED_RX_ON_KPPS = (950.8, 955.0, 953.3, 962.9)  # utraf samples, rxhash on
-LINE_RATE_1G_64B = 1_488_095  # pps: 1e9 / ((64 + 20) * 8), published-figures.md sec. 3
+LINE_RATE_1G_64B = 1_488_095  # pps: 1e9 / ((64 + 20) * 8): preamble + SFD + gap = 20 B
 
 
 def scenario(rxhash: bool, duration: float, kernel: str) -> dict:
