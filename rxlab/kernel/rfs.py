@@ -78,7 +78,9 @@ def set_rps_cpu(s, q, slot, next_cpu, skb_hash, f, t):
                 if not protect:
                     rf.cnt[RFS_ARFS_CALLS] += 1
                     spent += cost(s, C_ARFS_STEER)
-                    rc = ndo_rx_flow_steer(s, f, skb_hash, rxq_index, flow_id, t)
+                    # called from the softirq of the queue's CPU (the queue's IRQ CPU)
+                    rc = ndo_rx_flow_steer(s, f, skb_hash, rxq_index, flow_id,
+                                           p.queue[q].irq_cpu, t)
                     if rc >= 0:
                         old_filter = rf.dev[q, slot].filter
                         rq = np.int64(rxq_index)

@@ -37,6 +37,7 @@ from rxlab.kernel.sched import (
     SCHED_APP,
     SCHED_CPUMAP_KTHREAD,
     SCHED_KSOFTIRQD,
+    SCHED_KWORKER,
     SCHED_SOFTIRQ,
     pick_next,
 )
@@ -53,6 +54,7 @@ from rxlab.kernel.state import (
     DROP_RING_FULL,
     SEG_APP,
     SEG_CPUMAP,
+    SEG_KWORKER,
     SEG_NAPI,
     SEG_NONE,
     T_HARDIRQ,
@@ -62,7 +64,7 @@ from rxlab.kernel.state import (
     TH_WAKING,
     TS_OFFERED,
 )
-from rxlab.nic.arfs import arfs_expire_scan, arfs_program_pending, arm_timer
+from rxlab.nic.arfs import kworker_after, kworker_step, kworker_wake, service_timer
 from rxlab.xdp.cpumap import cpumap_after_batch, cpumap_kthread_step
 
 
@@ -205,17 +207,15 @@ def dispatch(s, c, t):
         t = napi_segment_end(s, c, sd.cpu[c].seg_arg, t)
         account(s, c, ctx, t0, t)
     elif kind == SEG_APP:
-        app_after_read(s, sd.cpu[c].seg_arg, t)
+        t = app_after_read(s, c, sd.cpu[c].seg_arg, t)
     elif kind == SEG_CPUMAP:
         cpumap_after_batch(s, sd.cpu[c].seg_arg, t)
+    elif kind == SEG_KWORKER:
+        kworker_after(s, t)
     if sd.cpu[c].irq_debt > 0:
         account(s, c, T_HARDIRQ, t, t + sd.cpu[c].irq_debt)
         t += sd.cpu[c].irq_debt
         sd.cpu[c].irq_debt = 0
-    if sd.cpu[c].sys_debt > 0:
-        account(s, c, T_SYSTEM, t, t + sd.cpu[c].sys_debt)
-        t += sd.cpu[c].sys_debt
-        sd.cpu[c].sys_debt = 0
     who, vmin = pick_next(s, c)
     if who == SCHED_SOFTIRQ or who == SCHED_KSOFTIRQD:
         was_ks = sd.cpu[c].ksoftirqd
@@ -241,6 +241,13 @@ def dispatch(s, c, t):
         sd.cpu[c].seg_arg = e
         sd.cpu[c].ev_pending = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
+    elif who == SCHED_KWORKER:
+        t_end = kworker_step(s, c, t)  # the driver's aRFS work: system time on c
+        account(s, c, T_SYSTEM, t, t_end)
+        sd.cpu[c].kw_vrt += t_end - t
+        sd.cpu[c].seg_kind = SEG_KWORKER
+        sd.cpu[c].ev_pending = 1
+        schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
     elif who == SCHED_APP:
         nth = so.cpu_nthreads[c]
         th = -1
@@ -259,17 +266,6 @@ def dispatch(s, c, t):
         sd.cpu[c].ev_pending = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
     # else (SCHED_IDLE): idle until an interrupt, IPI or wake-up kicks it
-
-
-@njit(**JIT_STATE)
-def charge_system(s, t, ns):
-    """Driver work done in a kworker (filter programming): system time on CPU 0.
-
-    Simplification: the unbound kworker is charged to CPU 0, after its current segment.
-    """
-    if ns > 0:
-        s.sd.cpu[0].sys_debt += ns
-        kick_cpu(s, np.int64(0), t)  # int64: no second kick_cpu for a literal 0
 
 
 @njit(**JIT_STATE_OUTLINE)
@@ -323,8 +319,8 @@ def handle_event(s, t, kind, arg):
     elif kind == EV_MIGRATE:
         migrate_thread(s, arg, t)
     elif kind == EV_ARFS_SVC:
-        s.ar.glob[0].svc_pending = 0
-        charge_system(s, t, arfs_program_pending(s, t))
+        if kworker_wake(s, arg, t):
+            kick_cpu(s, arg, t)
     elif kind == EV_CPUMAP_WAKE:
         if s.cm.entry[arg].kt_state == TH_WAKING:
             c = p.cpumap[arg].cpu
@@ -333,8 +329,7 @@ def handle_event(s, t, kind, arg):
             s.cm.entry[arg].kt_vrt = max(s.cm.entry[arg].kt_vrt, sd.cpu[c].app_vrt)
             kick_cpu(s, c, t)
     elif kind == EV_ARFS_TIMER:
-        charge_system(s, t, arfs_expire_scan(s, t) + arfs_program_pending(s, t))
-        arm_timer(s, t)
+        service_timer(s, t)
 
 
 @njit(**JIT_LEAF)

@@ -5,20 +5,25 @@ A softirq raised on a CPU runs at once on the way out of the interrupt or at
 ``handle_softirqs`` has deferred the work to ``ksoftirqd/<cpu>``, that thread competes
 with the CPU's other threads by runtime like any CFS task: the one with the least
 runtime runs (kernel/sched/fair.c, ``pick_next_entity``); ties go to the earlier
-candidate in ``THREADS``. A kernel thread that a mechanism adds (a kworker, say) is one
-more candidate: a constant here and a branch in ``_candidate``.
+candidate in ``THREADS``. A kernel thread that a mechanism adds is one more candidate:
+a constant here and a branch in ``_candidate``.
+
+The kworker that runs the driver's aRFS work (``rxlab.nic.arfs``) is such a thread: it
+is runnable on its CPU while the work is queued, never while ``net_rx_action`` is under
+way there (a softirq is not preempted by a thread), and competes by runtime.
 """
 
 from numba import njit
 
 from rxlab.config import JIT_STATE
-from rxlab.kernel.state import TH_RUNNABLE
+from rxlab.kernel.state import SVC_RUNNABLE, TH_RUNNABLE
 
 # Candidates, in the order that breaks a tie of runtimes.
 SCHED_KSOFTIRQD = 0  # ksoftirqd/<cpu> with NET_RX work pending
 SCHED_CPUMAP_KTHREAD = 1  # the cpumap entry's kthread on this CPU
-SCHED_APP = 2  # the CPU's application threads (one runtime, round robin among them)
-THREADS = 3
+SCHED_KWORKER = 2  # the kworker running the driver's aRFS work item on this CPU
+SCHED_APP = 3  # the CPU's application threads (one runtime, round robin among them)
+THREADS = 4
 SCHED_SOFTIRQ = -2  # inline softirq: not a thread, runs before any of them
 SCHED_IDLE = -1
 
@@ -41,6 +46,14 @@ def kthread_runnable(s, c):
 
 
 @njit(**JIT_STATE)
+def kworker_runnable(s, c):
+    """The aRFS work item is queued on CPU c's kworker, and no net_rx_action is under
+    way there (ksoftirqd runs handle_softirqs with BH off: not preempted mid-way)."""
+    g = s.ar.glob[0]
+    return g.svc_pending == SVC_RUNNABLE and g.svc_cpu == c and s.sd.cpu[c].in_rx_action == 0
+
+
+@njit(**JIT_STATE)
 def _candidate(s, c, k):
     """(runnable, runtime) of candidate k on CPU c."""
     sd = s.sd
@@ -52,6 +65,8 @@ def _candidate(s, c, k):
         if kthread_runnable(s, c):
             return True, s.cm.entry[e].kt_vrt
         return False, sd.cpu[c].app_vrt
+    if k == SCHED_KWORKER:
+        return kworker_runnable(s, c), sd.cpu[c].kw_vrt
     return has_runnable_thread(s, c), sd.cpu[c].app_vrt
 
 

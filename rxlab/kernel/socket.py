@@ -1,10 +1,18 @@
 """Protocol delivery to sockets and application reads (simplified UDP/TCP receive).
 
 ``netif_receive_skb_core`` stands for __netif_receive_skb_core + ip_rcv + udp_rcv/
-tcp_v4_rcv as one cost stage (``stack_rx``); the socket enqueue follows
-__udp_enqueue_schedule_skb's rule: drop when sk_rmem_alloc is already above sk_rcvbuf.
-Simplifications (docs/model.md): no TCP ACK/state machine, no GRO aggregation; the
-truesize of a packet is modelled as max(768, len + 320) bytes.
+tcp_v4_rcv up to the socket lookup as one cost stage (``stack_rx``); the UDP enqueue
+follows __udp_enqueue_schedule_skb's rule: drop when sk_rmem_alloc is already above
+sk_rcvbuf. A TCP packet's work depends on where it runs relative to the reading thread
+(tcp_v4_rcv, net/ipv4/tcp_ipv4.c): on the thread's CPU (``tcp_rcv``, cache-warm socket);
+on another CPU while the thread is not inside recvmsg (``tcp_rcv`` + ``tcp_remote``: the
+socket's lines move and sk_data_ready wakes the reader across CPUs); on another CPU while
+the thread holds the socket lock (``sock_owned_by_user``: tcp_add_backlog, and the thread
+runs ``tcp_rcv`` in release_sock -> __release_sock as system time). Out-of-order segments
+(tcp_data_queue_ofo, and the hole-filling segment after them) cost ``tcp_ofo`` (ofo queue
+and the immediate SACK/ACK). Simplifications (docs/model.md): ACKs are part of the cost
+stages, not a state machine; no GRO aggregation; the truesize of a packet is modelled as
+max(768, len + 320) bytes.
 """
 
 import numpy as np
@@ -12,7 +20,7 @@ from numba import njit
 
 from rxlab.config import JIT_LEAF, JIT_STATE
 from rxlab.engine.core import PRIO_WAKE, schedule
-from rxlab.kernel.accounting import cost, drop, hist_index, interval_of, work_ns
+from rxlab.kernel.accounting import account, cost, drop, hist_index, interval_of, work_ns
 from rxlab.kernel.constants import SKB_TRUESIZE_MIN, SKB_TRUESIZE_OVERHEAD
 from rxlab.kernel.events import EV_WAKE
 from rxlab.kernel.rfs import sock_rps_record_flow
@@ -20,6 +28,9 @@ from rxlab.kernel.state import (
     C_CROSS_CPU,
     C_SOCKET_ENQUEUE,
     C_STACK_RX,
+    C_TCP_OFO,
+    C_TCP_RCV,
+    C_TCP_REMOTE,
     C_WAKEUP_LATENCY,
     CNT_DELIVERED,
     CNT_LAT_APP_N,
@@ -27,13 +38,17 @@ from rxlab.kernel.state import (
     CNT_REORDERED,
     CNT_SOCKET_IN,
     DROP_NO_SOCKET,
+    DROP_SOCKET_BACKLOG,
     DROP_SOCKET_RCVBUF,
+    T_SYSTEM,
     TH_RUNNABLE,
     TH_SLEEP,
     TH_WAKING,
     TS_DELIVERED,
     TS_PROCESSED,
 )
+
+TCP_SNDBUF = 16384  # tcp_wmem[1]: the sk_sndbuf tcp_add_backlog's limit counts half of
 
 
 @njit(**JIT_LEAF)
@@ -54,6 +69,8 @@ def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t):
     if sk < 0:
         drop(s, DROP_NO_SOCKET, t)
         return t
+    if so.sock[sk].sock_tcp:
+        return tcp_v4_rcv_sock(s, c, sk, f, tarr, seq, length, t)
     if (so.sock[sk].so_rmem > so.sock[sk].sock_rcvbuf
             or so.sock[sk].so_tail - so.sock[sk].so_head >= so.sock[sk].sock_cap):
         so.sock[sk].so_drops += 1
@@ -61,6 +78,59 @@ def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t):
         return t
     t += cost(s, C_SOCKET_ENQUEUE)
     return sock_queue_tail(s, sk, f, tarr, seq, length, t)
+
+
+@njit(**JIT_STATE)
+def tcp_ofo_cost(s, sk, f, seq):
+    """An out-of-order segment: beyond a hole (tcp_data_queue_ofo: ofo queue, SACK at
+    once) or filling one (tcp_ofo_queue moves the queue, the ACK goes at once)."""
+    so = s.so
+    mx = so.flow[f].flow_max_seq
+    if seq > mx + 1 or seq < mx:
+        so.sock[sk].tcp_ofo_n += 1
+        return cost(s, C_TCP_OFO)
+    return np.int64(0)
+
+
+@njit(**JIT_STATE)
+def tcp_v4_rcv_sock(s, c, sk, f, tarr, seq, length, t):
+    """tcp_v4_rcv once the established socket is found, on CPU c at time t."""
+    p, so = s.p, s.so
+    th = so.sock[sk].sock_thread
+    tc = so.sock[th].thread_cpu
+    slot = p.sock_off[sk] + (so.sock[sk].so_tail & so.sock[sk].sock_mask)
+    full = so.sock[sk].so_tail - so.sock[sk].so_head >= so.sock[sk].sock_cap
+    if c != tc and so.sock[th].th_own_lo <= t < so.sock[th].th_own_hi:
+        # sock_owned_by_user: tcp_add_backlog (limit since v6.10, ec00ed472bdb:
+        # 2 x sk_rcvbuf + sk_sndbuf / 2 + 64 KB against backlog + sk_rmem_alloc)
+        limit = 2 * so.sock[sk].sock_rcvbuf + TCP_SNDBUF // 2 + 65536
+        if full or so.sock[sk].so_rmem > limit:
+            so.sock[sk].so_drops += 1
+            drop(s, DROP_SOCKET_BACKLOG, t)
+            return t
+        t += cost(s, C_SOCKET_ENQUEUE)  # bh_lock_sock + __sk_add_backlog
+        so.sock[sk].tcp_backlog_n += 1
+        ofo = tcp_ofo_cost(s, sk, f, seq)
+        # __release_sock -> tcp_v4_do_rcv on the thread's CPU, at the read's end
+        so.sock[th].th_bl_ns += cost(s, C_TCP_RCV) + ofo
+        sock_queue_tail(s, sk, f, tarr, seq, length, so.sock[th].th_rel)
+        so.sq[slot].src = c
+        return t
+    if full or so.sock[sk].so_rmem > so.sock[sk].sock_rcvbuf:
+        so.sock[sk].so_drops += 1  # tcp_data_queue: tcp_try_rmem_schedule failed
+        drop(s, DROP_SOCKET_RCVBUF, t)
+        return t
+    ofo = tcp_ofo_cost(s, sk, f, seq)
+    t += cost(s, C_TCP_RCV) + ofo  # tcp_v4_do_rcv -> tcp_rcv_established, the ACK
+    if c != tc:
+        # the socket's lines are dirty on the reader's CPU; sk_data_ready wakes it there
+        t += cost(s, C_TCP_REMOTE)
+        so.sock[sk].tcp_remote_n += 1
+    else:
+        so.sock[sk].tcp_local += 1
+    t = sock_queue_tail(s, sk, f, tarr, seq, length, t)
+    so.sq[slot].src = c
+    return t
 
 
 @njit(**JIT_STATE)
@@ -101,6 +171,7 @@ def app_read(s, th, t):
     """
     p, so, st = s.p, s.so, s.st
     sk = so.sock[th].thread_sock
+    t0 = t
     n = 0
     sys_ns = np.int64(0)
     user_ns = np.int64(0)
@@ -111,6 +182,8 @@ def app_read(s, th, t):
         if skb.stamp > t:
             break  # queued by a segment that, in simulated time, has not happened yet
         ds = work_ns(s, so.sock[th].thread_sys_ns)
+        if so.sock[sk].sock_tcp and skb.src != so.sock[th].thread_cpu:
+            ds += cost(s, C_CROSS_CPU)  # the copy reads lines another CPU wrote
         du = work_ns(s, so.sock[th].thread_user_ns)
         sys_ns += ds
         user_ns += du
@@ -130,14 +203,25 @@ def app_read(s, th, t):
         st.ts_pkt[interval_of(s, t), TS_DELIVERED] += 1
         n += 1
     so.sock[th].th_served += n
+    if so.sock[sk].sock_tcp:
+        # lock_sock .. release_sock around the copies (accounted first, as system)
+        so.sock[th].th_own_lo = t0
+        so.sock[th].th_own_hi = t0 + sys_ns
+        so.sock[th].th_rel = t
     return t, n, sys_ns, user_ns
 
 
 @njit(**JIT_STATE)
-def app_after_read(s, th, t):
-    """Thread state after a read: runnable, waking for a queued packet, or asleep."""
+def app_after_read(s, c, th, t):
+    """End of a read on CPU c: release_sock runs the socket backlog that softirqs on
+    other CPUs queued meanwhile (system time), then the thread is runnable, waking for a
+    queued packet, or asleep. Returns the time after the backlog."""
     p, so, ev = s.p, s.so, s.ev
     sk = so.sock[th].thread_sock
+    if so.sock[th].th_bl_ns > 0:
+        account(s, c, T_SYSTEM, t, t + so.sock[th].th_bl_ns)
+        t += so.sock[th].th_bl_ns
+        so.sock[th].th_bl_ns = 0
     if so.sock[sk].so_head < so.sock[sk].so_tail:
         head = so.sock[sk].so_head
         stamp = so.sq[p.sock_off[sk] + (head & so.sock[sk].sock_mask)].stamp
@@ -148,4 +232,5 @@ def app_after_read(s, th, t):
             schedule(ev, stamp + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_WAKE, th)
     else:
         so.sock[th].th_state = TH_SLEEP
+    return t
 

@@ -54,6 +54,10 @@ STAGES = (
     "sw_hash",
     "xsk_zc",
     "xsk_copy",
+    # TCP receive and where it runs relative to the reading thread (docs/model.md)
+    "tcp_rcv",
+    "tcp_remote",
+    "tcp_ofo",
 )
 (
     C_HARDIRQ,
@@ -84,11 +88,14 @@ STAGES = (
     C_SW_HASH,
     C_XSK_ZC,
     C_XSK_COPY,
+    C_TCP_RCV,
+    C_TCP_REMOTE,
+    C_TCP_OFO,
 ) = range(len(STAGES))
 # per-packet CPU work is jittered; latencies and fixed per-event overheads are not
 JITTERED = ("driver_rx", "gro", "rps_enqueue", "stack_rx", "socket_enqueue", "recvmsg",
             "xdp_prog", "xdp_drop", "xdp_tx", "xdp_redirect_cpumap", "cpumap_kthread",
-            "skb_build", "xsk_zc", "xsk_copy")
+            "skb_build", "xsk_zc", "xsk_copy", "tcp_rcv", "tcp_remote", "tcp_ofo")
 
 # --- drop reasons: one drop path, names after SKB_DROP_REASON_* where one exists ----
 DROP_REASONS = (
@@ -103,6 +110,7 @@ DROP_REASONS = (
     "cpumap_full",  # bq_flush_to_queue: the entry's ptr_ring slot was not empty
     "xsk_rx_ring_full",  # AF_XDP RX ring full (XDP_STATISTICS rx_ring_full)
     "xsk_fill_empty",  # no UMEM frame on the FILL ring (rx_fill_ring_empty_descs)
+    "socket_backlog",  # tcp_add_backlog: owned socket's backlog over its limit (TCPBacklogDrop)
 )
 N_DROP_SLOTS = 16  # room for later mechanisms (XDP, cpumap, AF_XDP)
 (
@@ -117,6 +125,7 @@ N_DROP_SLOTS = 16  # room for later mechanisms (XDP, cpumap, AF_XDP)
     DROP_CPUMAP_FULL,
     DROP_XSK_RX_FULL,
     DROP_XSK_FILL_EMPTY,
+    DROP_SOCKET_BACKLOG,
 ) = range(len(DROP_REASONS))
 
 # --- global counters (Stats.cnt) ----------------------------------------------------
@@ -150,7 +159,7 @@ HIST_BINS = 128 + 64 * 40
 TH_SLEEP, TH_WAKING, TH_RUNNABLE = 0, 1, 2
 
 # --- CPU segment kinds ----------------------------------------------------------------
-SEG_NONE, SEG_NAPI, SEG_APP, SEG_CPUMAP = 0, 1, 2, 3
+SEG_NONE, SEG_NAPI, SEG_APP, SEG_CPUMAP, SEG_KWORKER = 0, 1, 2, 3, 4
 
 U32 = 0xFFFFFFFF
 
@@ -230,8 +239,16 @@ ARFS_GLOB = struct(
     ("last_fltr_id", np.int64),
     ("hw_count", np.int64),  # filters written to hardware
     ("pend_n", np.int64),  # entries on the pending list
-    ("svc_pending", np.int64),  # the service task / work item is scheduled
+    ("svc_pending", np.int64),  # the service task / work item: SVC_IDLE, SVC_QUEUED
+    # (queue_work done, its kworker not yet woken) or SVC_RUNNABLE (woken or running)
+    ("svc_cpu", np.int64),  # CPU of the kworker that runs it
+    ("svc_run", np.int64),  # 1 = a run has started (its snapshot is taken)
+    ("svc_scan", np.int64),  # 1 = the next run does the expiry scan (service timer)
+    ("svc_n0", np.int64),  # entries of the pending list the run took at its start
+    ("svc_pos", np.int64),  # of which written so far
+    ("svc_debt", np.int64),  # ns of expiry-scan work the run still has to do
 )
+SVC_IDLE, SVC_QUEUED, SVC_RUNNABLE = 0, 1, 2
 
 # A cpumap entry's ptr_ring positions and its kthread (struct bpf_cpu_map_entry).
 CPUMAP_ENTRY = struct(
@@ -376,7 +393,7 @@ SOFTNET_DATA = struct(
     ("seg_work", np.int64),
     ("seg_ctx", np.int64),  # T_SOFTIRQ or T_KSOFTIRQD for NAPI segments
     ("irq_debt", np.int64),  # hardirq time taken while a segment ran
-    ("sys_debt", np.int64),  # kworker time (aRFS filter programming)
+    ("kw_vrt", np.int64),  # runtime of the CPU's kworker (CFS share against threads)
     ("rr", np.int64),  # round-robin position over the CPU's threads
     # flow limit (struct sd_flow_limit)
     ("fl_on", np.int64), ("fl_head", np.int64),
@@ -426,6 +443,16 @@ SOCK = struct(
     ("thread_cpu", np.int64),  # where the thread runs now
     ("th_mig_k", np.int64),  # next explicit move
     ("th_migrations", np.int64),
+    # TCP (connected, established): where the softirq's work on a packet runs
+    ("sock_tcp", np.int64),  # 1 = a TCP socket (tcp_v4_rcv), 0 = UDP / AF_XDP
+    ("th_own_lo", np.int64), ("th_own_hi", np.int64),  # the latest read's recvmsg part:
+    # the thread holds the socket lock (sock_owned_by_user) over [lo, hi)
+    ("th_rel", np.int64),  # that read's end: release_sock runs the backlog
+    ("th_bl_ns", np.int64),  # backlog work __release_sock owes (system ns)
+    ("tcp_local", np.int64),  # packets processed on the reader's CPU
+    ("tcp_remote_n", np.int64),  # on another CPU, socket not owned
+    ("tcp_backlog_n", np.int64),  # on another CPU, owned: to the socket backlog
+    ("tcp_ofo_n", np.int64),  # out of order: ofo queue and an immediate (S)ACK
 )
 
 

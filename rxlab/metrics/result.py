@@ -192,6 +192,10 @@ def assemble(m, in_flight: int) -> Result:
         "softnet_stat": softnet_lines(softnet_rows, m.kb.softnet_columns),
         "notices": list(m.notices),  # e.g. a longer series interval than asked
     }
+    if so.sock["sock_tcp"].any():  # where TCP packets were processed (rxlab.kernel.socket)
+        data["tcp"] = {k: int(so.sock[f][so.sock["sock_tcp"] == 1].sum()) for k, f in (
+            ("local", "tcp_local"), ("remote", "tcp_remote_n"), ("backlog", "tcp_backlog_n"),
+            ("out_of_order", "tcp_ofo_n"))}
     if sc.xdp is not None:
         data["xdp"] = {"runs": int(cnt[CNT_XDP_RUNS]), "pass": int(cnt[CNT_XDP_PASS]),
                        "drop": drops["xdp_drop"], "aborted": drops["xdp_aborted"],

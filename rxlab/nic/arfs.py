@@ -1,14 +1,35 @@
-"""The driver side that writes aRFS filters to hardware and expires them.
+"""The driver side that writes aRFS filters to hardware and expires them, as the work
+of a kernel thread.
 
 ice: ``ice_sync_arfs_fltrs`` from the service task: INACTIVE entries become ACTIVE
 (programmed: the NIC now steers that 5-tuple to the entry's queue); ACTIVE entries whose
 ``rps_may_expire_flow`` says so (or UDP ones older than 5 s) are deleted. mlx5: the work
 item programs the rule, then ``arfs_may_expire_flow`` deletes at most 62 rules per scan.
 
-Simplifications (docs/model.md): programming happens ``arfs_delay_ns`` after the first
-request (one run handles every pending entry); the expiry scan runs on a timer of
-``nic.arfs.period_s`` (ice: its 1 s service timer) rather than on every service-task or
-work-item run.
+Where the work runs (kernel/workqueue.c ``__queue_work``): ``queue_work`` passes
+``WORK_CPU_UNBOUND``; a per-CPU workqueue then uses the pool of the CPU that called it,
+an unbound one the pool of the CPU ``wq_select_unbound_cpu`` returns, which is that same
+CPU while it is in ``wq_unbound_cpumask`` (the default: all CPUs). ice queues
+``pf->serv_task`` on ``ice_wq`` (``ice_module_init``, drivers/net/ethernet/intel/ice/
+ice_main.c: per-CPU, ``WQ_MEM_RECLAIM`` and later flags 0, until "ice: Unbind the
+workqueue", 2024, made it ``WQ_UNBOUND``) from ``ice_rx_flow_steer`` (the CPU whose
+softirq asked) or from the service timer (the model: CPU 0). mlx5 queues each rule's
+work on ``create_singlethread_workqueue("mlx5e_arfs")`` (ordered, unbound, one item at a
+time). The model runs the work on the CPU that called ``queue_work``: exact for a
+per-CPU queue; for an unbound one the scheduler may wake the pool's worker on another
+CPU of that CPU's affinity scope, which is not modelled.
+
+The work item is one at a time (ice: one ``serv_task``, ``ICE_SERVICE_SCHED`` set from
+``ice_service_task_schedule`` until ``ice_service_task_complete``; mlx5: an ordered
+queue). A run takes the pending entries at its start (ice builds its add list under
+``arfs_lock`` first) and writes them one filter per step, so a softirq on that CPU
+waits at most one write; entries queued during an ice run wait for the next trigger
+(a request or the service timer), an mlx5 run goes on with the work items queued
+meanwhile.
+
+Simplifications (docs/model.md): the work becomes runnable ``arfs_delay_ns`` after
+``queue_work`` (the worker's wake-up); the expiry scan runs on a timer of
+``nic.arfs.period_s`` (ice: its 1 s service timer) rather than on every run.
 """
 
 import numpy as np
@@ -27,10 +48,15 @@ from rxlab.kernel.state import (
     ARFS_INACTIVE,
     ARFS_PROGRAMMED,
     C_ARFS_PROGRAM,
+    SVC_IDLE,
+    SVC_QUEUED,
+    SVC_RUNNABLE,
 )
+from rxlab.nic.arfs_steer import queue_service
 
 ICE_ARFS_TIME_DELTA_EXPIRATION_NS = 5_000_000_000  # UDP filters live at most 5 s
 MLX5E_ARFS_EXPIRY_QUOTA = 60
+SERVICE_TIMER_CPU = 0  # the CPU that armed the ice service timer (probe): an assumption
 
 
 @njit(**JIT_STATE)
@@ -76,19 +102,27 @@ def _expired(s, e, t):
         t - ar.entry[e].time >= ICE_ARFS_TIME_DELTA_EXPIRATION_NS)
 
 
+@njit(**JIT_STATE)
+def arfs_program_one(s, k, t):
+    """Write pending entry k if it is still INACTIVE; returns the CPU ns spent."""
+    ar = s.ar
+    e = ar.pend[k]
+    ar.entry[e].pend = 0
+    if ar.entry[e].state == ARFS_INACTIVE:
+        if _program(s, e):
+            ar.entry[e].state = ARFS_ACTIVE
+            ar.entry[e].time = t
+        return cost(s, C_ARFS_PROGRAM)
+    return np.int64(0)
+
+
 @njit(**JIT_STATE_OUTLINE)
 def arfs_program_pending(s, t):
     """Write every entry still INACTIVE on the pending list; returns CPU ns spent."""
     ar = s.ar
     spent = 0
     for k in range(ar.glob[0].pend_n):
-        e = ar.pend[k]
-        ar.entry[e].pend = 0
-        if ar.entry[e].state == ARFS_INACTIVE:
-            if _program(s, e):
-                ar.entry[e].state = ARFS_ACTIVE
-                ar.entry[e].time = t
-            spent += cost(s, C_ARFS_PROGRAM)
+        spent += arfs_program_one(s, k, t)
     ar.glob[0].pend_n = 0
     return spent
 
@@ -127,3 +161,69 @@ def arfs_expire_scan(s, t):
 def arm_timer(s, t):
     if s.p.arfs_model != 0:
         schedule(s.ev, t + s.p.arfs_period_ns, PRIO_TIMER, EV_ARFS_TIMER, 0)
+
+
+@njit(**JIT_STATE)
+def service_timer(s, t):
+    """The ice service timer: the next run scans for expired filters; re-armed."""
+    s.ar.glob[0].svc_scan = 1
+    queue_service(s, np.int64(SERVICE_TIMER_CPU), t)
+    arm_timer(s, t)
+
+
+@njit(**JIT_STATE_OUTLINE)
+def kworker_step(s, c, t):
+    """One step of the work on CPU c's kworker: at a run's start the expiry scan (when
+    the timer asked) and the snapshot of pending entries; then one filter write, or one
+    write's worth of the scan's deletions. Returns the step's end."""
+    g = s.ar.glob[0]
+    if g.svc_run == 0:
+        g.svc_run = 1
+        if g.svc_scan:
+            g.svc_scan = 0
+            g.svc_debt += arfs_expire_scan(s, t)  # retries failed writes: pend grows
+        g.svc_n0 = g.pend_n
+        g.svc_pos = 0
+    if g.svc_debt > 0:
+        step = min(g.svc_debt, max(cost(s, C_ARFS_PROGRAM), np.int64(1)))
+        g.svc_debt -= step
+        return t + step
+    while g.svc_pos < g.svc_n0:
+        k = g.svc_pos
+        g.svc_pos = k + 1
+        spent = arfs_program_one(s, k, t)
+        if spent > 0:
+            return t + spent
+    return t
+
+
+@njit(**JIT_STATE_OUTLINE)
+def kworker_after(s, t):
+    """After a step: the run goes on, or it ends (the work item completes)."""
+    ar = s.ar
+    g = ar.glob[0]
+    if g.svc_debt > 0 or g.svc_pos < g.svc_n0:
+        return
+    # entries queued during the run move to the front of the pending list
+    n0 = g.svc_n0
+    for k in range(n0, g.pend_n):
+        ar.pend[k - n0] = ar.pend[k]
+    g.pend_n -= n0
+    g.svc_n0 = 0
+    g.svc_pos = 0
+    g.svc_run = 0
+    if s.p.arfs_model == 3 and g.pend_n > 0:
+        return  # mlx5: the ordered queue holds the work items queued meanwhile
+    g.svc_pending = SVC_IDLE  # ice_service_task_complete: the next request queues it
+
+
+@njit(**JIT_STATE)
+def kworker_wake(s, c, t):
+    """The kworker on CPU c is woken for the work (EV_ARFS_SVC): CFS placement starts it
+    level with the CPU's threads."""
+    g = s.ar.glob[0]
+    if g.svc_pending == SVC_QUEUED:
+        g.svc_pending = SVC_RUNNABLE
+        s.sd.cpu[c].kw_vrt = max(s.sd.cpu[c].kw_vrt, s.sd.cpu[c].app_vrt)
+        return True
+    return False

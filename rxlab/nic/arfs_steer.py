@@ -1,11 +1,13 @@
-"""``ndo_rx_flow_steer`` of the modelled drivers (reference sec. 5.3-5.4).
+"""``ndo_rx_flow_steer`` of the modelled drivers (ice_arfs.c ``ice_rx_flow_steer``, en_arfs.c
+``mlx5e_rx_flow_steer``).
 
 - ``ice-hash-match``: ice before "net: ice: Perform accurate aRFS flow match" (2025):
   an existing entry in the raw-hash bucket matches on ``flow_id`` alone, so a new flow
   colliding with another is taken for it and re-points the other flow's filter.
 - ``ice-tuple-match``: after the fix: the entry must also match the full 5-tuple.
 - ``mlx5``: full tuple match in 4 tables x 256 buckets keyed by the ports.
-Filters are programmed later by the service task / work item (``rxlab.nic.arfs``).
+Filters are programmed later by the service task / work item, a kworker on the CPU
+that queued it (``rxlab.nic.arfs``).
 """
 
 import numpy as np
@@ -22,6 +24,8 @@ from rxlab.kernel.state import (
     ARFS_NO_MEMORY,
     ARFS_SKIP,
     ARFS_UPDATE,
+    SVC_IDLE,
+    SVC_QUEUED,
 )
 
 ICE_ARFS_LST_MASK = 1023  # ICE_MAX_ARFS_LIST - 1
@@ -43,21 +47,31 @@ def arfs_bucket(s, f, skb_hash):
 
 
 @njit(**JIT_STATE)
-def arfs_kick_service(s, e, t):
-    """ice_service_task_schedule / queue_work: program entry e (and others) soon."""
+def queue_service(s, c, t):
+    """``queue_work`` from CPU c (ice_service_task_schedule / mlx5 arfs queue_work): a
+    no-op while the work is queued or running; else its kworker on c wakes later."""
+    g = s.ar.glob[0]
+    if g.svc_pending == SVC_IDLE:
+        g.svc_pending = SVC_QUEUED
+        g.svc_cpu = c
+        schedule(s.ev, t + s.p.arfs_delay_ns, PRIO_TIMER, EV_ARFS_SVC, c)
+
+
+@njit(**JIT_STATE)
+def arfs_kick_service(s, e, c, t):
+    """Entry e needs writing: on the pending list, and the work queued from CPU c."""
     ar = s.ar
     if ar.entry[e].pend == 0:
         ar.entry[e].pend = 1
         ar.pend[ar.glob[0].pend_n] = e
         ar.glob[0].pend_n += 1
-    if ar.glob[0].svc_pending == 0:
-        ar.glob[0].svc_pending = 1
-        schedule(s.ev, t + s.p.arfs_delay_ns, PRIO_TIMER, EV_ARFS_SVC, 0)
+    queue_service(s, c, t)
 
 
 @njit(**JIT_STATE)
-def ndo_rx_flow_steer(s, f, skb_hash, rxq, flow_id, t):
-    """Returns the filter id (>= 0), or -1 (no memory)."""
+def ndo_rx_flow_steer(s, f, skb_hash, rxq, flow_id, c, t):
+    """Called on CPU c (the softirq that mis-steered); returns the filter id (>= 0), or
+    -1 (no memory)."""
     p, ar = s.p, s.ar
     b = arfs_bucket(s, f, skb_hash)
     e = ar.bucket[b]
@@ -82,7 +96,7 @@ def ndo_rx_flow_steer(s, f, skb_hash, rxq, flow_id, t):
             if ar.entry[e].state == ARFS_ACTIVE:
                 ar.entry[e].state = ARFS_INACTIVE  # reprogram with the new queue
             ar.cnt[ARFS_UPDATE] += 1
-            arfs_kick_service(s, e, t)
+            arfs_kick_service(s, e, c, t)
             return ar.entry[e].fltr_id
         e = ar.entry[e].next
     if avoided:
@@ -106,5 +120,5 @@ def ndo_rx_flow_steer(s, f, skb_hash, rxq, flow_id, t):
     ar.entry[e].next = ar.bucket[b]  # insert at the head of the bucket
     ar.bucket[b] = e
     ar.cnt[ARFS_ADD] += 1
-    arfs_kick_service(s, e, t)
+    arfs_kick_service(s, e, c, t)
     return fid

@@ -40,8 +40,10 @@ DRIVERS = [
              "service task: under arfs_lock walks all 1024 lists, INACTIVE -> ACTIVE onto "
              "an add list, expired ACTIVE entries onto a delete list; outside the lock "
              "ice_fdir_write_fltr writes (or removes) each Flow Director filter",
-             "one programming run arfs_delay_us after the first pending request; "
-             "arfs_program cost per filter, charged as system time"),
+             "a kworker on the CPU that queued the task (ice_wq), woken nic.arfs.delay_us "
+             "later, scheduled against the CPU's threads by runtime and never inside a "
+             "softirq; it writes the entries pending at its start, arfs_program each, as "
+             "system time on that CPU; requests during a run wait for the next trigger"),
             ("expire", f"{ICE} ice_arfs_is_flow_expired",
              "rps_may_expire_flow() says the flow left its RFS slot; UDP entries also "
              "expire 5 s after activation",
@@ -71,8 +73,10 @@ DRIVERS = [
             ("program", f"{MLX5} arfs_handle_work",
              "arfs_add_rule (mlx5_add_flow_rules) for a new rule or arfs_modify_rule_rq "
              "(mlx5_modify_rule_destination) for a moved one: firmware commands",
-             "programmed arfs_delay_us after the request; arfs_program cost per rule, "
-             "charged as system time"),
+             "a kworker on the CPU that queued the work (the ordered, unbound mlx5e_arfs "
+             "queue: wq_select_unbound_cpu's local CPU), woken nic.arfs.delay_us later, "
+             "scheduled by runtime, never inside a softirq; arfs_program per rule as "
+             "system time on that CPU; work queued meanwhile runs next"),
             ("expire", f"{MLX5} arfs_may_expire_flow",
              "after each work item: under arfs_lock collects rules with no pending work "
              "that rps_may_expire_flow() lets go, at most 62 per scan (quota 60, "

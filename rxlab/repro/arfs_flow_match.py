@@ -121,6 +121,14 @@ def extra_metrics(name: str, sc) -> dict:
     return {"collisions_observed": observed(h, sc.kernel.rps_flow_cnt, hash32)["pairs"]}
 
 
+# Half the seed's relative CPU-total saving (29 -> 22.7 and 29 -> 24.9, in %). No cost is
+# set from seed 000, and the model's sourced costs do not reach it (docs/model.md, "TCP
+# receive and locality"): these claims print "not held" and OPEN_GAPS lists them.
+HALF_SAVING = {512: round(50 * (29 - 22.7) / 29, 2), 2048: round(50 * (29 - 24.9) / 29, 2)}
+GAP_CLAIM = "{cnt}: tuple match saves at least half the seed's CPU ({need} % of the total)"
+OPEN_GAPS = tuple(GAP_CLAIM.format(cnt=n, need=v) for n, v in HALF_SAVING.items())
+
+
 def claims(cases: list[dict]):
     m = {c["name"]: c["metrics"] for c in cases}
     out = []
@@ -141,6 +149,12 @@ def claims(cases: list[dict]):
                   fig("CPU total, hash - tuple match (% of the host)", saving[cnt],
                       ">", 0)),
         ]
+    for cnt, need in HALF_SAVING.items():
+        h, t = m[f"hash-match/{cnt}"], m[f"tuple-match/{cnt}"]
+        out.append(claim(GAP_CLAIM.format(cnt=cnt, need=need), "predicted",
+                         fig("CPU total saving, hash - tuple match (% of hash match's)",
+                             100 * (h["cpu_total"] - t["cpu_total"]) / h["cpu_total"],
+                             ">=", need)))
     out.append(claim("the CPU saving is smaller at 2048 than at 512", "predicted",
                      fig("saving at 512 - saving at 2048 (% of the host)",
                          saving[512] - saving[2048], ">", 0)))
