@@ -45,9 +45,9 @@ from conftest_rfs import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from one_line import usage_error
 
 from rxlab.build import build
-from rxlab.errors import UsageError
 from rxlab.kernel.state import (
     ARFS_ADD,
     ARFS_AVOIDED,
@@ -570,18 +570,9 @@ def test_e2e_original_ice_fights_over_shared_filters(e2e):
 
 
 # ------------------------------------------------------------------ bad input -------
-def one_line(fn, *needles):
-    with pytest.raises(UsageError) as ei:
-        fn()
-    msg = str(ei.value)
-    assert msg and "\n" not in msg, msg
-    for n in needles:
-        assert n in msg, (n, msg)
-
-
 def test_unknown_driver_model():
     d = rfs_dict(arfs="ixgbe")
-    one_line(lambda: scenario_from_dict(d), "nic.arfs.model")
+    usage_error(lambda: scenario_from_dict(d), "nic.arfs.model")
 
 
 @pytest.mark.parametrize("kernel", [{"rps_sock_flow_entries": 0},
@@ -589,7 +580,7 @@ def test_unknown_driver_model():
                                     {"rps_sock_flow_entries": 0, "rps_flow_cnt": 0}])
 def test_arfs_without_rfs_tables(kernel):
     d = rfs_dict(arfs="ice-tuple-match", kernel=kernel)
-    one_line(lambda: build(scenario_from_dict(d)), "nic.arfs", "RFS")
+    usage_error(lambda: build(scenario_from_dict(d)), "nic.arfs", "RFS")
 
 
 @pytest.mark.parametrize("arfs", [{"model": "ixgbe"}, {"model": "mlx5", "capacity": 0},
