@@ -1,6 +1,6 @@
 """Accelerated RFS (``set_rps_cpu`` / ``rps_may_expire_flow`` in net/core/dev.c, the ice
 and mlx5 ``ndo_rx_flow_steer``) against references written from the kernel
-(tests/conftest_rfs.py), never from rxlab.
+(tests/rfs_harness.py), never from rxlab.
 
 * two flows crafted to share the ice bucket (hash & 1023) and flow_id: the original
   ice driver (flow_id match) re-points the first flow's filter and the second never
@@ -20,32 +20,34 @@ and mlx5 ``ndo_rx_flow_steer``) against references written from the kernel
 from __future__ import annotations
 
 import pytest
-from conftest_rfs import (
-    ICE_UDP_EXPIRY_NS,
-    RPS_NO_CPU,
-    RPS_NO_FILTER,
-    U32,
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from one_line import usage_error
+from rfs_harness import (
     Harness,
-    RefKernel,
     apply_op,
     e2e_dict,
     find_colliding,
     harness_scan,
     harness_service,
-    hash32_rule,
-    ref_active_limit,
     ref_entries,
-    ref_mlx5_bucket,
-    ref_rfs_slot,
     rfs_dict,
     rfs_tables_of,
     run_with_snapshots,
     sim_entries,
     tcp_group,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from one_line import usage_error
+from rfs_reference import (
+    ICE_UDP_EXPIRY_NS,
+    RPS_NO_CPU,
+    RPS_NO_FILTER,
+    U32,
+    RefKernel,
+    hash32_rule,
+    ref_active_limit,
+    ref_mlx5_bucket,
+    ref_rfs_slot,
+)
 
 from rxlab.build import build
 from rxlab.kernel.state import (

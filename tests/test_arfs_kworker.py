@@ -10,7 +10,7 @@ workqueue runs a work item on the CPU that called ``queue_work`` (kernel/workque
 from __future__ import annotations
 
 import pytest
-from conftest_rfs import Harness, rfs_dict, tcp_group
+from rfs_harness import Harness, rfs_dict, tcp_group
 
 from rxlab.build import build
 from rxlab.kernel.sched import (

@@ -1,5 +1,5 @@
 """RFS (``get_rps_cpu`` and ``set_rps_cpu`` in net/core/dev.c, the socket table of
-include/net/rps.h) against references written from the kernel (tests/conftest_rfs.py),
+include/net/rps.h) against references written from the kernel (tests/rfs_harness.py),
 never from rxlab.
 
 * hash_32 / reciprocal_scale / (int)(a - b) with test vectors worked independently;
@@ -17,29 +17,31 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest_rfs import (
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from one_line import usage_error
+from rfs_harness import (
+    Harness,
+    apply_op,
+    e2e_dict,
+    rfs_dict,
+    rfs_tables_of,
+    run_with_snapshots,
+    set_positions,
+    tcp_group,
+)
+from rfs_reference import (
     RPS_NO_CPU,
     RPS_NO_FILTER,
     U32,
-    Harness,
     RefKernel,
-    apply_op,
-    e2e_dict,
     ref_active_limit,
     ref_hash_32,
     ref_is_active,
     ref_reciprocal_scale,
     ref_rfs_slot,
-    rfs_dict,
-    rfs_tables_of,
-    run_with_snapshots,
     s32,
-    set_positions,
-    tcp_group,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from one_line import usage_error
 
 from rxlab.build import _rfs_tables, build
 from rxlab.kernel.versions import behaviour
@@ -63,7 +65,7 @@ def h19(hx):
 
 def slot_of(h: Harness, hv: int, q: int = Q) -> int:
     v = h.m.scenario.host.kernel
-    from conftest_rfs import hash32_rule
+    from rfs_reference import hash32_rule
 
     return ref_rfs_slot(hv, h.log(q), hash32_rule(v))
 
