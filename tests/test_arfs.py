@@ -1,6 +1,6 @@
 """Accelerated RFS (``set_rps_cpu`` / ``rps_may_expire_flow`` in net/core/dev.c, the ice
 and mlx5 ``ndo_rx_flow_steer``) against references written from the kernel
-(tests/conftest_rfs.py), never from rxlab.
+(tests/rfs_harness.py), never from rxlab.
 
 * two flows crafted to share the ice bucket (hash & 1023) and flow_id: the original
   ice driver (flow_id match) re-points the first flow's filter and the second never
@@ -20,34 +20,36 @@ and mlx5 ``ndo_rx_flow_steer``) against references written from the kernel
 from __future__ import annotations
 
 import pytest
-from conftest_rfs import (
-    ICE_UDP_EXPIRY_NS,
-    RPS_NO_CPU,
-    RPS_NO_FILTER,
-    U32,
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from one_line import usage_error
+from rfs_harness import (
     Harness,
-    RefKernel,
     apply_op,
     e2e_dict,
     find_colliding,
     harness_scan,
     harness_service,
-    hash32_rule,
-    ref_active_limit,
     ref_entries,
-    ref_mlx5_bucket,
-    ref_rfs_slot,
     rfs_dict,
     rfs_tables_of,
     run_with_snapshots,
     sim_entries,
     tcp_group,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from rfs_reference import (
+    ICE_UDP_EXPIRY_NS,
+    RPS_NO_CPU,
+    RPS_NO_FILTER,
+    U32,
+    RefKernel,
+    hash32_rule,
+    ref_active_limit,
+    ref_mlx5_bucket,
+    ref_rfs_slot,
+)
 
 from rxlab.build import build
-from rxlab.errors import UsageError
 from rxlab.kernel.state import (
     ARFS_ADD,
     ARFS_AVOIDED,
@@ -570,18 +572,9 @@ def test_e2e_original_ice_fights_over_shared_filters(e2e):
 
 
 # ------------------------------------------------------------------ bad input -------
-def one_line(fn, *needles):
-    with pytest.raises(UsageError) as ei:
-        fn()
-    msg = str(ei.value)
-    assert msg and "\n" not in msg, msg
-    for n in needles:
-        assert n in msg, (n, msg)
-
-
 def test_unknown_driver_model():
     d = rfs_dict(arfs="ixgbe")
-    one_line(lambda: scenario_from_dict(d), "nic.arfs.model")
+    usage_error(lambda: scenario_from_dict(d), "nic.arfs.model")
 
 
 @pytest.mark.parametrize("kernel", [{"rps_sock_flow_entries": 0},
@@ -589,7 +582,7 @@ def test_unknown_driver_model():
                                     {"rps_sock_flow_entries": 0, "rps_flow_cnt": 0}])
 def test_arfs_without_rfs_tables(kernel):
     d = rfs_dict(arfs="ice-tuple-match", kernel=kernel)
-    one_line(lambda: build(scenario_from_dict(d)), "nic.arfs", "RFS")
+    usage_error(lambda: build(scenario_from_dict(d)), "nic.arfs", "RFS")
 
 
 @pytest.mark.parametrize("arfs", [{"model": "ixgbe"}, {"model": "mlx5", "capacity": 0},

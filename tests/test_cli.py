@@ -6,6 +6,7 @@ import json
 import os
 
 import pytest
+from one_line import cli_error
 
 from rxlab.cli.main import main
 
@@ -16,13 +17,6 @@ def run_cli(capsys, *argv):
     code = main(list(argv))
     out = capsys.readouterr()
     return code, out.out, out.err
-
-
-def one_line_error(err: str) -> str:
-    lines = [x for x in err.splitlines() if x.strip()]
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 @pytest.mark.parametrize("content,needle", [
@@ -46,18 +40,18 @@ def test_bad_scenarios_exit_2_with_one_line(tmp_path, capsys, content, needle):
         path.write_text(content)
     code, out, err = run_cli(capsys, "run", str(path))
     assert code == 2
-    assert needle in one_line_error(err)
+    assert needle in cli_error(err)
     assert out == ""
 
 
 def test_bad_arguments_exit_2(capsys):
     assert run_cli(capsys, "reproduce", "no-such-experiment")[0] == 2
     code, _, err = run_cli(capsys, "run", "default", "--set", "kernel.netdev_budget")
-    assert code == 2 and "--set" in one_line_error(err)
+    assert code == 2 and "--set" in cli_error(err)
     code, _, err = run_cli(capsys, "run", "default", "--duration", "-1")
-    assert code == 2 and "--duration" in one_line_error(err)
+    assert code == 2 and "--duration" in cli_error(err)
     code, _, err = run_cli(capsys, "frobnicate")
-    assert code == 2 and one_line_error(err)
+    assert code == 2 and cli_error(err)
 
 
 def test_run_json_has_the_documented_keys(capsys):
@@ -93,7 +87,7 @@ def test_out_refuses_a_file_and_leaves_nothing(tmp_path, capsys):
     f = tmp_path / "taken"
     f.write_text("x")
     code, _, err = run_cli(capsys, "run", "default", "--duration", "0.01", "--out", str(f))
-    assert code == 2 and "--out" in one_line_error(err)
+    assert code == 2 and "--out" in cli_error(err)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
 
 
@@ -103,7 +97,7 @@ def test_out_under_a_file_is_refused_before_the_run(tmp_path, capsys, jobs):
     f.write_text("x")
     code, _, err = run_cli(capsys, "run", "default", "--duration", "0.01", *jobs,
                            "--out", str(f / "sub" / "dir"))
-    assert code == 2 and "is a file" in one_line_error(err)
+    assert code == 2 and "is a file" in cli_error(err)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
 
 

@@ -25,9 +25,9 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from conftest_rfs import ref_hash_32
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rfs_reference import ref_hash_32
 
 from rxlab.nic.collisions import birthday, observed, pair_probability
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from one_line import usage_error
 
 from rxlab import drivers
 from rxlab.build import build
 from rxlab.cli.main import main
-from rxlab.errors import UsageError
 from rxlab.scenario import load_scenario, scenario_from_dict, with_overrides
 
 
@@ -23,16 +23,6 @@ def _default(**nic) -> dict:
     d["nic"].get("rss", {}).pop("table_size", None)
     d["nic"].update(nic)
     return d
-
-
-def _one_line(fn, *needles) -> str:
-    with pytest.raises(UsageError) as exc:
-        fn()
-    msg = str(exc.value)
-    assert "\n" not in msg, msg
-    for n in needles:
-        assert n in msg, msg
-    return msg
 
 
 @pytest.mark.parametrize("name", drivers.DRIVERS)
@@ -78,7 +68,7 @@ def test_changing_the_driver_brings_its_defaults():
 
 
 def test_unknown_driver_lists_the_known_ones():
-    msg = _one_line(lambda: scenario_from_dict(_default(driver="e1000x")), "nic.driver",
+    msg = usage_error(lambda: scenario_from_dict(_default(driver="e1000x")), "nic.driver",
                     "e1000x")
     assert all(n in msg for n in drivers.DRIVERS)
 
@@ -89,11 +79,11 @@ def test_unknown_driver_lists_the_known_ones():
 def test_impossible_table_size(driver, size, needle):
     d = _default(driver=driver)
     d["nic"]["rss"] = {"table_size": size}
-    _one_line(lambda: scenario_from_dict(d), "nic.rss.table_size", needle)
+    usage_error(lambda: scenario_from_dict(d), "nic.rss.table_size", needle)
 
 
 def test_ring_larger_than_the_driver_allows():
-    _one_line(lambda: scenario_from_dict(_default(driver="mvpp2", ring_size=4096)),
+    usage_error(lambda: scenario_from_dict(_default(driver="mvpp2", ring_size=4096)),
               "nic.ring_size", "2048")
 
 
@@ -103,13 +93,13 @@ def test_arfs_model_must_be_the_drivers(driver, arfs, needle):
     d = _default(driver=driver)
     d["nic"]["arfs"] = {"model": arfs}
     d["kernel"] = {"rps_sock_flow_entries": 4096, "rps_flow_cnt": 256}
-    _one_line(lambda: scenario_from_dict(d), "nic.arfs", needle)
+    usage_error(lambda: scenario_from_dict(d), "nic.arfs", needle)
 
 
 def test_key_length_is_the_drivers():
     d = _default(driver="ice")
     d["nic"]["rss"] = {"key": "6d5a" * 20}  # 40 bytes; ice's key is 52
-    _one_line(lambda: scenario_from_dict(d), "nic.rss.key", "52")
+    usage_error(lambda: scenario_from_dict(d), "nic.rss.key", "52")
 
 
 def _preset_file(tmp_path, **change) -> str:

@@ -551,7 +551,7 @@ BAD = [
     ({"kernel": {"rps_sock_flow_entries": 1 << 30}}, "out of range 0..536870912"),
     ({"kernel": {"flow_limit_cpu_bitmap": "100"}}, "names CPU 8"),
     ({"nic": {"queues": 8}}, "nic.queues: 8 exceeds the 4 rx channels"),
-    ({"nic": {"rss": {"key": "6d5a" * 20}}}, "does not let RSS be configured"),
+    ({"nic": {"rss": {"key": "6d5a" * 20}}}, "veth hashes without a key"),
     ({"nic": {"rss": {"flow_hash": {"udp4": "sdfn"}}}}, "does not support rx-flow-hash"),
     ({"nic": {"irq_affinity": [0, 1, 0, 9]}}, "CPU 9 does not exist"),
 ]

@@ -1,5 +1,5 @@
 """RFS (``get_rps_cpu`` and ``set_rps_cpu`` in net/core/dev.c, the socket table of
-include/net/rps.h) against references written from the kernel (tests/conftest_rfs.py),
+include/net/rps.h) against references written from the kernel (tests/rfs_harness.py),
 never from rxlab.
 
 * hash_32 / reciprocal_scale / (int)(a - b) with test vectors worked independently;
@@ -17,31 +17,33 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest_rfs import (
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from one_line import usage_error
+from rfs_harness import (
+    Harness,
+    apply_op,
+    e2e_dict,
+    rfs_dict,
+    rfs_tables_of,
+    run_with_snapshots,
+    set_positions,
+    tcp_group,
+)
+from rfs_reference import (
     RPS_NO_CPU,
     RPS_NO_FILTER,
     U32,
-    Harness,
     RefKernel,
-    apply_op,
-    e2e_dict,
     ref_active_limit,
     ref_hash_32,
     ref_is_active,
     ref_reciprocal_scale,
     ref_rfs_slot,
-    rfs_dict,
-    rfs_tables_of,
-    run_with_snapshots,
     s32,
-    set_positions,
-    tcp_group,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from rxlab.build import _rfs_tables, build
-from rxlab.errors import UsageError
 from rxlab.kernel.versions import behaviour
 from rxlab.scenario import scenario_from_dict
 
@@ -63,7 +65,7 @@ def h19(hx):
 
 def slot_of(h: Harness, hv: int, q: int = Q) -> int:
     v = h.m.scenario.host.kernel
-    from conftest_rfs import hash32_rule
+    from rfs_reference import hash32_rule
 
     return ref_rfs_slot(hv, h.log(q), hash32_rule(v))
 
@@ -474,63 +476,53 @@ def test_tables_start_empty_and_cpu_mask():
 
 
 # ------------------------------------------------------------- bad input ----------
-def one_line_error(fn, *needles):
-    with pytest.raises(UsageError) as ei:
-        fn()
-    msg = str(ei.value)
-    assert msg and "\n" not in msg, msg
-    for n in needles:
-        assert n in msg, (n, msg)
-    return msg
-
-
 def build_dict(d):
     return build(scenario_from_dict(d))
 
 
 def test_rps_flow_cnt_one_is_rejected():
-    one_line_error(lambda: build_dict(rfs_dict(flow_cnt=1)), "rps_flow_cnt")
-    one_line_error(lambda: build_dict(rfs_dict(flow_cnt={2: 1})), "rps_flow_cnt")
+    usage_error(lambda: build_dict(rfs_dict(flow_cnt=1)), "rps_flow_cnt")
+    usage_error(lambda: build_dict(rfs_dict(flow_cnt={2: 1})), "rps_flow_cnt")
 
 
 def test_rps_flow_cnt_above_the_7_1_maximum():
     # 7.1-dev: mask <= INT_MAX / sizeof(entry) - 1, so 2^27 entries at most
     # (store_rps_dev_flow_table_cnt, net/core/net-sysfs.c)
-    one_line_error(lambda: build_dict(rfs_dict(version="7.1", flow_cnt=(1 << 27) + 1)),
+    usage_error(lambda: build_dict(rfs_dict(version="7.1", flow_cnt=(1 << 27) + 1)),
                    "rps_flow_cnt", "maximum", str(1 << 27))
 
 
 def test_rps_flow_cnt_above_the_6_19_maximum():
     # 6.19 on 64-bit: the rounded mask must fit in u32 -> 2^32 + 1 is -EINVAL
-    one_line_error(lambda: build_dict(rfs_dict(version="6.19", flow_cnt=(1 << 32) + 1)),
+    usage_error(lambda: build_dict(rfs_dict(version="6.19", flow_cnt=(1 << 32) + 1)),
                    "rps_flow_cnt", "maximum")
 
 
 def test_rps_flow_cnt_6_19_kernel_maximum_is_2_pow_32():
-    msg = one_line_error(lambda: build_dict(rfs_dict(version="6.19", flow_cnt=1 << 32)),
+    msg = usage_error(lambda: build_dict(rfs_dict(version="6.19", flow_cnt=1 << 32)),
                          "rps_flow_cnt")
     assert "kernel maximum" not in msg, msg  # the kernel accepts 2^32 (6.19)
-    msg = one_line_error(lambda: build_dict(rfs_dict(version="6.19", flow_cnt=(1 << 32) + 1)))
+    msg = usage_error(lambda: build_dict(rfs_dict(version="6.19", flow_cnt=(1 << 32) + 1)))
     assert str(1 << 32) in msg, msg
 
 
 def test_rps_sock_flow_entries_above_2_pow_29():
-    one_line_error(lambda: build_dict(rfs_dict(entries=(1 << 29) + 1)),
+    usage_error(lambda: build_dict(rfs_dict(entries=(1 << 29) + 1)),
                    "rps_sock_flow_entries")
 
 
 def test_consumer_thread_on_missing_cpu():
     d = rfs_dict(cpus=4, apps=[{"name": "a", "cpus": "0-4"}])
-    one_line_error(lambda: scenario_from_dict(d), "apps[0].cpus", "CPU 4")
+    usage_error(lambda: scenario_from_dict(d), "apps[0].cpus", "CPU 4")
 
 
 def test_migrate_move_to_missing_cpu():
     d = rfs_dict(cpus=4, apps=[{"name": "a", "cpus": 1,
                                 "migrate": [{"at": 0.01, "cpu": 2}, {"at": 0.02, "cpu": 7}]}])
-    one_line_error(lambda: scenario_from_dict(d), "apps[0].migrate[1].cpu", "CPU 7")
+    usage_error(lambda: scenario_from_dict(d), "apps[0].migrate[1].cpu", "CPU 7")
     d = rfs_dict(cpus=4, apps=[{"name": "a", "cpus": 1,
                                 "migrate": {"every_s": 0.01, "cpus": "0-5"}}])
-    one_line_error(lambda: scenario_from_dict(d), "apps[0].migrate.cpus")
+    usage_error(lambda: scenario_from_dict(d), "apps[0].migrate.cpus")
 
 
 @pytest.mark.parametrize("bad", [

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from one_line import cli_error
 
 from rxlab.cli.main import main
 from rxlab.errors import UsageError
@@ -85,11 +86,6 @@ def _workers(proc: subprocess.Popen) -> list:
         return []
 
 
-def _one_line(err: str) -> str:
-    assert err.count("\n") == 1 and err.startswith("rxlab: "), err
-    return err
-
-
 @pytest.fixture(scope="module")
 def warm():
     import rxlab
@@ -144,7 +140,7 @@ def test_second_sweep_and_resume_on_a_busy_folder_are_refused(tmp_path, warm, ca
                      ["sweep", str(first), "--out", str(out), "-q", "--resume"],
                      ["sweep", str(other), "--out", str(out), "-q", "--replace"]):
             assert main(argv) == 2, argv
-            assert busy in _one_line(capsys.readouterr().err), argv
+            assert busy in cli_error(capsys.readouterr().err), argv
         assert proc.poll() is None, "the first sweep ended before the second was tried"
         assert proc.wait(timeout=600) == 0, (tmp_path / "stderr").read_text()
     finally:
@@ -192,12 +188,12 @@ def test_another_sweeps_folder_is_refused_unless_replaced(tmp_path, capsys):
     before = files()
 
     assert main(["sweep", str(other), "--out", str(out), "-q"]) == 2
-    err = _one_line(capsys.readouterr().err)
+    err = cli_error(capsys.readouterr().err)
     assert "holds another sweep (slow: 3 of 8 runs)" in err and "--replace" in err
     assert main(["sweep", str(_file(tmp_path, SLOW)), "--out", str(out), "-q"]) == 2
     assert "already holds results of this sweep; add --resume" in capsys.readouterr().err
     assert main(["sweep", str(other), "--out", str(out), "--resume", "--replace"]) == 2
-    assert "give one of the two" in _one_line(capsys.readouterr().err)
+    assert "give one of the two" in cli_error(capsys.readouterr().err)
     assert files() == before  # nothing touched
 
     # --resume with another sweep: its runs stay (ids are shared), its table and plots go
@@ -235,7 +231,7 @@ def test_killed_driver_leaves_no_process(tmp_path, warm, sig):
     assert not list(out.glob("runs/.*"))  # no temporary file left
     if sig == signal.SIGTERM:
         assert code == 143
-        err = _one_line((tmp_path / "stderr").read_text())
+        err = cli_error((tmp_path / "stderr").read_text())
         assert err.startswith("rxlab: terminated (SIGTERM): ") and "of 8 runs finished" in err
         assert "--resume" in err
     else:
@@ -271,7 +267,7 @@ def test_bad_sweep_files_are_one_line(tmp_path, monkeypatch, capsys, text, msg):
     f.write_bytes(text)
     argv = ["sweep", str(f), "-q"] + ([] if "sweep.name" in msg else ["--out", "o"])
     assert main(argv) == 2
-    assert msg in _one_line(capsys.readouterr().err)
+    assert msg in cli_error(capsys.readouterr().err)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]  # nothing written
 
 
@@ -281,7 +277,7 @@ def test_bad_sweep_files_are_one_line(tmp_path, monkeypatch, capsys, text, msg):
 def test_sweep_file_that_is_no_file(tmp_path, monkeypatch, capsys, path, msg):
     monkeypatch.chdir(tmp_path)
     assert main(["sweep", path, "--out", "o", "-q"]) == 2
-    assert msg in _one_line(capsys.readouterr().err)
+    assert msg in cli_error(capsys.readouterr().err)
     assert not (tmp_path / "o").exists()
 
 
@@ -293,8 +289,8 @@ def test_damaged_sweep_record_is_one_line(tmp_path, capsys, text):
     (out / "sweep.json").write_text(text)
     assert main(["report", str(out)]) == 2
     assert "sweep.json: not a sweep record written by `rxlab sweep`" in \
-        _one_line(capsys.readouterr().err)
+        cli_error(capsys.readouterr().err)
     store.write_run(out, {"run_id": "0123456789abcdef"})  # results beside it: refused
     assert main(["sweep", str(_file(tmp_path, OTHER)), "--out", str(out), "-q"]) == 2
     assert "holds sweep results but no readable sweep.json" in \
-        _one_line(capsys.readouterr().err)
+        cli_error(capsys.readouterr().err)

@@ -1,4 +1,4 @@
-"""Per-CPU backlog: ``enqueue_to_backlog()`` and ``process_backlog()`` (reference 3.5-3.7).
+"""Per-CPU backlog: ``enqueue_to_backlog()`` and ``process_backlog()`` (net/core/dev.c).
 
 One FIFO per CPU holds both kernel queues: [head, proc) is ``process_queue`` and
 [proc, tail) is ``input_pkt_queue``; a splice moves ``proc`` to ``tail``, exactly as

@@ -1,9 +1,9 @@
 """Kernel constants under their kernel names, with unit, constraint and source file.
 
-Source: Linux 6.19 as read in ../shared/reference/linux-rx-path.md (sections cited).
+Source: Linux 6.19 (the file is named per constant).
 """
 
-# net/core/dev.h: must be a power of two; buckets are u8 so history/2 must fit (sec. 6.1).
+# net/core/dev.h: must be a power of two; buckets are u8 so history/2 must fit.
 FLOW_LIMIT_HISTORY = 1 << 7  # packets remembered per CPU (scaling.rst still says 256)
 # The mail of seed 003 (patch v4, 2013) describes a 256-packet history and scaling.rst
 # still says 256, but merged code has had (1 << 7) since (old trees read: skb_flow_limit
@@ -11,24 +11,24 @@ FLOW_LIMIT_HISTORY = 1 << 7  # packets remembered per CPU (scaling.rst still say
 # models the mail's 256-packet description; "current" the code.
 FLOW_LIMIT_HISTORY_2013 = 1 << 8
 
-# net/core/hotdata.c defaults (sec. 7.1)
-NETDEV_MAX_BACKLOG = 1000  # packets in input_pkt_queue (check is qlen > max, sec. 3.5)
+# net/core/hotdata.c defaults
+NETDEV_MAX_BACKLOG = 1000  # packets in input_pkt_queue (check is qlen > max, enqueue_to_backlog)
 NETDEV_BUDGET = 300  # packets per net_rx_action
 DEV_WEIGHT = 64  # weight_p: quota of the per-CPU backlog NAPI
 NAPI_POLL_WEIGHT = 64  # include/linux/netdevice.h: typical driver NAPI weight
 FLOW_LIMIT_TABLE_LEN = 1 << 12  # net.core.flow_limit_table_len, power of two
 GRO_NORMAL_BATCH = 8
 
-# kernel/softirq.c (sec. 7.3)
+# kernel/softirq.c
 MAX_SOFTIRQ_TIME_MS = 2  # msecs_to_jiffies(2)
 MAX_SOFTIRQ_RESTART = 10
 
-# include/net/rps.h (sec. 4)
+# include/net/rps.h
 RPS_NO_CPU = 0xFFFF
 RPS_NO_FILTER = 0xFFFF
 RPS_SOCK_FLOW_ENTRIES_MAX = 1 << 29  # larger writes get -EINVAL
 
-# kernel/bpf/cpumap.c (sec. 9)
+# kernel/bpf/cpumap.c
 CPU_MAP_BULK_SIZE = 8  # 8 == one cacheline on 64-bit archs
 CPUMAP_BATCH = 8
 

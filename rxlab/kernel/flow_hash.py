@@ -1,4 +1,4 @@
-"""Software flow hash ``__skb_get_hash_net()`` of net/core/flow_dissector.c (reference 2.2-2.4).
+"""Software flow hash ``__skb_get_hash_net()`` of net/core/flow_dissector.c.
 
 hash = low 32 bits of SipHash-2-4(hashrnd, struct flow_keys from ``basic`` on), 0 -> 1,
 after ``__flow_hash_consistentify()`` sorted addresses and ports so both directions of a
@@ -96,7 +96,8 @@ def _flow_hash_rows(k0, k1, bufs, out):
 
 def flow_keys_bytes(src, dst, sport, dport, proto, is_v6: bool, flow_label=0) -> np.ndarray:
     """The hashed bytes of ``struct flow_keys`` for flows of one family: ``(n, 48)`` (IPv4)
-    or ``(n, 72)`` (IPv6) uint8, after canonicalisation (reference 2.3).
+    or ``(n, 72)`` (IPv6) uint8, after canonicalisation (struct flow_keys,
+    include/net/flow_dissector.h).
 
     Addresses as in rxlab.nic.toeplitz: IPv4 u32 host integers, IPv6 ``(n, 16)`` rows.
     A non-zero IPv6 ``flow_label`` stops dissection after the IPv6 header (ports 0).

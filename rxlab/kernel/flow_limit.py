@@ -1,4 +1,4 @@
-"""Flow limit: ``skb_flow_limit()`` in net/core/dev.c (reference sec. 6).
+"""Flow limit: ``skb_flow_limit()`` in net/core/dev.c.
 
 The table consulted is the *enqueuing* CPU's, while ``qlen`` is the *target* CPU's
 input_pkt_queue length; ``flow_limit_count`` therefore lands on the enqueuing CPU and

@@ -1,5 +1,6 @@
 """NAPI: the driver poll and ``net_rx_action()`` with budget, time limit, repoll and the
-softirq restart / ksoftirqd hand-off (reference sec. 7).
+softirq restart / ksoftirqd hand-off (net/core/dev.c: net_rx_action, __napi_poll;
+kernel/softirq.c: handle_softirqs).
 
 One NAPI poll is one CPU segment: ``net_rx_action_step`` starts it and
 ``napi_segment_end`` does what net_rx_action does after ``__napi_poll`` returns.

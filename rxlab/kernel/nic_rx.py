@@ -130,7 +130,8 @@ def netif_rx(s, q, f, length, t_wire, t, seq):
     """A device without NAPI polling (veth, tun, legacy drivers): ``netif_rx()``.
 
     Every packet goes straight to a backlog from the receiving context on the queue's
-    CPU, so no driver poll limits how fast one flow reaches the backlog (reference 3.3).
+    CPU, so no driver poll limits how fast one flow reaches the backlog (net/core/dev.c:
+    netif_rx -> netif_rx_internal -> enqueue_to_backlog).
     The per-packet driver work is charged as interrupt time on that CPU.
     """
     p, nic, sd = s.p, s.nic, s.sd

@@ -1,4 +1,5 @@
-"""RFS and the core side of aRFS (reference sec. 4 and 5.1-5.2).
+"""RFS and the core side of aRFS (get_rps_cpu, set_rps_cpu, rps_may_expire_flow in
+net/core/dev.c).
 
 Positions (``input_queue_head``, ``last_qtail``) are u32 and compared as the kernel
 does, ``(int)(a - b)``, with ``s32_diff``. Version rules live in ``rfs_slot`` (per-queue

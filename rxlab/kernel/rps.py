@@ -1,4 +1,4 @@
-"""RPS and RFS CPU choice: ``get_rps_cpu()`` in net/core/dev.c (reference sec. 3.4).
+"""RPS and RFS CPU choice: ``get_rps_cpu()`` in net/core/dev.c.
 
 Plain RPS uses the *high* bits of the flow hash (``reciprocal_scale``) over the queue's
 ``rps_map``; RFS uses the socket flow table and the queue's ``rps_dev_flow`` table with

@@ -41,7 +41,7 @@ STAGES = (
     "recvmsg",
     "arfs_steer",
     "arfs_program",
-    # XDP and cpumap (reference sec. 9; published-figures.md sec. 1.1, 1.2, 1.7)
+    # XDP and cpumap (kernel/bpf/cpumap.c; costs: rxlab/profiles/modern-x86.yaml)
     "xdp_prog",
     "xdp_drop",
     "xdp_tx",
@@ -328,7 +328,7 @@ class Params(NamedTuple):
     rps_map: np.ndarray  # int64[nq, ncpu]
     flow: np.ndarray  # FLOW[nflows]: compiled code reads p.flow[f].flow_hash
     sock_off: np.ndarray  # int64[nsock + 1]: storage of each socket queue
-    # RFS / aRFS (reference sec. 4-5)
+    # RFS / aRFS (get_rps_cpu, set_rps_cpu in net/core/dev.c)
     rfs_on: bool  # rps_sock_flow_entries and some queue's rps_flow_cnt are set
     sock_flow_mask: int  # rps_sock_flow_entries (rounded) - 1
     rps_cpu_mask: int  # roundup_pow_of_two(nr_cpu_ids) - 1
@@ -343,7 +343,7 @@ class Params(NamedTuple):
     mig_set: np.ndarray  # int64[nthreads, ncpu]: CPUs a random move may pick
     mig_t: np.ndarray  # int64[nthreads, K]: explicit move times
     mig_cpu: np.ndarray  # int64[nthreads, K]
-    # XDP program (one per device, all rx queues) and cpumap entries (reference sec. 9)
+    # XDP program (one per device, all rx queues) and cpumap entries (kernel/bpf/cpumap.c)
     xdp_on: bool
     xdp_rr_cpus: np.ndarray  # int64[R, ncpu]: a round-robin rule's keys
     xdp_rr_n: np.ndarray  # int64[R]
@@ -518,7 +518,8 @@ class Stats(NamedTuple):
 
 
 class RfsState(NamedTuple):
-    """rps_sock_flow_table and the per-queue rps_dev_flow tables (reference sec. 4)."""
+    """rps_sock_flow_table and the per-queue rps_dev_flow tables (include/net/rps.h,
+    net/core/dev.c)."""
 
     sock_flow: np.ndarray  # int64[entries] u32 values, RPS_NO_CPU when empty
     dev: np.ndarray  # RPS_DEV_FLOW[nq, S]
@@ -544,7 +545,8 @@ class ArfsState(NamedTuple):
 
 
 class CpumapState(NamedTuple):
-    """cpumap entries: per-source-CPU bulk queues, ptr_rings, kthreads (reference 9.2-9.3).
+    """cpumap entries: per-source-CPU bulk queues, ptr_rings, kthreads (cpu_map_enqueue,
+    bq_flush_to_queue, cpu_map_kthread_run in kernel/bpf/cpumap.c).
 
     Ring positions are free-running: ``prod`` frames produced, ``cons`` consumed and
     ``clear`` zeroed by the consumer; a slot is free iff ``prod - clear < qsize``.

@@ -1,4 +1,4 @@
-"""Kernel-version behaviour switches (reference sec. 11, "change timeline").
+"""Kernel-version behaviour switches (each flag names the kernel change behind it).
 
 Each behaviour that changed across versions is one flag here, computed once from the
 scenario's ``host.kernel`` string; jitted code branches on the flag, never on versions.

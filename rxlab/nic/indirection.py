@@ -3,7 +3,7 @@
 Builders return int64 arrays of queue numbers. ``equal_table`` and ``weight_table`` follow
 ethtool userspace ``fill_indir_table()`` (ethtool.c, ``ethtool -X equal N|weight W...``);
 ``explicit_table`` follows the kernel netlink rule ``rss_set_prep_indir()``
-(net/ethtool/rss.c, reference 1.2).
+(net/ethtool/rss.c: rss_set_prep_indir).
 """
 
 import math

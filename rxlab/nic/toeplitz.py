@@ -1,4 +1,4 @@
-"""Toeplitz RSS hash as in tools/testing/selftests/drivers/net/hw/toeplitz.c (reference 1.1).
+"""Toeplitz RSS hash as in tools/testing/selftests/drivers/net/hw/toeplitz.c.
 
 Two implementations: ``toeplitz_hash`` is the slow, obviously-correct streaming form;
 ``convert_rss_key`` + ``softrss`` is the table-driven form (DPDK ``rte_thash`` idea):
@@ -41,7 +41,8 @@ DEFAULT_RX_FLOW_HASH = {t: ("sdfn" if ports else "sd") for t, (_, ports) in FLOW
 _KIND_PROTO = {"tcp": 6, "udp": 17, "sctp": 132}
 _KINDS = ("ip", *_KIND_PROTO)
 _PROTO_KIND = {v: k for k, v in _KIND_PROTO.items()}
-# ethtool letters whose serialisation into the hash input is NIC specific (reference 1.5).
+# ethtool letters whose serialisation into the hash input is NIC specific
+# (ethtool_set_rxfh_fields, net/ethtool/ioctl.c).
 _UNMODELLED = {"m": "L2DA", "v": "VLAN", "t": "L3 proto", "e": "GTP TEID", "r": "discard"}
 
 
@@ -247,7 +248,8 @@ def check_fields(fields: str, flow_type: str | None = None, input_xfrm: str = "n
 
 def hash_input(src_b, dst_b, sport=None, dport=None, fields="sdfn", input_xfrm="none"):
     """Build the ``(n, L)`` Toeplitz input from byte columns, fields in src,dst,sport,dport
-    order (reference 1.1) after the symmetric transform (reference 1.4)."""
+    order (toeplitz.c selftest) after the symmetric transform (RXH_XFRM_SYM_*,
+    include/uapi/linux/ethtool.h)."""
     canon = check_fields(fields, None, input_xfrm)
     cols = {"s": np.atleast_2d(src_b), "d": np.atleast_2d(dst_b)}
     if "f" in canon or "n" in canon:

@@ -12,6 +12,7 @@ that merged sequence.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -166,32 +167,45 @@ def _cat(parts: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
     return tuple(np.concatenate(c) for c in zip(*parts, strict=True))
 
 
-def _emit(bufs: list[tuple[np.ndarray, ...]], safe: int) -> Iterator[tuple[np.ndarray, ...]]:
+def _emit(bufs: list[tuple[np.ndarray, ...]], ready: list[tuple[int, int]],
+          safe: int) -> Iterator[tuple[np.ndarray, ...]]:
     """Pop every buffered packet before ``safe`` in (time, group, generation) order.
 
-    Groups often share a block phase, so one horizon step can release ~2**15 packets per
-    group; merging them in equal time slices of ~MERGE_PACKETS keeps the sort in cache
-    and the temporaries small. Slicing by time does not change the merged order.
+    ``ready`` is a heap of (first buffered time, group) over the non-empty buffers, so a
+    step looks only at the groups it releases: with thousands of groups, a scan of every
+    buffer per step would be quadratic. Groups often share a block phase, so one horizon
+    step can release ~2**15 packets per group; merging them in equal time slices of
+    ~MERGE_PACKETS keeps the sort in cache and the temporaries small. Slicing by time
+    does not change the merged order.
     """
-    cuts = [b[0].size if safe >= _INF else int(np.searchsorted(b[0], safe)) for b in bufs]
-    total = sum(cuts)
-    if not total:
+    due = []
+    while ready and ready[0][0] < safe:
+        due.append(heapq.heappop(ready)[1])
+    if not due:
         return
-    lo = min(int(b[0][0]) for b, c in zip(bufs, cuts, strict=True) if c)
-    hi = max(int(b[0][c - 1]) for b, c in zip(bufs, cuts, strict=True) if c) + 1
+    due.sort()  # group order: a tie in time goes to the lower group
+    cuts = [bufs[g][0].size if safe >= _INF else int(bufs[g][0].searchsorted(safe))
+            for g in due]
+    total = sum(cuts)
+    lo = min(int(bufs[g][0][0]) for g in due)
+    hi = max(int(bufs[g][0][c - 1]) for g, c in zip(due, cuts, strict=True)) + 1
     pieces = -(-total // MERGE_PACKETS)
     for p in range(1, pieces + 1):
         edge = lo + (hi - lo) * p // pieces
         out = []
-        for gi, b in enumerate(bufs):
-            cut = int(np.searchsorted(b[0], edge))
+        for g in due:
+            b = bufs[g]
+            cut = int(b[0].searchsorted(edge))
             if cut:
                 out.append(tuple(c[:cut] for c in b))
-                bufs[gi] = tuple(c[cut:] for c in b)
+                bufs[g] = tuple(c[cut:] for c in b)
         if len(out) == 1:
             yield out[0]
         elif out:
             yield _merge(out)
+    for g in due:
+        if bufs[g][0].size:
+            heapq.heappush(ready, (int(bufs[g][0][0]), g))
 
 
 @njit(**JIT_LEAF)
@@ -303,19 +317,32 @@ class PacketStream:
         return sum(s.expected() for s in self._sources())
 
     def _merged(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        # Advance the group whose horizon is earliest; everything before the smallest
-        # horizon is final and can go out. Buffers stay about one block per group.
+        # Advance the group whose horizon is earliest (the lower group on a tie);
+        # everything before the smallest horizon is final and can go out, once that
+        # horizon has moved. Buffers stay about one block per group; heaps keep a step
+        # O(log groups) plus the groups it releases.
         srcs = self._sources()
         empty = (np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32))
         bufs = [empty] * len(srcs)
+        due = [(s.horizon, gi) for gi, s in enumerate(srcs) if s.horizon < _INF]
+        heapq.heapify(due)
+        ready: list[tuple[int, int]] = []
+        released = -_INF
         while True:
-            hz = [s.horizon for s in srcs]
-            if min(hz) < _INF:
-                gi = hz.index(min(hz))
+            if due:
+                gi = heapq.heappop(due)[1]
                 blk = srcs[gi].next_block()
-                bufs[gi] = _cat([bufs[gi], blk]) if bufs[gi][0].size else blk
-            safe = min(s.horizon for s in srcs)
-            yield from _emit(bufs, safe)
+                if bufs[gi][0].size:
+                    bufs[gi] = _cat([bufs[gi], blk])
+                elif blk[0].size:
+                    bufs[gi] = blk
+                    heapq.heappush(ready, (int(blk[0][0]), gi))
+                if srcs[gi].horizon < _INF:
+                    heapq.heappush(due, (srcs[gi].horizon, gi))
+            safe = due[0][0] if due else _INF
+            if safe > released:  # new packets start at or after the old horizon
+                yield from _emit(bufs, ready, safe)
+                released = safe
             if safe >= _INF:
                 return
 

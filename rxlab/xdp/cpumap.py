@@ -1,4 +1,5 @@
-"""XDP cpumap: bulk queues, the ptr_ring and the remote kthread (reference sec. 9).
+"""XDP cpumap: bulk queues, the ptr_ring and the remote kthread (kernel/bpf/cpumap.c,
+include/linux/ptr_ring.h).
 
 RX side (``kernel/bpf/cpumap.c``): ``bq_enqueue`` fills a per-source-CPU bulk queue of
 ``CPU_MAP_BULK_SIZE`` (8) frames per entry and flushes it into the entry's ptr_ring when

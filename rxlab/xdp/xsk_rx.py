@@ -1,4 +1,4 @@
-"""XDP_REDIRECT into an AF_XDP socket (``xsk_rcv``, ``net/xdp/xsk.c``; reference 10.4).
+"""XDP_REDIRECT into an AF_XDP socket (``xsk_rcv``, ``net/xdp/xsk.c``).
 
 The frame goes to the socket in ``XSKMAP[rx_queue_index]``: zero-copy hands the UMEM
 frame over, copy mode copies the packet into a frame taken from the FILL ring. It lands
