@@ -57,7 +57,7 @@ def _kernel_path(sub: Subject, rx: list[dict], ts: dict, dev: str, top: int) -> 
     c = rx[0]["cpu"]
     roles = cpu_roles(sub, c)
     sn = rx[0]["softnet_stat"]
-    facts = [f"NIC -> socket: {_q(ts)}",
+    facts = [f"wire -> socket: {_q(ts)}",
              f"the busiest softirq CPU is {c} ({pct(_busy(roles['util']))} softirq + IRQ); "
              "its packets wait longest in the rx ring and backlog",
              describe_cpu(sub, c)]
@@ -110,7 +110,7 @@ def _kernel_path(sub: Subject, rx: list[dict], ts: dict, dev: str, top: int) -> 
 def _socket_wait(sub: Subject, ts: dict, ta: dict, top: int) -> dict:
     d = sub.data
     gap99 = max(0.0, (ta["p99"] or 0) - (ts["p99"] or 0))
-    facts = [f"NIC -> application: {_q(ta)}; the reader adds about "
+    facts = [f"wire -> application: {_q(ta)}; the reader adds about "
              f"{fmt_time_ns(gap99)} at p99"]
     # the threads most likely behind the tail: most served on a CPU busy with softirq
     th = [(t, a) for t, a in enumerate(d["apps"]) if a["served"]]

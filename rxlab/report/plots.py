@@ -41,8 +41,8 @@ def plot_cpu_load(d: dict, path: Path) -> None:
 def plot_latency_cdf(series: dict, path: Path) -> None:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    for key, label in (("latency_hist_socket", "NIC -> socket"),
-                       ("latency_hist_app", "NIC -> application")):
+    for key, label in (("latency_hist_socket", "wire -> socket"),
+                       ("latency_hist_app", "wire -> application")):
         h = np.asarray(series[key])
         if h.sum() == 0:
             continue
