@@ -53,6 +53,22 @@ def _records(backlogs=(None,)) -> list[dict]:
     return recs
 
 
+def _fake_sweep(folder):
+    """The table above written as a finished sweep's folder (spec and one file a run)."""
+    recs = _records()
+    for rec in recs:
+        store.write_run(folder, rec)
+    points = []
+    for rec in recs:
+        if rec["params"] not in points:
+            points.append(rec["params"])
+    store.write_spec(folder, {
+        "name": "fake", "base": {"name": "default", "duration": 0.01},
+        "param_paths": PARAMS, "metrics": METRICS, "points": points, "seeds": SEEDS,
+        "runs": [{"run_id": r["run_id"]} for r in recs]})
+    return folder
+
+
 def _draw(monkeypatch, recs: list[dict], params: list[str]):
     """make_plots over the table, with each figure kept (by plot name) instead of a PNG."""
     figs = []
@@ -207,18 +223,7 @@ def test_a_metric_zero_everywhere_is_not_drawn(drawn, tmp_path):
 
     from rxlab.sweep.report import build_report
 
-    recs = _records()
-    for rec in recs:
-        store.write_run(tmp_path, rec)
-    points = []
-    for rec in recs:
-        if rec["params"] not in points:
-            points.append(rec["params"])
-    store.write_spec(tmp_path, {
-        "name": "fake", "base": {"name": "default", "duration": 0.01},
-        "param_paths": PARAMS, "metrics": METRICS, "points": points, "seeds": SEEDS,
-        "runs": [{"run_id": r["run_id"]} for r in recs]})
-    html = build_report(tmp_path)
+    html = build_report(_fake_sweep(tmp_path))
     assert 'id="plots-skipped"' in html
     skipped = html.split('id="plots-skipped"')[1].split("</p>")[0]
     assert "time_squeeze" in skipped and "drop_fraction" not in skipped
@@ -229,18 +234,7 @@ def test_report_tables_carry_units_by_magnitude(tmp_path):
     magnitude asks for (as the terminal table does), not raw ns, pps and fractions."""
     from rxlab.sweep.report import build_report
 
-    recs = _records()
-    for rec in recs:
-        store.write_run(tmp_path, rec)
-    points = []
-    for rec in recs:
-        if rec["params"] not in points:
-            points.append(rec["params"])
-    store.write_spec(tmp_path, {
-        "name": "fake", "base": {"name": "default", "duration": 0.01},
-        "param_paths": PARAMS, "metrics": METRICS, "points": points, "seeds": SEEDS,
-        "runs": [{"run_id": r["run_id"]} for r in recs]})
-    html = build_report(tmp_path)
+    html = build_report(_fake_sweep(tmp_path))
     summary = html.split('id="summary-table"')[1].split("</table>")[0]
     runs = html.split('id="runs-table"')[1].split("</table>")[0]
     for table in (summary, runs):
