@@ -16,6 +16,7 @@ import sys
 import time
 
 import pytest
+from lab_processes import traffic_processes
 
 from rxlab.kcheck import host
 from rxlab.profiles import load_profile
@@ -50,19 +51,7 @@ def untouched():
     assert before["namespaces"] == [] and before["state_files"] == []
     yield before
     assert _state() == before
-    assert _traffic_processes() == []
-
-
-def _traffic_processes() -> list[int]:
-    out = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                if b"kcheck/traffic.py" in fh.read():
-                    out.append(int(pid))
-        except OSError:
-            pass
-    return out
+    assert traffic_processes() == []
 
 
 @pytest.fixture(scope="module")

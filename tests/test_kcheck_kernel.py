@@ -15,6 +15,7 @@ import sys
 import time
 
 import pytest
+from lab_processes import traffic_processes
 
 from rxlab.kcheck import host
 
@@ -138,16 +139,6 @@ def test_interrupted_run_leaves_nothing_behind(untouched, sig):
             p.kill()
             p.wait()
     assert rc == (130 if sig == signal.SIGINT else 128 + sig), p.stderr.read()[-2000:]
-    assert _traffic_processes() == []  # no sender or receiver of ours left running
+    assert traffic_processes() == []  # no sender or receiver of ours left running
 
 
-def _traffic_processes() -> list[int]:
-    out = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                if b"kcheck/traffic.py" in fh.read():
-                    out.append(int(pid))
-        except OSError:
-            pass
-    return out
