@@ -21,6 +21,7 @@ INF_TIME = np.int64(2**62)
 
 # Priorities at equal times, named after the contexts they model: hardware interrupts
 # are taken before the softirq that they raise, softirq before process context.
+PRIO_FIRST = -1  # work already under way that a chunk boundary cut: it goes on first
 PRIO_HARDIRQ = 0  # NIC interrupt, IPI: delivered before the CPU picks its next work
 PRIO_CPU = 1  # a CPU finished a segment (NAPI poll, app read) and dispatches again
 PRIO_WAKE = 2  # a sleeping thread becomes runnable after the CPU state settled

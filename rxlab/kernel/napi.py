@@ -64,7 +64,7 @@ def driver_poll(s, c, q, t, work, count, phase):
     once (mvpp2_rx: mvpp2_rxq_received) takes at most what was written when it started.
     Descriptors go back to the NIC as the driver refills (``refill_*``). ``work``,
     ``count`` and ``phase`` carry a poll that paused at the end of a traffic chunk
-    (``rx_loop.run`` resumes it); a new poll passes 0, 0, 0.
+    (``net_rx_action_step`` resumes it); a new poll passes 0, 0, 0.
     """
     p, nic = s.p, s.nic
     if phase == 0:
@@ -134,19 +134,6 @@ def _pause(s, c, q, t, work, count, phase):
 
 
 @njit(**JIT_STATE)
-def driver_poll_resume(s):
-    """Continue the paused driver poll with the new chunk's arrivals; returns the poll's
-    end time, or -1 if it paused again (this chunk ran out too)."""
-    pz = s.nic.pause[0]
-    c = pz.c
-    work, t, paused = driver_poll(s, c, pz.q, pz.t, pz.work, pz.count, pz.phase)
-    if paused:
-        return np.int64(-1)
-    s.sd.cpu[c].seg_work = work
-    return t
-
-
-@njit(**JIT_STATE)
 def _take_poll_list(s, c):
     """list_splice_init(&sd->poll_list, &list): net_rx_action's private list."""
     sd = s.sd
@@ -163,36 +150,44 @@ def net_rx_action_step(s, c, t):
     """Run the next NAPI poll of net_rx_action on CPU c at time t.
 
     Returns (segment end time, napi id); napi id -1 means net_rx_action returned,
-    ``NAPI_PAUSED`` that the driver poll waits for the next chunk (``driver_poll_resume``).
+    ``NAPI_PAUSED`` that the driver poll waits for the next chunk. The next call on
+    CPU c (first thing in the next chunk) resumes that poll where it was: one call site
+    of the driver poll, whose whole receive path is inlined, for both.
     """
-    p, sd = s.p, s.sd
-    if not sd.cpu[c].in_rx_action:
-        if not sd.cpu[c].hs_active and not sd.cpu[c].ksoftirqd:
-            # handle_softirqs(): restart window of MAX_SOFTIRQ_TIME, MAX_SOFTIRQ_RESTART
-            sd.cpu[c].hs_active = 1
-            sd.cpu[c].hs_end_j = jiffies(s, t) + p.max_softirq_jiffies
-            sd.cpu[c].hs_restart = MAX_SOFTIRQ_RESTART
-        sd.cpu[c].in_rx_action = 1
-        sd.cpu[c].softirq_pending = 0
-        sd.cpu[c].budget = p.netdev_budget
-        sd.cpu[c].time_limit_j = jiffies(s, t) + p.budget_jiffies
-        _take_poll_list(s, c)
-    while sd.cpu[c].ll_pos >= sd.cpu[c].ll_n:
-        if sd.cpu[c].rp_n == 0 and sd.cpu[c].pl_n > 0:
-            _take_poll_list(s, c)  # the poll list was refilled meanwhile: goto start
-            continue
-        return finish_rx_action(s, c, t), -1
-    napi = sd.local_list[c, sd.cpu[c].ll_pos]
-    sd.cpu[c].ll_pos += 1
-    t += cost(s, C_NAPI_POLL)
-    if napi < p.nq:
-        s.nic.queue[napi].q_polls += 1
-        zero = np.int64(0)  # one signature with the resumed poll's int64 state
-        work, t, paused = driver_poll(s, c, napi, t, zero, zero, zero)
-        if paused:
-            return t, NAPI_PAUSED
+    p, sd, pz = s.p, s.sd, s.nic.pause[0]
+    if pz.on:
+        pz.on = 0
+        napi, t, work, count, phase = pz.q, pz.t, pz.work, pz.count, pz.phase
     else:
-        work, t = process_backlog(s, c, t, p.dev_rx_weight)
+        if not sd.cpu[c].in_rx_action:
+            if not sd.cpu[c].hs_active and not sd.cpu[c].ksoftirqd:
+                # handle_softirqs(): restart window of MAX_SOFTIRQ_TIME, MAX_SOFTIRQ_RESTART
+                sd.cpu[c].hs_active = 1
+                sd.cpu[c].hs_end_j = jiffies(s, t) + p.max_softirq_jiffies
+                sd.cpu[c].hs_restart = MAX_SOFTIRQ_RESTART
+            sd.cpu[c].in_rx_action = 1
+            sd.cpu[c].softirq_pending = 0
+            sd.cpu[c].budget = p.netdev_budget
+            sd.cpu[c].time_limit_j = jiffies(s, t) + p.budget_jiffies
+            _take_poll_list(s, c)
+        while sd.cpu[c].ll_pos >= sd.cpu[c].ll_n:
+            if sd.cpu[c].rp_n == 0 and sd.cpu[c].pl_n > 0:
+                _take_poll_list(s, c)  # the poll list was refilled meanwhile: goto start
+                continue
+            return finish_rx_action(s, c, t), -1
+        napi = sd.local_list[c, sd.cpu[c].ll_pos]
+        sd.cpu[c].ll_pos += 1
+        t += cost(s, C_NAPI_POLL)
+        if napi >= p.nq:
+            work, t = process_backlog(s, c, t, p.dev_rx_weight)
+            sd.cpu[c].seg_work = work
+            return t, napi
+        s.nic.queue[napi].q_polls += 1
+        # one signature with the resumed poll's int64 state
+        work = count = phase = np.int64(0)
+    work, t, paused = driver_poll(s, c, napi, t, work, count, phase)
+    if paused:
+        return t, NAPI_PAUSED
     sd.cpu[c].seg_work = work
     return t, napi
 

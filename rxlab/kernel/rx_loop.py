@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 
 from rxlab.config import JIT_HELPER, JIT_LEAF, JIT_STATE, JIT_STATE_OUTLINE
-from rxlab.engine.core import PRIO_CPU, PRIO_WAKE, peek_time, pop, schedule
+from rxlab.engine.core import PRIO_CPU, PRIO_FIRST, PRIO_WAKE, peek_time, pop, schedule
 from rxlab.engine.rng import uniform
 from rxlab.kernel.accounting import account, cost, hist_index
 from rxlab.kernel.backlog import napi_list_add
@@ -28,7 +28,6 @@ from rxlab.kernel.events import (
 )
 from rxlab.kernel.napi import (
     NAPI_PAUSED,
-    driver_poll_resume,
     napi_segment_end,
     net_rx_action_step,
     softirq_context,
@@ -109,38 +108,57 @@ def interrupt(s, c, napi, irq_cost, t):
 
 @njit(**JIT_HELPER)
 def dispatch(s, c, t):
-    """CPU c finished its segment at t: bookkeeping, then start the next segment."""
-    sd, so, ev = s.sd, s.so, s.ev
+    """CPU c finished its segment at t: bookkeeping, then start the next segment.
+
+    A driver poll that paused at the end of a chunk (``NAPI_PAUSED``) goes on through
+    this same call (one inlined copy of the receive path): an event at this dispatch's
+    time, ahead of every other event then, so it is the first thing the next chunk runs,
+    in the same order of effects as without a chunk boundary."""
+    sd, pz = s.sd, s.nic.pause[0]
     sd.cpu[c].ev_pending = 0
-    kind = sd.cpu[c].seg_kind
-    sd.cpu[c].seg_kind = SEG_NONE
-    if kind == SEG_NAPI:
-        t0 = t
-        ctx = sd.cpu[c].seg_ctx
-        t = napi_segment_end(s, c, sd.cpu[c].seg_arg, t)
-        account(s, c, ctx, t0, t)
-    elif kind == SEG_APP:
-        t = app_after_read(s, c, sd.cpu[c].seg_arg, t)
-    elif kind == SEG_CPUMAP:
-        cpumap_after_batch(s, sd.cpu[c].seg_arg, t)
-    elif kind == SEG_KWORKER:
-        kworker_after(s, t)
-    if sd.cpu[c].irq_debt > 0:
-        account(s, c, T_HARDIRQ, t, t + sd.cpu[c].irq_debt)
-        t += sd.cpu[c].irq_debt
-        sd.cpu[c].irq_debt = 0
-    who, vmin = pick_next(s, c)
-    if who == SCHED_SOFTIRQ or who == SCHED_KSOFTIRQD:
+    t_ev = t  # no pending event is earlier, no arrival of the next chunk as early
+    if pz.on:
+        # the paused poll (net_rx_action_step resumes it), as the segment started
+        t, ctx, was_ks, vmin = pz.t0, pz.ctx, pz.was_ks, pz.vmin
+    else:
+        kind = sd.cpu[c].seg_kind
+        sd.cpu[c].seg_kind = SEG_NONE
+        if kind == SEG_NAPI:
+            t0 = t
+            ctx = sd.cpu[c].seg_ctx
+            t = napi_segment_end(s, c, sd.cpu[c].seg_arg, t)
+            account(s, c, ctx, t0, t)
+        elif kind == SEG_APP:
+            t = app_after_read(s, c, sd.cpu[c].seg_arg, t)
+        elif kind == SEG_CPUMAP:
+            cpumap_after_batch(s, sd.cpu[c].seg_arg, t)
+        elif kind == SEG_KWORKER:
+            kworker_after(s, t)
+        if sd.cpu[c].irq_debt > 0:
+            account(s, c, T_HARDIRQ, t, t + sd.cpu[c].irq_debt)
+            t += sd.cpu[c].irq_debt
+            sd.cpu[c].irq_debt = 0
+        who, vmin = pick_next(s, c)
+        if who != SCHED_SOFTIRQ and who != SCHED_KSOFTIRQD:
+            run_thread(s, c, who, t)
+            return
         was_ks = sd.cpu[c].ksoftirqd
         ctx = softirq_context(s, c)
-        t_end, napi = net_rx_action_step(s, c, t)
-        if napi == NAPI_PAUSED:
-            # the driver poll waits for the next chunk's arrivals (run resumes it)
-            pz = s.nic.pause[0]
-            pz.on, pz.t0, pz.ctx, pz.was_ks, pz.vmin = 1, t, ctx, was_ks, vmin
-            return
-        softirq_segment(s, c, t, t_end, napi, ctx, was_ks, vmin)
-    elif who == SCHED_CPUMAP_KTHREAD:
+    t_end, napi = net_rx_action_step(s, c, t)
+    if napi == NAPI_PAUSED:
+        # the driver poll waits for the next chunk's arrivals
+        pz.on, pz.t0, pz.ctx, pz.was_ks, pz.vmin = 1, t, ctx, was_ks, vmin
+        sd.cpu[c].ev_pending = 1
+        schedule(s.ev, t_ev, PRIO_FIRST, EV_CPU, c)
+        return
+    softirq_segment(s, c, t, t_end, napi, ctx, was_ks, vmin)
+
+
+@njit(**JIT_HELPER)
+def run_thread(s, c, who, t):
+    """Start the segment of the thread ``pick_next`` chose on CPU c (not softirq)."""
+    sd, so, ev = s.sd, s.so, s.ev
+    if who == SCHED_CPUMAP_KTHREAD:
         e = s.p.cpu[c].cm_entry
         t_end = cpumap_kthread_step(s, c, e, t)
         account(s, c, T_SYSTEM, t, t_end)
@@ -191,18 +209,6 @@ def softirq_segment(s, c, t, t_end, napi, ctx, was_ks, vmin):
         sd.cpu[c].seg_ctx = ctx
     sd.cpu[c].ev_pending = 1
     schedule(s.ev, t_end, PRIO_CPU, EV_CPU, c)
-
-
-@njit(**JIT_STATE_OUTLINE)
-def resume_poll(s):
-    """Finish the driver poll that paused at the end of the last chunk, before anything
-    else happens: the same poll, the same order of effects as without a chunk boundary."""
-    t_end = driver_poll_resume(s)
-    if t_end < 0:
-        return
-    pz = s.nic.pause[0]
-    pz.on = 0
-    softirq_segment(s, pz.c, pz.t0, t_end, pz.q, pz.ctx, pz.was_ks, pz.vmin)
 
 
 @njit(**JIT_STATE_OUTLINE)
@@ -279,8 +285,6 @@ def run(s, t_until):
     arrival. A driver poll that cleans its ring takes arrivals from the same cursor.
     """
     ev, w = s.ev, s.wire
-    if s.nic.pause[0].on:
-        resume_poll(s)
     n = w.t_nic.size
     i = w.pos[0]  # kept in a register between events; a driver poll may move it
     while True:
@@ -290,7 +294,7 @@ def run(s, t_until):
                 ingest(s, w.flow[i], w.length[i], w.t_wire[i], w.t_nic[i], w.overrun[i])
                 i += 1
                 continue
-        elif t_until < 0 or te > t_until or s.nic.pause[0].on:
+        elif t_until < 0 or te > t_until:
             w.pos[0] = i
             return
         w.pos[0] = i

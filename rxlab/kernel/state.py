@@ -383,7 +383,7 @@ REFILL_PER_PACKET, REFILL_IN_LOOP, REFILL_AFTER_LOOP = 0, 1, 2
 
 # A driver poll that reached the end of the traffic chunk with its ring empty: whether
 # the next descriptor is written by now depends on arrivals not generated yet, so the
-# poll stops there and resumes first thing in the next chunk (rx_loop.run), exactly
+# poll stops there and resumes first thing in the next chunk (rx_loop.dispatch), exactly
 # where it was. ``phase`` 0: before the poll's first descriptor (count-at-start reads
 # its count then); the rest is what dispatch does once the poll returns.
 POLL_PAUSE = struct(
