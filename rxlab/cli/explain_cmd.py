@@ -137,7 +137,7 @@ def run(args) -> int:
 
 
 def _explain(args) -> int:
-    from rxlab.cli.run_cmd import parse_sets
+    from rxlab.cli.run_cmd import run_overrides
     from rxlab.memory_budget import process_limit
 
     given = [f"--{k.replace('_', '-')}" for k in ARFS_DEFAULTS if getattr(args, k) is not None]
@@ -146,13 +146,7 @@ def _explain(args) -> int:
                          "change the scenario with --set PATH=VALUE")
     if args.top < 1:
         raise UsageError(f"--top: {args.top} flows; give N >= 1")
-    ov = parse_sets(args.set)
-    if args.seed is not None:
-        ov["seed"] = args.seed
-    if args.duration is not None:
-        if args.duration <= 0:
-            raise UsageError("--duration: must be > 0 seconds")
-        ov["duration"] = args.duration
+    ov = run_overrides(args)
     with process_limit(args.max_memory):
         from rxlab.explain.drops import explain_drops
         from rxlab.explain.inputs import load_subject

@@ -51,6 +51,18 @@ def print_notices(data: dict) -> None:
         print(f"rxlab: {n}", file=sys.stderr)
 
 
+def run_overrides(args) -> dict:
+    """--set items plus --seed and --duration, as scenario overrides {path: value}."""
+    ov = parse_sets(args.set)
+    if args.seed is not None:
+        ov["seed"] = args.seed
+    if args.duration is not None:
+        if args.duration <= 0:
+            raise UsageError("--duration: must be > 0 seconds")
+        ov["duration"] = args.duration
+    return ov
+
+
 def parse_sets(items: list[str]) -> dict:
     """--set PATH=VALUE items -> {path: value}. The value is YAML read by the scenario
     loader, so a number keeps its text (host.kernel=5.15 is "5.15", rps_cpus=10 is the
@@ -87,13 +99,7 @@ def _run(args) -> int:
 
         check_out_dir(args.out)
     sc = load_scenario(args.scenario)
-    ov = parse_sets(args.set)
-    if args.seed is not None:
-        ov["seed"] = args.seed
-    if args.duration is not None:
-        if args.duration <= 0:
-            raise UsageError("--duration: must be > 0 seconds")
-        ov["duration"] = args.duration
+    ov = run_overrides(args)
     if args.pcap:
         from rxlab.capture.pcap import open_capture
         from rxlab.memory_budget import check
