@@ -20,13 +20,21 @@ The event loop's glue (``handle_event``, ``dispatch``) is numba-inlined too: eac
 function that LLVM inlines is still compiled on its own with everything it calls inlined,
 so a function whose callees are the whole loop would be compiled as a second whole loop.
 Leaf helpers that take a few arrays or scalars stay out of line (``JIT_LEAF``).
+
+Functions that take ``s`` are only ever called from compiled code, so numba builds no
+CPython wrapper for them (``no_cpython_wrapper``, as numba does for its own
+``@overload`` implementations): the wrapper would unbox and box the whole state, and
+building ~120 of them was ~40 % of the cold compile (docs/performance.md). Calling one
+from Python would jump to a null entry point, so ``tests/test_jit_entry.py`` checks that
+every such function takes ``s`` and that no Python code calls one.
 """
 
 JIT = dict(cache=True, fastmath=False, nogil=True)
 JIT_LEAF = dict(JIT, _nrt=False)
-JIT_STATE = dict(JIT_LEAF, forceinline=True)
+JIT_INNER = dict(JIT_LEAF, no_cpython_wrapper=True)  # called from compiled code only
+JIT_STATE = dict(JIT_INNER, forceinline=True)
 JIT_HELPER = dict(JIT_LEAF, inline="always")
 # Mechanisms that take ``s`` but run once per batch or rarely (a cpumap kthread loop, a
 # bulk flush, a timer, a migration) are not marked for inlining, so that their code is
 # not copied into every caller: ~165 ns per call is nothing at that rate.
-JIT_STATE_OUTLINE = JIT_LEAF
+JIT_STATE_OUTLINE = JIT_INNER

@@ -199,7 +199,7 @@ def test_two_colliding_flows(model, version):
 
 
 def test_mlx5_bucket_formula():
-    from rxlab.nic.arfs_steer import arfs_bucket
+    from compiled_calls import arfs_bucket
 
     h = Harness(rfs_dict(cpus=4, arfs="mlx5", groups=[
         tcp_group("t", flows=40), udp_group("u", flows=40),
@@ -222,7 +222,7 @@ def test_mlx5_bucket_formula():
 @pytest.mark.parametrize("model,first", [("ice-tuple-match", 1), ("ice-hash-match", 1),
                                          ("mlx5", 0)])
 def test_filter_ids_start_and_wrap(model, first):
-    from rxlab.nic.arfs_steer import ndo_rx_flow_steer
+    from compiled_calls import ndo_rx_flow_steer
 
     h = harness(model, "6.19")
     steer = lambda f, fid: int(ndo_rx_flow_steer(h.s, f, 0x1000 * (f + 1), 2, fid, 0, 0))  # noqa
@@ -418,7 +418,7 @@ def many():
 
 
 def make_stale_rules(h, n):
-    from rxlab.nic.arfs_steer import ndo_rx_flow_steer
+    from compiled_calls import ndo_rx_flow_steer
 
     for f in range(n):  # flow_ids whose rps_dev_flow entries never got the filter id
         assert int(ndo_rx_flow_steer(h.s, f, 0x100 + f, 2, f, 0, 0)) == f

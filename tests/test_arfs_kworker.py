@@ -10,16 +10,11 @@ workqueue runs a work item on the CPU that called ``queue_work`` (kernel/workque
 from __future__ import annotations
 
 import pytest
+from compiled_calls import pick_next
 from rfs_harness import Harness, rfs_dict, tcp_group
 
 from rxlab.build import build
-from rxlab.kernel.sched import (
-    SCHED_APP,
-    SCHED_KSOFTIRQD,
-    SCHED_KWORKER,
-    SCHED_SOFTIRQ,
-    pick_next,
-)
+from rxlab.kernel.sched import SCHED_APP, SCHED_KSOFTIRQD, SCHED_KWORKER, SCHED_SOFTIRQ
 from rxlab.kernel.state import (
     ARFS_EXPIRE,
     ARFS_HW_FULL,
@@ -85,7 +80,7 @@ def test_kworker_competes_by_runtime_with_an_application_thread():
 
 
 def test_woken_kworker_starts_level_with_the_cpus_threads():
-    from rxlab.nic.arfs import kworker_wake
+    from compiled_calls import kworker_wake
 
     h = kworker_host()
     c = 3

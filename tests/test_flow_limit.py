@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from compiled_calls import skb_flow_limit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rxlab.build import build
-from rxlab.kernel.flow_limit import skb_flow_limit
 from rxlab.kernel.sim import sim_of
 from rxlab.metrics.result import assemble
 from rxlab.scenario import scenario_from_dict
