@@ -81,19 +81,17 @@ def test_quick_calibration_gives_a_profile_the_held_out_checks_can_use(untouched
     for name, c in by.items():
         assert c["status"] == "ran", c["reason"]
         assert len(c["kernel"]["runs"]) >= 3
-        # The agreement itself (model within the kernel's range +- 12 %) is timing on a
-        # shared machine: another busy process moves the kernel's softirq share by 10-20 %
-        # (seen: 0.54 quiet, 0.60 beside a compile). It is printed here and by .ci/run's
-        # record run; the test gates on the model being the right size (within 35 % of
-        # the kernel's mean), which a wrong fit, unit or profile field breaks.
+        # the check's own rule: the model within the kernel's range +- 12 % of its mean
+        # (with the receiver reading on a timer, a busy machine no longer moves the
+        # kernel's figures by 10-30 %: docs/calibrate.md)
         for crit in c["criteria"]:
-            if crit["kernel"] is None:  # a condition of the run itself, not a timing
-                assert crit["ok"], f"{name}: {crit}"
-                continue
-            k, m = crit["kernel"]["mean"], crit["model"]
-            print(f"{name}: {crit['what']}: kernel {k:.4g}, model {m:.4g}, "
-                  f"agree={crit['ok']}")
-            assert abs(m - k) <= 0.35 * abs(k), f"{name}: {crit}"
+            if crit["kernel"] is not None:
+                k, m = crit["kernel"], crit["model"]
+                print(f"{name}: {crit['what']}: kernel {k['mean']:.4g} "
+                      f"[{k['min']:.4g}-{k['max']:.4g}], model {m:.4g}, agree={crit['ok']}")
+            assert crit["ok"], f"{name}: {crit}"
+        runs = c["kernel"]["runs"]
+        assert all(r["receiver_wakeups"] < 0.05 * r["processed"] for r in runs), runs
 
 
 def _interrupt(argv: list[str], ready, sig: int) -> int:

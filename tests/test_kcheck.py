@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import struct
+import subprocess
+import sys
 
 import pytest
 
@@ -258,3 +260,28 @@ def test_model_hashes_are_the_simulators_flow_hashes():
     assert sorted(hs) == ports and len(set(hs.values())) == 4
     assert all(0 < h < 1 << 32 for h in hs.values())
     assert model.flow_hashes(d) == hs  # fixed hashrnd: the same every time
+
+
+def test_paced_sender_reports_its_sleeps_and_a_napping_receiver_reads_everything():
+    from rxlab.kcheck.kernel import TRAFFIC
+    lo, ports = "127.0.0.1", "47311,47312"
+    recv = subprocess.Popen([sys.executable, "-S", TRAFFIC, "recv", "--cpu", "0", "--addr",
+                             lo, "--peer", lo, "--port", "47310", "--sports", ports,
+                             "--nap", "0.001", "--max-seconds", "10"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert recv.stdout.readline().strip() == "ready"
+        snd = subprocess.run([sys.executable, "-S", TRAFFIC, "send", "--cpu", "0", "--src",
+                              lo, "--dst", lo, "--port", "47310", "--sports", ports,
+                              "--duration", "0.2", "--pps", "5000"],
+                             capture_output=True, text=True, check=True, timeout=10)
+        out, _ = recv.communicate("", timeout=10)
+    finally:
+        recv.kill()
+    sent = json.loads(snd.stdout.splitlines()[-1])
+    got = json.loads(out.splitlines()[-1])
+    assert sum(sent["sent"].values()) > 500
+    assert got["received"] == sent["sent"]  # read on its timer, EOF on stdin still ends it
+    # paced: it slept many times, for most of the time it sent
+    assert sent["sleeps"] > 20 and 0.3 * sent["seconds"] < sent["slept"] < sent["seconds"]
+    assert got["rusage"]["nvcsw"] > 20  # it slept between reads

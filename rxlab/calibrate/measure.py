@@ -1,6 +1,7 @@
 """The calibration experiments on the real kernel, and one run's figures.
 
-Every run: 8 connected UDP flows, sender pinned to CPU 0 and paced, receiver on CPU 0,
+Every run: 8 connected UDP flows, sender pinned to CPU 0 and paced, receiver on CPU 0
+reading every 1 ms (``RECV_NAP``: nothing on CPU 1 has to wake it),
 ``rps_cpus=2`` on every rx queue of the receiving veth (all packets processed on CPU 1),
 ``n`` non-matching tc u32 filters at the receiver's ingress (0 = the plain stack; more
 filters slow CPU 1's per-packet work, so the fit can separate the host's own cost from
@@ -21,6 +22,10 @@ from rxlab.kcheck.kernel import Run, SoftirqTimer, run_traffic, slow_consumer
 
 SEND_CPU, TARGET_CPU, APP_CPU = 0, 1, 0
 FLOWS = list(range(41000, 41008))
+# the receiver reads every 1 ms instead of waiting on its sockets: a wake-up of a process
+# on another CPU costs the waking softirq several microseconds in a VM (measured by the
+# wake-up runs), which would be charged to the receive path (kernel.run_traffic ``nap``)
+RECV_NAP = 0.001
 USER_HZ = os.sysconf("SC_CLK_TCK")  # /proc/stat counts in these ticks
 
 
@@ -38,8 +43,8 @@ class Plan:
     def quick(cls) -> Plan:
         return cls(filters=(0, 800, 1600), fractions=(0.5, 1.0), repeat=3, duration=0.4)
 
-    def runs(self) -> int:
-        return len(self.filters) * (1 + len(self.fractions)) * self.repeat + 1
+    def runs(self) -> int:  # + the background and the waiting receiver's runs
+        return (len(self.filters) * (1 + len(self.fractions)) + 1) * self.repeat + 1
 
 
 def configure(lab: Lab, n_filters: int) -> None:
@@ -75,14 +80,17 @@ def point(run: Run, n_filters: int, pps: float | None, soft: dict) -> dict:
         "recv_stime_ns": run.recv_rusage.get("stime", 0.0) * 1e9,
         "recv_utime_ns": run.recv_rusage.get("utime", 0.0) * 1e9,
         "send_stime_ns": run.send_rusage.get("stime", 0.0) * 1e9,
+        "recv_wakeups": run.recv_rusage.get("nvcsw", 0),
+        "send_sleeps": run.send_pacing.get("sleeps", 0),
+        "send_slept_s": round(run.send_pacing.get("slept", 0.0), 4),
     }
 
 
 def one(lab: Lab, timer: SoftirqTimer, n_filters: int, pps: float | None,
-        duration: float) -> dict:
+        duration: float, nap: float = RECV_NAP) -> dict:
     a = timer.read()
     run = run_traffic(lab, FLOWS, duration=duration, send_cpu=SEND_CPU, recv_cpu=APP_CPU,
-                      pps=pps)
+                      pps=pps, nap=nap)
     b = timer.read()
     soft = {c: {k: v - a.get(c, {}).get(k, 0) for k, v in e.items()} for c, e in b.items()}
     return point(run, n_filters, pps, soft)
@@ -102,8 +110,11 @@ def measure(lab: Lab, timer: SoftirqTimer, plan: Plan,
             progress: Callable[[str], None]) -> dict:
     """All runs of ``plan``: per filter count ``repeat`` runs at the sender's full rate
     (the first, the pilot, sets the paced loads) and ``repeat`` at each fraction of the
-    usable rate; {"pilots": [...], "points": [every run], "background_ns_per_s"}."""
-    pilots, points = [], []
+    usable rate; then, with the middle filter count at half the usable rate, ``repeat``
+    runs with the receiver waiting on its sockets (woken by CPU 1's softirq: what a
+    wake-up costs the waker, not fitted); {"pilots": [...], "points": [every fitted run],
+    "wakeup_points": [...], "background_ns_per_s"}."""
+    pilots, points, wakes, tops = [], [], [], {}
     progress("background: CPU 1's NET_RX softirq time without traffic")
     a = timer.read()
     t = time.monotonic()
@@ -117,11 +128,17 @@ def measure(lab: Lab, timer: SoftirqTimer, plan: Plan,
             progress(f"{n} u32 filters: the sender's full rate, repetition {rep + 1}")
             points.append(one(lab, timer, n, None, plan.duration))
         pilots.append(points[-plan.repeat])
-        top = usable_rate(pilots[-1])
+        top = tops[n] = usable_rate(pilots[-1])
         for rep in range(plan.repeat):
             for frac in plan.fractions:
                 pps = top * frac
                 progress(f"{n} u32 filters: {pps / 1000:.0f} kpps, repetition {rep + 1}")
                 points.append(one(lab, timer, n, pps, plan.duration))
+    n = plan.filters[len(plan.filters) // 2]
+    configure(lab, n)
+    for rep in range(plan.repeat):
+        progress(f"{n} u32 filters: the receiver woken by CPU 1, repetition {rep + 1}")
+        wakes.append(one(lab, timer, n, tops[n] * 0.5, plan.duration, nap=0.0))
     lab.reset_device()
-    return {"pilots": pilots, "points": points, "background_ns_per_s": bg}
+    return {"pilots": pilots, "points": points, "wakeup_points": wakes,
+            "background_ns_per_s": bg}

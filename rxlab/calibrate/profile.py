@@ -9,7 +9,7 @@ Measured stages:
   overheads) on that path, so ``stack_rx`` is set so that the model's own softirq time
   per packet on CPU 1, simulated at the calibration's load, equals ``c0``.
 * ``recvmsg``: the receiving process's system time per packet read (getrusage), which
-  includes its share of the select() wake-ups; used only when its standard error is
+  includes its 1 ms timer sleeps; used only when its standard error is
   below 25 % of the value (without CONFIG_VIRT_CPU_ACCOUNTING the user/system split is
   sampled at each tick, so it is often too noisy).
 
@@ -36,8 +36,10 @@ def fits(points: list[dict], background_ns_per_s: float = 0.0) -> dict:
     """Least squares over every fitted run (each run one row). CPU 1's softirq time
     less the background measured without traffic = c0 * packets + b * filters * packets
     (no intercept: the tracepoints time NET_RX only). Reported besides: the same with a
-    term per filter and softirq run (a cold-cache walk of the filters at the start of a
-    run), which the model has no stage for."""
+    term per filter and softirq run (the filters' walk starting cold at each run), not
+    used: in the model a poll sees only the packets enqueued before it starts, so it
+    splits the sender's bursts into more, shorter runs than the kernel's and would
+    charge that cost too often (docs/calibrate.md)."""
     w = [p["window_s"] for p in points]
     proc = [float(p["processed"]) for p in points]
     y = [p["softirq_ns"] - background_ns_per_s * p["window_s"] for p in points]
@@ -57,6 +59,27 @@ def fits(points: list[dict], background_ns_per_s: float = 0.0) -> dict:
     return {"softirq_cpu1": soft, "softirq_cpu1_with_cold_runs": cold,
             "receiver_system": recv, "sender_system": send,
             "softirq_cpu1_proc_stat_ticks": ticks}
+
+
+def wakeup_cost(points: list[dict], soft: dict, background_ns_per_s: float = 0.0) -> dict:
+    """CPU 1's softirq time per wake-up of the receiver, from the runs in which it waited
+    on its sockets: their softirq time less what ``soft`` gives their packets, per
+    voluntary context switch of the receiver (each one a wake-up by CPU 1's
+    ``sock_def_readable``, net/core/sock.c)."""
+    from rxlab.calibrate.fit import spread
+    c, per = soft["coef"], []
+    for p in points:
+        rest = (p["softirq_ns"] - background_ns_per_s * p["window_s"]
+                - (c["ns_per_packet"] + c["ns_per_packet_per_filter"] * p["filters"])
+                * p["processed"])
+        per.append(rest / max(1, p["recv_wakeups"]))
+    s = spread(per)
+    return {"ns": round(s["mean"], 1), "min": round(s["min"], 1), "max": round(s["max"], 1),
+            "runs": s["n"], "wakeups_per_packet": round(
+                sum(p["recv_wakeups"] for p in points)
+                / max(1, sum(p["processed"] for p in points)), 4),
+            "used": "no: in the model a wake-up is latency (wakeup_latency), the waking "
+                    "CPU spends nothing on it; the lab's receiver reads on a timer"}
 
 
 def lab_scenario(base: str, costs: dict, pps: float, duration: float = 0.2) -> dict:
@@ -140,7 +163,7 @@ def build(meas: dict, plan, base: str = DEFAULT_BASE, hz: int | None = None) -> 
         stages["recvmsg"] = {
             "ns": round(rv, 1),
             "source": (f"measured here {where}: receiving process system time per packet "
-                       f"read (getrusage, includes its select() wake-ups) "
+                       f"read (getrusage, includes its 1 ms timer sleeps) "
                        f"{_fmt(recv, 'ns_per_packet')}")}
     else:
         stages["recvmsg"]["source"] += (
@@ -168,10 +191,14 @@ def build(meas: dict, plan, base: str = DEFAULT_BASE, hz: int | None = None) -> 
             "calibration_filters": list(plan.filters),
             "background_softirq_ns_per_s": round(meas.get("background_ns_per_s", 0.0), 1),
             "stack_rx_solution": {k: round(v, 1) for k, v in solved.items()},
+            "receiver_wakeup_softirq_ns": (
+                wakeup_cost(meas["wakeup_points"], soft, meas.get("background_ns_per_s", 0.0))
+                if meas.get("wakeup_points") else None),
             "fits": {k: {"coef": {c: round(x, 3) for c, x in v["coef"].items()},
                          "se": {c: round(x, 3) for c, x in v["se"].items()},
                          "n": v["n"], "r2": round(v["r2"], 4)} for k, v in f.items()},
             "points": meas["points"],
+            "wakeup_points": meas.get("wakeup_points", []),
         },
     }
 

@@ -80,4 +80,8 @@ def _summary(prof: dict, path: str) -> None:
     print(f"  RPS-target softirq per packet: {lab['softirq_ns_per_packet']} +- "
           f"{lab['softirq_ns_per_packet_se']} ns; lab u32 filter: {lab['u32_filter_ns']} +- "
           f"{lab['u32_filter_ns_se']} ns per packet")
+    wk = lab.get("receiver_wakeup_softirq_ns")
+    if wk:
+        print(f"  a wake-up of the receiving process costs the waking softirq {wk['ns']:.0f} "
+              f"ns [{wk['min']:.0f}-{wk['max']:.0f}] (not used by the model)")
     print(f"use it with host.cost_profile: {path}", file=sys.stdout)

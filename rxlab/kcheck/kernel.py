@@ -100,9 +100,12 @@ class Run:
     cpu_ticks: dict[int, dict[str, int]] = field(default_factory=dict)
     window: float = 0.0  # seconds between the two counter readings
     send_seconds: float = 0.0  # how long the sender sent
-    # the processes' own CPU time (getrusage), seconds: {"utime", "stime"}
+    # the processes' own CPU time (getrusage), seconds: {"utime", "stime"}, and the
+    # voluntary context switches "nvcsw" (how often the process slept and was woken)
     recv_rusage: dict[str, float] = field(default_factory=dict)
     send_rusage: dict[str, float] = field(default_factory=dict)
+    # the paced sender's bursts: {"sleeps": times it slept, "slept": seconds asleep}
+    send_pacing: dict[str, float] = field(default_factory=dict)
 
     @property
     def total_sent(self) -> int:
@@ -120,8 +123,10 @@ class Run:
 def run_traffic(lab: Lab, sports: list[int], weights: list[int] | None = None, *,
                 duration: float = 1.0, send_cpu: int = 0, recv_cpu: int = 1,
                 migrate_at: float | None = None, migrate_to: int = 0,
-                settle: float = 0.0, pps: float | None = None) -> Run:
-    """``pps``: the sender paces itself to this total rate (default: as fast as it can)."""
+                settle: float = 0.0, pps: float | None = None, nap: float = 0.0) -> Run:
+    """``pps``: the sender paces itself to this total rate (default: as fast as it can).
+    ``nap``: the receiver sleeps this long between reads instead of waiting on its
+    sockets (traffic.py ``--nap``: nothing in the receive path wakes it)."""
     check_signals()
     ports = ",".join(map(str, sports))
     rargs = ["recv", "--cpu", str(recv_cpu), "--addr", lab.ip_rx, "--peer", lab.ip_tx,
@@ -129,6 +134,8 @@ def run_traffic(lab: Lab, sports: list[int], weights: list[int] | None = None, *
              "--max-seconds", str(duration + 15)]
     if migrate_at is not None:
         rargs += ["--migrate-at", str(migrate_at), "--migrate-to", str(migrate_to)]
+    if nap:
+        rargs += ["--nap", str(nap)]
     try:
         recv = PROCS.start(lab.ns_rx, rargs)
         _readline(recv, "ready")
@@ -179,7 +186,8 @@ def run_traffic(lab: Lab, sports: list[int], weights: list[int] | None = None, *
                                  for p in sports},
                seconds=secs, cpu_ticks=stat_delta(c0, c1), window=window,
                send_seconds=float(sent.get("seconds", 0.0)),
-               recv_rusage=res.get("rusage", {}), send_rusage=sent.get("rusage", {}))
+               recv_rusage=res.get("rusage", {}), send_rusage=sent.get("rusage", {}),
+               send_pacing={k: sent.get(k, 0) for k in ("sleeps", "slept")})
 
 
 # --- BPF on the lab's veth ------------------------------------------------------------------

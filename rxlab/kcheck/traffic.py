@@ -6,13 +6,14 @@ starting it does not import rxlab (numba). Both pin themselves to one CPU.
     traffic.py send --cpu 0 --dst 10.77.0.2 --port 9000 --sports 40000,40001 \
                     --weights 8,1 --duration 1.0 [--pps 50000]
     traffic.py recv --cpu 1 --peer 10.77.0.1 --port 9000 --sports 40000,40001 \
-                    [--migrate-at 0.6 --migrate-to 0]
+                    [--migrate-at 0.6 --migrate-to 0] [--nap 0.001]
 
 Sender: one socket per flow, bound to its source port and ``connect()``ed; rounds of
 ``weights[i]`` sends per flow, 64-byte payloads, until the duration is up; with
-``--pps`` it sleeps whenever it is ahead of that total rate. Prints
-``{"sent": {port: n}, "seconds": s, "rusage": {"utime", "stime"}}`` (its own CPU time
-while sending, from getrusage).
+``--pps`` it sleeps whenever it is ahead of that total rate by more than 0.5 ms, so it
+sends in bursts at its full rate. Prints ``{"sent": {port: n}, "seconds": s, "rusage":
+{"utime", "stime"}, "sleeps": n, "slept": s}`` (its own CPU time while sending, from
+getrusage; how often and how long it slept).
 
 Receiver: one socket per flow bound to the port (SO_REUSEADDR) and ``connect()``ed to
 (peer, source port): RFS and SO_INCOMING_CPU need connected UDP sockets
@@ -21,7 +22,11 @@ only when ``inet_daddr`` is set). Prints ``ready`` once bound, ``migrated`` when
 itself, and at EOF on stdin (or after ``--max-seconds``) a JSON line: per port the
 packets received and the ``SO_INCOMING_CPU`` samples (every 16th packet), per phase
 (0 before the migration, 1 after it; samples in the first ``--settle`` seconds of a phase
-are not kept), and its own CPU time from ``ready`` to the end (``rusage``).
+are not kept), and its own CPU time from ``ready`` to the end (``rusage``). With
+``--nap S`` it does not wait on its sockets: it sleeps S seconds on a timer, then reads
+what is queued, so the softirq that queues a packet finds no sleeper on the socket and
+wakes nobody (``sock_def_readable()`` in net/core/sock.c checks
+``skwq_has_sleeper()``): the receive CPU's time is the receive path's alone.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import argparse
 import json
 import os
 import resource
+import select
 import selectors
 import socket
 import sys
@@ -45,7 +51,8 @@ def _ports(text: str) -> list[int]:
 
 def _rusage() -> dict[str, float]:
     r = resource.getrusage(resource.RUSAGE_SELF)
-    return {"utime": r.ru_utime, "stime": r.ru_stime}
+    # nvcsw: voluntary context switches, i.e. how often the process slept and was woken
+    return {"utime": r.ru_utime, "stime": r.ru_stime, "nvcsw": r.ru_nvcsw}
 
 
 def _since(r0: dict[str, float]) -> dict[str, float]:
@@ -71,7 +78,8 @@ def send(args) -> None:
     r0 = _rusage()
     end = time.monotonic() + args.duration
     t0 = time.monotonic()
-    rounds = 0
+    rounds = sleeps = 0
+    slept = 0.0
     per_round = len(plan) / args.pps if args.pps else 0.0
     while True:
         for i, fn in plan:
@@ -84,12 +92,16 @@ def send(args) -> None:
         if per_round:
             ahead = t0 + rounds * per_round - time.monotonic()
             if ahead > 0.0005:
+                t_s = time.monotonic()
                 time.sleep(ahead)
+                slept += time.monotonic() - t_s
+                sleeps += 1
         if rounds & 15 == 0 and time.monotonic() >= end:
             break
     secs = time.monotonic() - t0
     print(json.dumps({"sent": {str(p): n for p, n in zip(sports, sent, strict=True)},
-                      "seconds": secs, "rusage": _since(r0)}), flush=True)
+                      "seconds": secs, "rusage": _since(r0), "sleeps": sleeps,
+                      "slept": slept}), flush=True)
 
 
 def recv(args) -> None:
@@ -129,7 +141,14 @@ def recv(args) -> None:
             phase, phase_t = 1, time.monotonic()
             print("migrated", flush=True)
         keep = now - phase_t >= args.settle
-        for key, _ev in sel.select(timeout=0.05):
+        if args.nap:
+            time.sleep(args.nap)
+            ready = [(k, None) for k in sel.get_map().values() if k.data is not None]
+            if select.select([sys.stdin], [], [], 0)[0]:
+                ready.append((sel.get_key(sys.stdin), None))
+        else:
+            ready = sel.select(timeout=0.05)
+        for key, _ev in ready:
             sp = key.data
             if sp is None:
                 if not sys.stdin.readline():
@@ -184,6 +203,7 @@ def main(argv=None) -> None:
     r.add_argument("--migrate-to", type=int, default=0)
     r.add_argument("--settle", type=float, default=0.0)
     r.add_argument("--max-seconds", type=float, default=20.0)
+    r.add_argument("--nap", type=float, default=0.0)
     args = ap.parse_args(argv)
     (send if args.mode == "send" else recv)(args)
 
