@@ -5,18 +5,24 @@ PY := $(VENV)/bin/python
 
 .PHONY: run test setup system lint bench reproduce clean-cache
 
+# `run` installs what rxlab needs; `test` adds the test tools (pytest, hypothesis, ruff,
+# SimPy, psutil, scipy: pyproject.toml [test]), so a first `make run` does not wait for them.
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
 	$(VENV)/bin/pip install -q -e '.[test]'
 	touch $@
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed-test
 
 system:
 	bash scripts/setup-system.sh
 
-run: setup
+run: $(VENV)/.installed
 	$(VENV)/bin/rxlab run default
 
 test: setup system
