@@ -250,3 +250,24 @@ def test_paced_sender_bursts_become_on_off_arrivals_at_its_rate(tmp_path):
     # ... but CPU 1 is woken a few times per burst (the model's poll sees only what was
     # enqueued before it started), not for almost every packet
     assert 100 <= bursts["ipis"] < 6 * 100 < smooth["ipis"] / 5
+
+
+def test_a_receiver_wake_up_is_measured_apart_from_the_fit():
+    points = _points(600.0, 5.0)
+    wakes = []
+    for i, per_wake in enumerate((9000.0, 10000.0, 11000.0)):
+        proc, wk = 30000 + 1000 * i, 4000 - 500 * i
+        wakes.append(dict(points[0], filters=800, processed=proc, recv_wakeups=wk,
+                          softirq_ns=(600.0 + 5.0 * 800) * proc + per_wake * wk))
+    prof = profile.build({"pilots": [], "points": points, "wakeup_points": wakes,
+                          "background_ns_per_s": 0.0}, Plan(), hz=None)
+    f = profile.fits(points)["softirq_cpu1"]["coef"]
+    got = prof["lab"]["receiver_wakeup_softirq_ns"]
+    # what is left of each run after the fitted per-packet cost, per wake-up
+    want = [(w["softirq_ns"] - (f["ns_per_packet"] + 800 * f["ns_per_packet_per_filter"])
+             * w["processed"]) / w["recv_wakeups"] for w in wakes]
+    assert got["ns"] == pytest.approx(np.mean(want), abs=0.1)
+    assert got["min"] == pytest.approx(min(want), abs=0.1) and got["runs"] == 3
+    assert got["ns"] == pytest.approx(10000, rel=0.1)  # the fit is close to the truth
+    assert profile.build({"pilots": [], "points": points, "background_ns_per_s": 0.0},
+                         Plan(), hz=None)["lab"]["receiver_wakeup_softirq_ns"] is None
