@@ -92,3 +92,21 @@ def skb_flow_limit(s, this_cpu, skb_hash, qlen):
 @njit(**JIT)
 def sock_rps_record_flow(s, skb_hash, cpu):
     return rfs.sock_rps_record_flow(s, skb_hash, cpu)
+
+
+@njit(**JIT)
+def arfs_lock(s, t, hold):
+    return arfs_steer.arfs_lock(s, t, hold)
+
+
+@njit(**JIT)
+def arfs_lock_each(s, t, hold, wait):
+    """arfs_lock for each (t[i], hold[i]) in turn, its wait in wait[i] (one call from
+    Python for a long stream)."""
+    for i in range(t.size):
+        wait[i] = arfs_steer.arfs_lock(s, t[i], hold[i])
+
+
+@njit(**JIT)
+def ice_sync(s, t):
+    return arfs.ice_sync(s, t)

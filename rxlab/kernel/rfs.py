@@ -14,11 +14,12 @@ from rxlab.kernel.accounting import cost
 from rxlab.kernel.constants import RPS_NO_FILTER
 from rxlab.kernel.hashfn import hash_32, s32_diff
 from rxlab.kernel.state import (
+    ARFS_LOCK_WAIT_NS,
     C_ARFS_STEER,
     RFS_ARFS_CALLS,
     U32,
 )
-from rxlab.nic.arfs_steer import ndo_rx_flow_steer
+from rxlab.nic.arfs_steer import arfs_lock, ndo_rx_flow_steer
 
 
 @njit(**JIT_STATE)
@@ -78,10 +79,14 @@ def set_rps_cpu(s, q, slot, next_cpu, skb_hash, f, t):
                 )
                 if not protect:
                     rf.cnt[RFS_ARFS_CALLS] += 1
-                    spent += cost(s, C_ARFS_STEER)
+                    # under the driver's arfs_lock: spin (softirq time) while it is held
+                    hold = cost(s, C_ARFS_STEER)
+                    wait = arfs_lock(s, t, hold)
+                    s.ar.cnt[ARFS_LOCK_WAIT_NS] += wait
+                    spent += wait + hold
                     # called from the softirq of the queue's CPU (the queue's IRQ CPU)
                     rc = ndo_rx_flow_steer(s, f, skb_hash, rxq_index, flow_id,
-                                           p.queue[q].irq_cpu, t)
+                                           p.queue[q].irq_cpu, t + wait)
                     if rc >= 0:
                         old_filter = rf.dev[q, slot].filter
                         rq = np.int64(rxq_index)

@@ -58,6 +58,9 @@ STAGES = (
     "tcp_rcv",
     "tcp_remote",
     "tcp_ofo",
+    # the ice service task's walk of its filter list under arfs_lock (rxlab/nic/arfs.py)
+    "arfs_sync_entry",
+    "arfs_sync_bucket",
 )
 (
     C_HARDIRQ,
@@ -91,6 +94,8 @@ STAGES = (
     C_TCP_RCV,
     C_TCP_REMOTE,
     C_TCP_OFO,
+    C_ARFS_SYNC_ENTRY,
+    C_ARFS_SYNC_BUCKET,
 ) = range(len(STAGES))
 # per-packet CPU work is jittered; latencies and fixed per-event overheads are not
 JITTERED = ("driver_rx", "gro", "rps_enqueue", "stack_rx", "socket_enqueue", "recvmsg",
@@ -248,6 +253,11 @@ ARFS_GLOB = struct(
     ("svc_n0", np.int64),  # entries of the pending list the run took at its start
     ("svc_pos", np.int64),  # of which written so far
     ("svc_debt", np.int64),  # ns of expiry-scan work the run still has to do
+    # arfs_lock (ice ``vsi->arfs_lock``, mlx5 ``arfs->arfs_lock``): its latest hold is
+    # [lock_lo, lock_free); the lock is known free over [lock_prev, lock_lo)
+    ("lock_free", np.int64),
+    ("lock_lo", np.int64),
+    ("lock_prev", np.int64),
 )
 SVC_IDLE, SVC_QUEUED, SVC_RUNNABLE = 0, 1, 2
 
@@ -571,9 +581,14 @@ XDP_REDIRECT_XSK = 5  # rxlab's code for XDP_REDIRECT into an XSKMAP (not a kern
 
 
 ARFS_CNT = ("arfs_add", "arfs_update", "arfs_skip", "arfs_expire", "arfs_avoided",
-            "arfs_hw_full", "arfs_programmed", "arfs_no_memory")
-N_ARFS_CNT = 8
+            "arfs_hw_full", "arfs_programmed", "arfs_no_memory",
+            # arfs_lock: acquisitions that found it held, the softirqs' spin (ns), the
+            # service task's sync runs, its spin and its hold of the lock (ns)
+            "arfs_lock_contended", "arfs_lock_wait_ns", "arfs_sync_runs",
+            "arfs_sync_wait_ns", "arfs_sync_hold_ns")
+N_ARFS_CNT = 16
 (ARFS_ADD, ARFS_UPDATE, ARFS_SKIP, ARFS_EXPIRE, ARFS_AVOIDED, ARFS_HW_FULL,
- ARFS_PROGRAMMED, ARFS_NO_MEMORY) = range(8)
+ ARFS_PROGRAMMED, ARFS_NO_MEMORY, ARFS_LOCK_CONTENDED, ARFS_LOCK_WAIT_NS, ARFS_SYNC_RUNS,
+ ARFS_SYNC_WAIT_NS, ARFS_SYNC_HOLD_NS) = range(13)
 ARFS_FREE, ARFS_INACTIVE, ARFS_ACTIVE = -1, 0, 1
 ARFS_MODELS = ("off", "ice-hash-match", "ice-tuple-match", "mlx5")

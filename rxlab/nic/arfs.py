@@ -1,10 +1,15 @@
 """The driver side that writes aRFS filters to hardware and expires them, as the work
 of a kernel thread.
 
-ice: ``ice_sync_arfs_fltrs`` from the service task: INACTIVE entries become ACTIVE
-(programmed: the NIC now steers that 5-tuple to the entry's queue); ACTIVE entries whose
-``rps_may_expire_flow`` says so (or UDP ones older than 5 s) are deleted. mlx5: the work
-item programs the rule, then ``arfs_may_expire_flow`` deletes at most 62 rules per scan.
+ice: every run of the service task calls ``ice_sync_arfs_fltrs`` (ice_arfs.c): under
+``arfs_lock`` it walks all 1,024 buckets and every entry (``ice_arfs_update_flow_rules``):
+INACTIVE entries become ACTIVE and go on an add list, ACTIVE ones that
+``ice_arfs_is_flow_expired`` says so (``rps_may_expire_flow``, or UDP ones activated more
+than 5 s ago) leave the table for a delete list; then, with the lock released, it
+writes the deletes and the adds to hardware (``ice_fdir_write_fltr``). An add is
+written with the entry's queue at write time; a failed write leaves the entry ACTIVE
+without a filter (no retry). mlx5: the work item programs the rule, then
+``arfs_may_expire_flow`` deletes at most 62 rules per scan.
 
 Where the work runs (kernel/workqueue.c ``__queue_work``): ``queue_work`` passes
 ``WORK_CPU_UNBOUND``; a per-CPU workqueue then uses the pool of the CPU that called it,
@@ -21,15 +26,16 @@ CPU of that CPU's affinity scope, which is not modelled.
 
 The work item is one at a time (ice: one ``serv_task``, ``ICE_SERVICE_SCHED`` set from
 ``ice_service_task_schedule`` until ``ice_service_task_complete``; mlx5: an ordered
-queue). A run takes the pending entries at its start (ice builds its add list under
-``arfs_lock`` first) and writes them one filter per step, so a softirq on that CPU
-waits at most one write; entries queued during an ice run wait for the next trigger
-(a request or the service timer), an mlx5 run goes on with the work items queued
-meanwhile.
+queue). An ice run starts with the walk: one step that spins for ``arfs_lock`` and
+holds it (BH off: nothing else runs on that CPU meanwhile), all system time; then one
+write per step, so a softirq on that CPU waits at most one write. Requests made during
+a run find ``ICE_SERVICE_SCHED`` set and wait for the next trigger (a request after the
+run, or the service timer); an mlx5 run takes the pending entries at its start and
+goes on with the work items queued meanwhile.
 
 Simplifications (docs/model.md): the work becomes runnable ``arfs_delay_ns`` after
-``queue_work`` (the worker's wake-up); the expiry scan runs on a timer of
-``nic.arfs.period_s`` (ice: its 1 s service timer) rather than on every run.
+``queue_work`` (the worker's wake-up); mlx5's expiry scan runs on a timer of
+``nic.arfs.period_s`` rather than from its work items, and not under ``arfs_lock``.
 """
 
 import numpy as np
@@ -47,12 +53,17 @@ from rxlab.kernel.state import (
     ARFS_HW_FULL,
     ARFS_INACTIVE,
     ARFS_PROGRAMMED,
+    ARFS_SYNC_HOLD_NS,
+    ARFS_SYNC_RUNS,
+    ARFS_SYNC_WAIT_NS,
     C_ARFS_PROGRAM,
+    C_ARFS_SYNC_BUCKET,
+    C_ARFS_SYNC_ENTRY,
     SVC_IDLE,
     SVC_QUEUED,
     SVC_RUNNABLE,
 )
-from rxlab.nic.arfs_steer import queue_service
+from rxlab.nic.arfs_steer import arfs_lock, queue_service
 
 ICE_ARFS_TIME_DELTA_EXPIRATION_NS = 5_000_000_000  # UDP filters live at most 5 s
 MLX5E_ARFS_EXPIRY_QUOTA = 60
@@ -104,10 +115,18 @@ def _expired(s, e, t):
 
 @njit(**JIT_STATE)
 def arfs_program_one(s, k, t):
-    """Write pending entry k if it is still INACTIVE; returns the CPU ns spent."""
+    """Write pending entry k if it is still INACTIVE (an entry of the ice walk's add
+    list: whatever its state now); returns the CPU ns spent."""
     ar = s.ar
     e = ar.pend[k]
+    walked = ar.entry[e].pend == 2
     ar.entry[e].pend = 0
+    if walked:
+        # ice_arfs_add_flow_rules: the walk marked it ACTIVE; written with its queue now
+        if ar.entry[e].state == ARFS_FREE:
+            return np.int64(0)
+        _program(s, e)
+        return cost(s, C_ARFS_PROGRAM)
     if ar.entry[e].state == ARFS_INACTIVE:
         if _program(s, e):
             ar.entry[e].state = ARFS_ACTIVE
@@ -157,6 +176,48 @@ def arfs_expire_scan(s, t):
     return spent
 
 
+@njit(**JIT_STATE_OUTLINE)
+def ice_sync_walk(s, t):
+    """``ice_arfs_update_flow_rules`` over every bucket, at t (under the lock): INACTIVE
+    entries are marked ACTIVE and make the add list (the pending list, rebuilt); expired
+    ACTIVE ones leave the table, their hardware writes owed as ``svc_debt``."""
+    ar = s.ar
+    g = ar.glob[0]
+    g.pend_n = 0
+    for b in range(ar.bucket.size):
+        prev = np.int64(-1)
+        e = ar.bucket[b]
+        while e >= 0:
+            ar.entry[e].pend = 0
+            if ar.entry[e].state == ARFS_INACTIVE:
+                ar.entry[e].state = ARFS_ACTIVE
+                ar.entry[e].time = t  # time_activated
+                ar.entry[e].pend = 2  # on the add list
+                ar.pend[g.pend_n] = e
+                g.pend_n += 1
+            elif ar.entry[e].state == ARFS_ACTIVE and _expired(s, e, t):
+                g.svc_debt += cost(s, C_ARFS_PROGRAM)  # ice_arfs_del_flow_rules' write
+                e = _delete(s, b, prev, e)
+                continue
+            prev = e
+            e = ar.entry[e].next
+
+
+@njit(**JIT_STATE_OUTLINE)
+def ice_sync(s, t):
+    """``ice_sync_arfs_fltrs``' locked part, started at t: spin for ``arfs_lock``, then
+    hold it for the walk of every bucket head and every entry. Returns the walk's end."""
+    ar = s.ar
+    n = ar.entry.size - ar.glob[0].free_n  # entries in the table: all are walked
+    hold = ar.bucket.size * cost(s, C_ARFS_SYNC_BUCKET) + n * cost(s, C_ARFS_SYNC_ENTRY)
+    wait = arfs_lock(s, t, hold)
+    ar.cnt[ARFS_SYNC_RUNS] += 1
+    ar.cnt[ARFS_SYNC_WAIT_NS] += wait
+    ar.cnt[ARFS_SYNC_HOLD_NS] += hold
+    ice_sync_walk(s, t + wait)
+    return t + wait + hold
+
+
 @njit(**JIT_STATE)
 def arm_timer(s, t):
     if s.p.arfs_model != 0:
@@ -165,7 +226,8 @@ def arm_timer(s, t):
 
 @njit(**JIT_STATE)
 def service_timer(s, t):
-    """The ice service timer: the next run scans for expired filters; re-armed."""
+    """The service timer: queues the work (ice: its run syncs as every run does; mlx5: the
+    run scans for expired rules); re-armed."""
     s.ar.glob[0].svc_scan = 1
     queue_service(s, np.int64(SERVICE_TIMER_CPU), t)
     arm_timer(s, t)
@@ -173,12 +235,20 @@ def service_timer(s, t):
 
 @njit(**JIT_STATE_OUTLINE)
 def kworker_step(s, c, t):
-    """One step of the work on CPU c's kworker: at a run's start the expiry scan (when
-    the timer asked) and the snapshot of pending entries; then one filter write, or one
-    write's worth of the scan's deletions. Returns the step's end."""
+    """One step of the work on CPU c's kworker: at an ice run's start the sync walk under
+    the lock (one step); at an mlx5 run's start the expiry scan (when the timer asked)
+    and the snapshot of pending entries; then one filter write, or one write's worth of
+    the deletions. Returns the step's end."""
     g = s.ar.glob[0]
     if g.svc_run == 0:
         g.svc_run = 1
+        if s.p.arfs_model != 3:
+            # ice: every run syncs the whole list under the lock, then writes
+            g.svc_scan = 0
+            t_end = ice_sync(s, t)
+            g.svc_n0 = g.pend_n
+            g.svc_pos = 0
+            return t_end
         if g.svc_scan:
             g.svc_scan = 0
             g.svc_debt += arfs_expire_scan(s, t)  # retries failed writes: pend grows

@@ -8,6 +8,13 @@
 - ``mlx5``: full tuple match in 4 tables x 256 buckets keyed by the ports.
 Filters are programmed later by the service task / work item, a kworker on the CPU
 that queued it (``rxlab.nic.arfs``).
+
+Both drivers do the call's bucket walk, update or new entry and ``queue_work`` under
+one lock per device (ice: ``spin_lock_bh(&vsi->arfs_lock)``, one per PF VSI; mlx5:
+``spin_lock_bh(&arfs->arfs_lock)``), taken by every CPU whose softirq mis-steers and by
+the ice service task for its whole walk (``ice_sync_arfs_fltrs``). ``arfs_lock`` models
+it as a FIFO server: a caller spins until the lock is free, then holds it for its own
+work; the hand-off itself costs nothing.
 """
 
 import numpy as np
@@ -21,6 +28,7 @@ from rxlab.kernel.state import (
     ARFS_ADD,
     ARFS_AVOIDED,
     ARFS_INACTIVE,
+    ARFS_LOCK_CONTENDED,
     ARFS_NO_MEMORY,
     ARFS_SKIP,
     ARFS_UPDATE,
@@ -44,6 +52,33 @@ def arfs_bucket(s, f, skb_hash):
         h = (l_ * np.uint64(0x61C8864680B583EB)) >> np.uint64(56)
         return p.flow[f].flow_tt * MLX5_ARFS_HASH + np.int64(h)
     return skb_hash & ICE_ARFS_LST_MASK  # skb_get_hash_raw(skb) & ICE_ARFS_LST_MASK
+
+
+@njit(**JIT_STATE)
+def arfs_lock(s, t, hold):
+    """``spin_lock_bh`` at t, then ``hold`` ns of work under the lock: returns the ns spent
+    spinning (the lock is taken at t + wait and released at t + wait + hold).
+
+    Callers take it in the order the model computes them, which is time order except
+    across CPUs: a softirq segment is computed whole at its start, so a call computed
+    later can come earlier in time than the latest hold. Such a call takes the lock
+    without waiting when its hold fits in the time the lock is known free before that
+    hold (``[lock_prev, lock_lo)``); otherwise it waits behind it. Holds never overlap."""
+    g = s.ar.glob[0]
+    if t >= g.lock_free:
+        g.lock_prev = g.lock_free
+        g.lock_lo = t
+        g.lock_free = t + hold
+        return np.int64(0)
+    if t >= g.lock_prev and t + hold <= g.lock_lo:
+        g.lock_prev = t + hold  # the free time before the latest hold now starts here
+        return np.int64(0)
+    wait = g.lock_free - t
+    s.ar.cnt[ARFS_LOCK_CONTENDED] += 1
+    g.lock_prev = g.lock_free
+    g.lock_lo = g.lock_free
+    g.lock_free += hold
+    return wait
 
 
 @njit(**JIT_STATE)

@@ -22,7 +22,8 @@ DRIVERS = [
              "walks the bucket for an entry with the same flow_id; before the 2025 'ice: "
              "Perform accurate aRFS flow match' fix flow_id alone matches, after it the "
              "5-tuple must match too",
-             "ice-hash-match / ice-tuple-match"),
+             "ice-hash-match / ice-tuple-match; the call spins for arfs_lock (softirq time) "
+             "until it is free, then holds it for arfs_steer"),
             ("skip", f"{ICE} ice_rx_flow_steer",
              "entry found and already on rxq_idx, or not yet ACTIVE (its programming is "
              "pending): returns its fltr_id, nothing changes",
@@ -42,12 +43,15 @@ DRIVERS = [
              "ice_fdir_write_fltr writes (or removes) each Flow Director filter",
              "a kworker on the CPU that queued the task (ice_wq), woken nic.arfs.delay_us "
              "later, scheduled against the CPU's threads by runtime and never inside a "
-             "softirq; it writes the entries pending at its start, arfs_program each, as "
-             "system time on that CPU; requests during a run wait for the next trigger"),
+             "softirq; each run spins for arfs_lock, holds it for 1024 x arfs_sync_bucket "
+             "+ entries x arfs_sync_entry while it walks, then writes the deletes and adds, "
+             "arfs_program each, all as system time on that CPU; requests during a run "
+             "wait for the next trigger"),
             ("expire", f"{ICE} ice_arfs_is_flow_expired",
              "rps_may_expire_flow() says the flow left its RFS slot; UDP entries also "
              "expire 5 s after activation",
-             "scanned on the nic.arfs.period_s timer (the 1 s service timer)"),
+             "checked in every run's walk (a request's, or the nic.arfs.period_s service "
+             "timer's: 1 s)"),
         ],
     },
     {
@@ -60,7 +64,8 @@ DRIVERS = [
         "steps": [
             ("lookup", f"{MLX5} mlx5e_rx_flow_steer, arfs_find_rule",
              "the rule whose ports and addresses equal the packet's (a full 5-tuple "
-             "match: no collisions between flows)", "mlx5"),
+             "match: no collisions between flows)",
+             "mlx5; the call spins for arfs_lock, then holds it for arfs_steer"),
             ("skip", f"{MLX5} mlx5e_rx_flow_steer",
              "rule found on rxq_index: returns its filter_id", "counted as arfs skip"),
             ("update", f"{MLX5} mlx5e_rx_flow_steer",
@@ -81,7 +86,7 @@ DRIVERS = [
              "after each work item: under arfs_lock collects rules with no pending work "
              "that rps_may_expire_flow() lets go, at most 62 per scan (quota 60, "
              "post-increment test), deleted outside the lock",
-             "62 per scan, on the nic.arfs.period_s timer"),
+             "62 per scan, on the nic.arfs.period_s timer, not under arfs_lock"),
         ],
     },
 ]
