@@ -51,12 +51,14 @@ from rxlab.kernel.state import (
     SEG_NAPI,
     SEG_NONE,
     T_HARDIRQ,
+    T_KSOFTIRQD,
     T_SYSTEM,
     T_USER,
     TH_RUNNABLE,
     TH_WAKING,
     Arrivals,
 )
+from rxlab.kernel.wake import ttwu_arrive
 from rxlab.nic.arfs import kworker_after, kworker_step, kworker_wake, service_timer
 from rxlab.xdp.cpumap import cpumap_after_batch, cpumap_kthread_step
 
@@ -134,6 +136,16 @@ def dispatch(s, c, t):
             cpumap_after_batch(s, sd.cpu[c].seg_arg, t)
         elif kind == SEG_KWORKER:
             kworker_after(s, t)
+        if sd.cpu[c].wake_debt > 0:
+            # wake-ups of threads elsewhere the segment did (rxlab.kernel.wake)
+            debt = sd.cpu[c].wake_debt
+            account(s, c, sd.cpu[c].wake_ctx, t, t + debt)
+            if sd.cpu[c].wake_ctx == T_KSOFTIRQD:
+                sd.cpu[c].ks_vrt += debt
+            elif kind == SEG_CPUMAP:
+                s.cm.entry[sd.cpu[c].seg_arg].kt_vrt += debt
+            t += debt
+            sd.cpu[c].wake_debt = 0
         if sd.cpu[c].irq_debt > 0:
             account(s, c, T_HARDIRQ, t, t + sd.cpu[c].irq_debt)
             t += sd.cpu[c].irq_debt
@@ -199,6 +211,7 @@ def softirq_segment(s, c, t, t_end, napi, ctx, was_ks, vmin):
     """A softirq segment [t, t_end) has run on CPU c: charge it, end it at t_end."""
     sd = s.sd
     account(s, c, ctx, t, t_end)
+    sd.cpu[c].seg_ctx = ctx  # also the context of wake-ups it owes (rxlab.kernel.wake)
     if was_ks:
         sd.cpu[c].ks_vrt += t_end - t
     if sd.cpu[c].ksoftirqd and not was_ks:
@@ -258,6 +271,7 @@ def handle_event(s, t, kind, arg):
     elif kind == EV_WAKE:
         if so.sock[arg].th_state == TH_WAKING:
             so.sock[arg].th_state = TH_RUNNABLE
+            ttwu_arrive(s, so.sock[arg].th_waker, so.sock[arg].thread_cpu)
             kick_cpu(s, so.sock[arg].thread_cpu, t)
     elif kind == EV_MIGRATE:
         migrate_thread(s, arg, t)
@@ -268,6 +282,7 @@ def handle_event(s, t, kind, arg):
         if s.cm.entry[arg].kt_state == TH_WAKING:
             c = p.cpumap[arg].cpu
             s.cm.entry[arg].kt_state = TH_RUNNABLE
+            ttwu_arrive(s, s.cm.entry[arg].flush_cpu, c)
             # CFS placement
             s.cm.entry[arg].kt_vrt = max(s.cm.entry[arg].kt_vrt, sd.cpu[c].app_vrt)
             kick_cpu(s, c, t)

@@ -47,6 +47,7 @@ from rxlab.kernel.state import (
     TS_DELIVERED,
     TS_PROCESSED,
 )
+from rxlab.kernel.wake import ttwu_remote, ttwu_remote_owed
 
 TCP_SNDBUF = 16384  # tcp_wmem[1]: the sk_sndbuf tcp_add_backlog's limit counts half of
 
@@ -77,7 +78,7 @@ def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t):
         drop(s, DROP_SOCKET_RCVBUF, t)
         return t
     t += cost(s, C_SOCKET_ENQUEUE)
-    return sock_queue_tail(s, sk, f, tarr, seq, length, t)
+    return sock_queue_tail(s, c, sk, f, tarr, seq, length, t)
 
 
 @njit(**JIT_STATE)
@@ -113,7 +114,7 @@ def tcp_v4_rcv_sock(s, c, sk, f, tarr, seq, length, t):
         ofo = tcp_ofo_cost(s, sk, f, seq)
         # __release_sock -> tcp_v4_do_rcv on the thread's CPU, at the read's end
         so.sock[th].th_bl_ns += cost(s, C_TCP_RCV) + ofo
-        sock_queue_tail(s, sk, f, tarr, seq, length, so.sock[th].th_rel)
+        sock_queue_tail(s, tc, sk, f, tarr, seq, length, so.sock[th].th_rel)
         so.sq[slot].src = c
         return t
     if full or so.sock[sk].so_rmem > so.sock[sk].sock_rcvbuf:
@@ -128,14 +129,14 @@ def tcp_v4_rcv_sock(s, c, sk, f, tarr, seq, length, t):
         so.sock[sk].tcp_remote_n += 1
     else:
         so.sock[sk].tcp_local += 1
-    t = sock_queue_tail(s, sk, f, tarr, seq, length, t)
-    so.sq[slot].src = c
+    t = sock_queue_tail(s, c, sk, f, tarr, seq, length, t)
     return t
 
 
 @njit(**JIT_STATE)
-def sock_queue_tail(s, sk, f, tarr, seq, length, t):
-    """Append to socket sk's queue (room already checked) and wake its reader."""
+def sock_queue_tail(s, c, sk, f, tarr, seq, length, t):
+    """CPU c appends to socket sk's queue (room already checked) and wakes its reader;
+    returns the time after it (a reader on another CPU costs c ``wakeup_remote``)."""
     p, so, st, ev = s.p, s.so, s.st, s.ev
     ts = truesize(length)
     slot = p.sock_off[sk] + (so.sock[sk].so_tail & so.sock[sk].sock_mask)
@@ -145,6 +146,7 @@ def sock_queue_tail(s, sk, f, tarr, seq, length, t):
     skb.seq = seq
     skb.len = length
     skb.stamp = t
+    skb.src = c
     so.sock[sk].so_tail += 1
     so.sock[sk].so_rmem += ts
     st.cnt[CNT_SOCKET_IN] += 1
@@ -159,8 +161,19 @@ def sock_queue_tail(s, sk, f, tarr, seq, length, t):
     th = so.sock[sk].sock_thread
     if so.sock[th].th_state == TH_SLEEP:
         so.sock[th].th_state = TH_WAKING
+        thread_woken(s, th, c)
         schedule(ev, t + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_WAKE, th)
+        t += ttwu_remote(s, c, so.sock[th].thread_cpu)  # sock_def_readable's try_to_wake_up
     return t
+
+
+@njit(**JIT_STATE)
+def thread_woken(s, th, waker):
+    so = s.so
+    so.sock[th].th_wakeups += 1
+    so.sock[th].th_waker = waker
+    if waker != so.sock[th].thread_cpu:
+        so.sock[th].th_wakeups_remote += 1
 
 
 @njit(**JIT_STATE)
@@ -228,7 +241,12 @@ def app_after_read(s, c, th, t):
         if stamp <= t:
             so.sock[th].th_state = TH_RUNNABLE
         else:
+            # asleep when the segment that queued it (still running on its CPU) gets
+            # there: that CPU wakes the thread, and pays for it when the segment ends
             so.sock[th].th_state = TH_WAKING
+            src = np.int64(so.sq[p.sock_off[sk] + (head & so.sock[sk].sock_mask)].src)
+            thread_woken(s, th, src)
+            ttwu_remote_owed(s, src, c)
             schedule(ev, stamp + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_WAKE, th)
     else:
         so.sock[th].th_state = TH_SLEEP

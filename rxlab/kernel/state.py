@@ -61,6 +61,8 @@ STAGES = (
     # the ice service task's walk of its filter list under arfs_lock (rxlab/nic/arfs.py)
     "arfs_sync_entry",
     "arfs_sync_bucket",
+    # try_to_wake_up of a thread on another CPU: the waker's time (rxlab/kernel/wake.py)
+    "wakeup_remote",
 )
 (
     C_HARDIRQ,
@@ -96,6 +98,7 @@ STAGES = (
     C_TCP_OFO,
     C_ARFS_SYNC_ENTRY,
     C_ARFS_SYNC_BUCKET,
+    C_WAKEUP_REMOTE,
 ) = range(len(STAGES))
 # per-packet CPU work is jittered; latencies and fixed per-event overheads are not
 JITTERED = ("driver_rx", "gro", "rps_enqueue", "stack_rx", "socket_enqueue", "recvmsg",
@@ -269,6 +272,7 @@ CPUMAP_ENTRY = struct(
     ("kt_state", np.int64),  # TH_SLEEP / TH_WAKING / TH_RUNNABLE
     ("kt_vrt", np.int64),  # kthread runtime (CFS share against other threads)
     ("last_flush", np.int64),  # time of the latest flush (its wake-up)
+    ("flush_cpu", np.int64),  # the CPU of that flush (the kthread's waker)
 )
 
 # A flow as the receive path sees it (its hash, rx queue, socket, the XDP program's
@@ -447,6 +451,8 @@ SOFTNET_DATA = struct(
     # softnet_stat counters
     ("processed", np.int64), ("dropped", np.int64), ("time_squeeze", np.int64),
     ("received_rps", np.int64), ("flow_limit_count", np.int64),
+    # wake-ups of threads on other CPUs owed by the running segment (rxlab/kernel/wake.py)
+    ("wake_debt", np.int64), ("wake_ctx", np.int64),
 )
 
 
@@ -500,6 +506,8 @@ SOCK = struct(
     ("tcp_remote_n", np.int64),  # on another CPU, socket not owned
     ("tcp_backlog_n", np.int64),  # on another CPU, owned: to the socket backlog
     ("tcp_ofo_n", np.int64),  # out of order: ofo queue and an immediate (S)ACK
+    # wake-ups of the thread, those from another CPU, and the latest one's waker
+    ("th_wakeups", np.int64), ("th_wakeups_remote", np.int64), ("th_waker", np.int64),
 )
 
 

@@ -143,7 +143,9 @@ def assemble(m, in_flight: int) -> Result:
     for t, (name, cpu) in enumerate(m.threads):
         apps.append({"app": name, "cpu": cpu, "served": int(so.sock["th_served"][t]),
                      "served_pps": round(int(so.sock["th_served"][t]) / dur, 3),
-                     "socket_drops": int(so.sock["so_drops"][t])})
+                     "socket_drops": int(so.sock["so_drops"][t]),
+                     "wakeups": int(so.sock["th_wakeups"][t]),
+                     "wakeups_remote": int(so.sock["th_wakeups_remote"][t])})
     lat_sock = _lat(st.lat_sock, float(st.lat_sum[0]), int(cnt[CNT_LAT_SOCK_N]))
     lat_app = _lat(st.lat_app, float(st.lat_sum[1]), int(cnt[CNT_LAT_APP_N]))
     # the NIC's FIFO at its packet-rate ceiling (nic.max_pps): wire arrival to service

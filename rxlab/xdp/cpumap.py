@@ -54,6 +54,7 @@ from rxlab.kernel.state import (
     TH_SLEEP,
     TH_WAKING,
 )
+from rxlab.kernel.wake import ttwu_remote, ttwu_remote_owed
 
 PTR_RING_CACHE_BATCH = 16  # 2 * SMP_CACHE_BYTES / sizeof(void *) on x86-64
 
@@ -139,10 +140,13 @@ def xdp_do_flush(s, c, t):
         t = bq_flush_to_queue(s, c, e, t)
         if t > cm.entry[e].last_flush:
             cm.entry[e].last_flush = t
+            cm.entry[e].flush_cpu = c
         if cm.entry[e].kt_state == TH_SLEEP:
             cm.entry[e].kt_state = TH_WAKING
             cm.cnt[e, CM_WAKEUPS] += 1
             schedule(s.ev, t + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_CPUMAP_WAKE, e)
+            cm.entry[e].flush_cpu = c
+            t += ttwu_remote(s, c, s.p.cpumap[e].cpu)  # wake_up_process(rcpu->kthread)
     cm.flush_n[c] = 0
     return t
 
@@ -210,8 +214,11 @@ def cpumap_after_batch(s, e, t):
             cm.entry[e].kt_state = TH_RUNNABLE
         else:
             # the ring looks empty now; the flush that produced these frames wakes us
+            # (and pays for it when its segment ends, if that flush is still to come)
             cm.entry[e].kt_state = TH_WAKING
             cm.cnt[e, CM_WAKEUPS] += 1
+            if cm.entry[e].last_flush > t:
+                ttwu_remote_owed(s, cm.entry[e].flush_cpu, p.cpumap[e].cpu)
             schedule(s.ev, max(cm.entry[e].last_flush, t) + cost(s, C_WAKEUP_LATENCY),
                      PRIO_WAKE, EV_CPUMAP_WAKE, e)
     else:

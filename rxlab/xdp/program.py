@@ -69,7 +69,7 @@ def xdp_rx(s, c, q, f, tarr, seq, length, t):
         sk = p.queue[q].xsk_of_queue
         if sk >= 0:
             st.cnt[CNT_XDP_REDIRECT] += 1
-            return act, xsk_rcv(s, sk, f, tarr, seq, length, t)
+            return act, xsk_rcv(s, c, sk, f, tarr, seq, length, t)
         act = XDP_ABORTED  # no socket in XSKMAP[rx_queue_index]
     if act == XDP_PASS:
         st.cnt[CNT_XDP_PASS] += 1

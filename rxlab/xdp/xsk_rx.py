@@ -24,11 +24,11 @@ from rxlab.kernel.state import (
 
 
 @njit(**JIT_STATE)
-def xsk_rcv(s, sk, f, tarr, seq, length, t):
+def xsk_rcv(s, c, sk, f, tarr, seq, length, t):
     so = s.so
     if so.sock[sk].so_tail - so.sock[sk].so_head >= so.sock[sk].sock_cap:
         so.sock[sk].so_drops += 1
         drop(s, DROP_XSK_FILL_EMPTY if so.sock[sk].sock_fill_bound else DROP_XSK_RX_FULL, t)
         return t
     t += cost(s, C_XSK_COPY if so.sock[sk].sock_xsk_copy else C_XSK_ZC)
-    return sock_queue_tail(s, sk, f, tarr, seq, length, t)
+    return sock_queue_tail(s, c, sk, f, tarr, seq, length, t)

@@ -1,0 +1,56 @@
+"""What waking a sleeping thread costs the CPUs involved (try_to_wake_up).
+
+A packet queued on a socket wakes its reader through ``sk_data_ready`` =
+``sock_def_readable`` (net/core/sock.c: ``wake_up_interruptible_sync_poll`` when
+``skwq_has_sleeper``), and a cpumap flush wakes the entry's kthread with
+``wake_up_process`` (kernel/bpf/cpumap.c ``__cpu_map_flush``); both end in
+``try_to_wake_up`` (kernel/sched/core.c, v6.18). On the waker's own CPU the task is
+activated under the local runqueue lock (``ttwu_queue_cond`` is false for
+``cpu == smp_processor_id()``): part of the stages around it, no extra charge. For a
+thread on another CPU, ``ttwu_queue`` either queues it on that CPU's wake list and
+sends a function-call IPI (``ttwu_queue_wakelist`` when the target is idle,
+``!cpu_rq(cpu)->nr_running``, or in another LLC; ``send_call_function_single_ipi``
+sends none when the idle target polls, ``set_nr_if_polling``), or takes the remote
+runqueue lock, ``activate_task`` and ``wakeup_preempt``, whose ``resched_curr`` sends a
+reschedule IPI. Either way the waker pays a cross-CPU handshake of the IPI kind:
+``wakeup_remote``, in whatever context it runs (NET_RX softirq, ksoftirqd, the cpumap
+kthread's system time). The woken CPU, if idle, takes the IPI (``ipi_recv`` as hard
+interrupt time, ``sched_ttwu_pending`` activating the task) before the thread runs; a
+busy one finishes its segment first (the model has no preemption), so nothing extra.
+The delay until the thread runs stays ``wakeup_latency``.
+"""
+
+from numba import njit
+
+from rxlab.config import JIT_STATE
+from rxlab.kernel.accounting import cost
+from rxlab.kernel.state import C_IPI_RECV, C_WAKEUP_REMOTE, SEG_CPUMAP, T_SYSTEM
+
+
+@njit(**JIT_STATE)
+def ttwu_remote(s, waker, wakee):
+    """ns the waking CPU spends now on waking a thread of CPU ``wakee``."""
+    if waker == wakee or waker < 0:
+        return 0
+    return cost(s, C_WAKEUP_REMOTE)
+
+
+@njit(**JIT_STATE)
+def ttwu_remote_owed(s, waker, wakee):
+    """The same wake-up done by a segment of ``waker`` that is still running (it queued
+    the packet ahead of the wakee's clock): charged when that segment ends, in its
+    context (rx_loop.dispatch)."""
+    if waker == wakee or waker < 0:
+        return
+    sd = s.sd
+    sd.cpu[waker].wake_debt += cost(s, C_WAKEUP_REMOTE)
+    sd.cpu[waker].wake_ctx = (T_SYSTEM if sd.cpu[waker].seg_kind == SEG_CPUMAP
+                              else sd.cpu[waker].seg_ctx)
+
+
+@njit(**JIT_STATE)
+def ttwu_arrive(s, waker, wakee):
+    """The wake-up reaches CPU ``wakee``: an idle one takes the IPI first."""
+    sd = s.sd
+    if waker != wakee and waker >= 0 and sd.cpu[wakee].ev_pending == 0:
+        sd.cpu[wakee].irq_debt += cost(s, C_IPI_RECV)
