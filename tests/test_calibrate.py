@@ -7,13 +7,14 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import yaml
 from scipy import stats
 
-from rxlab.calibrate import fit, profile
+from rxlab.calibrate import fit, measure, profile
 from rxlab.calibrate.measure import Plan
 from rxlab.cli.main import main
 from rxlab.errors import UsageError
@@ -166,7 +167,8 @@ def _points(c0: float, b: float, seed: int = 1) -> list[dict]:
                         "softirq_ns_cpu0": 0.0, "softirq_ticks_ns": soft,
                         "busy_ns_cpu1": soft, "softirq_ticks_ns_cpu0": 0.0, "received": proc,
                         "recv_stime_ns": 300.0 * proc * rng.normal(1, 0.02),
-                        "recv_utime_ns": 0.0, "send_stime_ns": 900.0 * proc})
+                        "recv_utime_ns": 0.0, "send_stime_ns": 900.0 * proc,
+                        "send_sleeps": 0, "send_slept_s": 0.0, "recv_wakeups": 0})
     return out
 
 
@@ -257,7 +259,8 @@ def test_a_receiver_wake_up_is_measured_apart_from_the_fit():
     wakes = []
     for i, per_wake in enumerate((9000.0, 10000.0, 11000.0)):
         proc, wk = 30000 + 1000 * i, 4000 - 500 * i
-        wakes.append(dict(points[0], filters=800, processed=proc, recv_wakeups=wk,
+        wakes.append(dict(points[0], filters=800, processed=proc, sent=proc, received=proc,
+                          recv_wakeups=wk,
                           softirq_ns=(600.0 + 5.0 * 800) * proc + per_wake * wk))
     prof = profile.build({"pilots": [], "points": points, "wakeup_points": wakes,
                           "background_ns_per_s": 0.0}, Plan(), hz=None)
@@ -269,5 +272,56 @@ def test_a_receiver_wake_up_is_measured_apart_from_the_fit():
     assert got["ns"] == pytest.approx(np.mean(want), abs=0.1)
     assert got["min"] == pytest.approx(min(want), abs=0.1) and got["runs"] == 3
     assert got["ns"] == pytest.approx(10000, rel=0.1)  # the fit is close to the truth
+    assert got["se"] == pytest.approx(np.std(want, ddof=1) / 3 ** 0.5, abs=0.1)
+    # the profile's wakeup_remote: the model's softirq time per packet on CPU 1 in the
+    # waking runs' lab, rerun here with that value, is the kernel's
+    st = prof["stages"]["wakeup_remote"]
+    assert st["source"].startswith("measured here") and "standard error" in st["source"]
+    # (its reader reading lab.receiver_wake_delay_ns after a wake-up, so that it is woken
+    # as often per packet as the kernel's receiver)
+    mprof = {"path": "modern-x86", "stack_rx": prof["stages"]["stack_rx"]["ns"],
+             "u32_filter_ns": prof["lab"]["u32_filter_ns"],
+             "receiver_wake_delay_ns": prof["lab"]["receiver_wake_delay_ns"],
+             "costs": {"recvmsg": prof["stages"]["recvmsg"]["ns"],
+                       "wakeup_remote": st["ns"]}}
+    m = rates.model_like(mprof, 800, profile.as_rate_runs(wakes), waking=True,
+                         flows=measure.FLOWS)
+    kernel = sum(w["softirq_ns"] for w in wakes) / sum(w["processed"] for w in wakes)
+    assert m["receiver_wakeups_remote"] > 0 and st["ns"] > 0
+    assert m["receiver_wakeups_remote"] / (m["processed_pps"] * m["seconds"]) == \
+        pytest.approx(got["wakeups_per_packet"], rel=0.1)
+    assert m["softirq_share"] / m["processed_pps"] * 1e9 == pytest.approx(kernel, rel=0.02)
     assert profile.build({"pilots": [], "points": points, "background_ns_per_s": 0.0},
                          Plan(), hz=None)["lab"]["receiver_wakeup_softirq_ns"] is None
+
+
+def test_waking_check_runs_a_waiting_receiver_and_charges_its_wake_ups(tmp_path, monkeypatch):
+    prof = _rate_profile(tmp_path)
+    # the timer-reading lab: nothing on CPU 1 wakes the kernel's receiver, nor the model's
+    assert rates.scenario(prof, 1000, 50e3)["host"]["costs"]["wakeup_remote"] == 0
+    reader = {"user_ns": 2000.0, "system_ns": 1500.0}
+    d = rates.scenario(prof, 1000, 50e3, reader=reader)
+    assert "wakeup_remote" not in d["host"]["costs"]  # the profile's value
+    assert d["apps"][0]["cost"] == {"user_ns": 2000.0, "syscall_ns": 1500.0}
+    run = {"send_seconds": 0.2, "sent": 10000, "sent_pps": 50e3, "sender_sleeps": 0,
+           "sender_slept_s": 0.0, "received": 10000, "receiver_utime_ns": 2e7,
+           "receiver_stime_ns": 1.5e7, "softirq_share": 0.3, "receiver_wakeups": 2000}
+    seen = {}
+
+    def kernel_runs(ctx, n, pps, nap=rates.RECV_NAP):
+        seen.update(n=n, pps=pps, nap=nap)
+        return [run] * 3
+
+    monkeypatch.setattr(rates, "kernel_runs", kernel_runs)
+    res = rates.softirq_half_load_waking(SimpleNamespace(profile=prof))
+    assert seen["nap"] == 0 and seen["n"] not in Plan().filters
+    assert seen["pps"] == pytest.approx(0.5 * rates.model_capacity(prof, seen["n"]))
+    assert res["model"]["receiver"] == pytest.approx(reader)
+    assert res["model"]["receiver_wakeups_remote"] > 0
+    assert res["kernel"]["receiver_wakeups_per_s"]["mean"] == pytest.approx(2000 / 0.2)
+    assert [c["what"].split(":")[0] for c in res["criteria"]] == [
+        "softirq_share", "receiver wake-ups per second"]
+    assert res["agree"] == all(c["ok"] for c in res["criteria"])
+    free = dict(prof, costs={"wakeup_remote": 0.0})
+    assert rates.model_like(free, seen["n"], [run] * 3, waking=True)["softirq_share"] < \
+        res["model"]["softirq_share"]

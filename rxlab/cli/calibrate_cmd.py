@@ -82,6 +82,10 @@ def _summary(prof: dict, path: str) -> None:
           f"{lab['u32_filter_ns_se']} ns per packet")
     wk = lab.get("receiver_wakeup_softirq_ns")
     if wk:
+        mc = wk.get("model_consistent", {})
         print(f"  a wake-up of the receiving process costs the waking softirq {wk['ns']:.0f} "
-              f"ns [{wk['min']:.0f}-{wk['max']:.0f}] (not used by the model)")
+              f"+- {wk.get('se', 0):.0f} ns [{wk['min']:.0f}-{wk['max']:.0f}] at "
+              f"{wk['wakeups_per_packet']:.3f} wake-ups per packet; the model, at "
+              f"{mc.get('model_wakeups_per_packet', 0):.3f}, needs wakeup_remote "
+              f"{mc.get('wakeup_remote', 0):.0f} ns for the same CPU time")
     print(f"use it with host.cost_profile: {path}", file=sys.stdout)
