@@ -167,14 +167,18 @@ def solve_wakeup_remote(model_prof: dict, points: list[dict],
         return m["receiver_wakeups_remote"] / max(1.0, m["processed_pps"] * m["seconds"])
 
     lo, hi = 0.0, WAKE_DELAY_MAX_NS
-    if wakes_per_packet(lo) <= wakes:
+    tried = {lo: wakes_per_packet(lo)}
+    if tried[lo] <= wakes:
         hi = lo
     for _ in range(WAKE_DELAY_STEPS):
         if hi - lo < 100.0:
             break
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if wakes_per_packet(mid) > wakes else (lo, mid)
-    delay = round(hi, -2)
+        mid = round((lo + hi) / 2, -2)
+        tried[mid] = wakes_per_packet(mid)
+        lo, hi = (mid, hi) if tried[mid] > wakes else (lo, mid)
+    # the count moves in steps (evenly spaced packets in every burst wake the reader the
+    # same whole number of times per burst): the delay that came closest
+    delay = min(tried, key=lambda x: (abs(tried[x] - wakes), x))
     m1, _ = per_packet(0.0, delay)
     g2 = max(first, 1000.0)
     m2, _ = per_packet(g2, delay)
@@ -266,7 +270,8 @@ def build(meas: dict, plan, base: str = DEFAULT_BASE, hz: int | None = None) -> 
                        f"over {wake['runs']} runs, {ws['filters']} u32 filters, "
                        f"{wake['wakeups_per_packet']:.3f} wake-ups per packet); the value "
                        f"with which the model's softirq time per packet on CPU 1 in the "
-                       f"same lab equals the kernel's {ws['kernel_ns_per_packet']:.1f} ns, its "
+                       f"same lab is {ws['model_ns_per_packet']:.1f} ns against the kernel's "
+                       f"{ws['kernel_ns_per_packet']:.1f}, its "
                        f"reader woken {ws['model_wakeups_per_packet']:.3f} times per packet "
                        f"(reading {ws['receiver_wake_delay_ns'] / 1000:.1f} us after a "
                        f"wake-up, lab.receiver_wake_delay_ns)")}

@@ -169,6 +169,7 @@ def sock_queue_tail(s, c, sk, f, tarr, seq, length, t):
 
 @njit(**JIT_STATE)
 def thread_woken(s, th, waker):
+    """Count a wake-up of thread th by CPU ``waker`` (result: ``apps[].wakeups``)."""
     so = s.so
     so.sock[th].th_wakeups += 1
     so.sock[th].th_waker = waker
