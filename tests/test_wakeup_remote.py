@@ -66,3 +66,30 @@ def test_idle_wakee_takes_the_ipi():
     w = more["apps"][0]["wakeups_remote"]
     assert ns(more, 1, "irq") - ns(base, 1, "irq") == pytest.approx(w * 2000.0, abs=100)
     assert ns(more, 0, "softirq") == pytest.approx(ns(base, 0, "softirq"), abs=100)
+
+
+def cpumap_lab(wake_ns: float) -> dict:
+    """NAPI on CPU 0 redirects into a cpumap on CPU 1, whose kthread runs the stack for a
+    reader on CPU 2: the softirq wakes the kthread, the kthread wakes the reader."""
+    d = lab(2, wake_ns)
+    d["host"]["cpus"] = 3
+    d["xdp"] = {"rules": [{"match": {"proto": "udp"}, "action": "redirect-cpu",
+                           "cpus": "1"}]}
+    d["cpumap"] = {"cpus": "1", "qsize": 64, "gro": False}
+    return d
+
+
+def test_cpumap_kthread_wakes_charge_the_softirq_and_the_kthread():
+    """wake_up_process of the kthread (kernel/bpf/cpumap.c __cpu_map_flush) is charged to
+    CPU 0's softirq; the kthread waking the reader on CPU 2, to CPU 1's system time."""
+    wake = 7000.0
+    base, more = run(cpumap_lab(0.0)), run(cpumap_lab(wake))
+    kt = more["cpumap"][0]["kthread_wakeups"]
+    rd = more["apps"][0]["wakeups_remote"]
+    assert kt == base["cpumap"][0]["kthread_wakeups"] >= 0.9 * PPS * DURATION
+    assert rd == base["apps"][0]["wakeups_remote"] >= 0.9 * PPS * DURATION
+    assert ns(more, 0, "softirq") - ns(base, 0, "softirq") == pytest.approx(kt * wake,
+                                                                            abs=100)
+    assert ns(more, 1, "system") - ns(base, 1, "system") == pytest.approx(rd * wake,
+                                                                          abs=100)
+    assert ns(more, 2, "softirq") == ns(base, 2, "softirq") == 0
