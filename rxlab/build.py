@@ -18,9 +18,12 @@ from rxlab.engine.core import PRIO_TIMER, PRIO_WAKE, Calendar, new_calendar, sch
 from rxlab.engine.rng import JITTER_EXP, JITTER_LOGNORMAL, JITTER_NONE, new_state
 from rxlab.errors import UsageError
 from rxlab.kernel import constants as K
+from rxlab.kernel.counters import HIST_BINS, N_ARFS_CNT, N_CNT, N_CPUMAP_CNT, N_RFS_CNT
+from rxlab.kernel.drop_reasons import N_DROP_SLOTS
 from rxlab.kernel.events import EV_ARFS_TIMER, EV_MIGRATE
 from rxlab.kernel.flow_hash import skb_get_hash_flows
 from rxlab.kernel.hashfn import ilog2, roundup_pow_of_two
+from rxlab.kernel.stages import JITTERED, STAGES
 from rxlab.kernel.state import (
     ARFS_ENTRY,
     ARFS_FREE,
@@ -31,13 +34,6 @@ from rxlab.kernel.state import (
     CPUMAP_PARAMS,
     FLOW,
     FLOW_SEQ,
-    HIST_BINS,
-    JITTERED,
-    N_ARFS_CNT,
-    N_CNT,
-    N_CPUMAP_CNT,
-    N_DROP_SLOTS,
-    N_RFS_CNT,
     POLL_PAUSE,
     QUEUE_PARAMS,
     REFILL_AFTER_LOOP,
@@ -48,7 +44,6 @@ from rxlab.kernel.state import (
     SKB,
     SOCK,
     SOFTNET_DATA,
-    STAGES,
     ArfsState,
     CpumapState,
     NicState,

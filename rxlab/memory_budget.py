@@ -246,7 +246,9 @@ def _capture_flows(sc, capture) -> int:
 def estimate(sc, capture=None) -> Estimate:
     """Bytes the scenario implies, by term, computed before anything is allocated."""
     from rxlab.kernel import constants as K
-    from rxlab.kernel.state import HIST_BINS, N_CNT, RX_RING, SOCK, SOFTNET_DATA, STAGES
+    from rxlab.kernel.counters import HIST_BINS, N_CNT
+    from rxlab.kernel.stages import STAGES
+    from rxlab.kernel.state import RX_RING, SOCK, SOFTNET_DATA
 
     ncpu, nq, k = sc.host.cpus, sc.nic.queues, sc.kernel
     terms: list[Term] = []

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rxlab.errors import UsageError
 from rxlab.inputs import read_text
-from rxlab.kernel.state import STAGES
+from rxlab.kernel.stages import STAGES
 
 MAX_COST_NS = 1e9  # one stage costs at most 1 s of CPU per unit (as host.costs)
 

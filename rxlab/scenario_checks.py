@@ -16,7 +16,7 @@ import numpy as np
 
 from rxlab import cpuset
 from rxlab.kernel.hashfn import roundup_pow_of_two
-from rxlab.kernel.state import STAGES
+from rxlab.kernel.stages import STAGES
 from rxlab.kernel.versions import parse_version
 from rxlab.nic import indirection as indir
 

@@ -50,7 +50,7 @@ from rfs_reference import (
 )
 
 from rxlab.build import build
-from rxlab.kernel.state import (
+from rxlab.kernel.counters import (
     ARFS_ADD,
     ARFS_AVOIDED,
     ARFS_EXPIRE,

@@ -14,19 +14,16 @@ from compiled_calls import pick_next
 from rfs_harness import Harness, rfs_dict, tcp_group
 
 from rxlab.build import build
-from rxlab.kernel.sched import SCHED_APP, SCHED_KSOFTIRQD, SCHED_KWORKER, SCHED_SOFTIRQ
-from rxlab.kernel.state import (
+from rxlab.kernel.counters import (
     ARFS_EXPIRE,
     ARFS_HW_FULL,
     ARFS_PROGRAMMED,
     ARFS_SYNC_HOLD_NS,
     ARFS_SYNC_WAIT_NS,
-    SVC_IDLE,
-    SVC_QUEUED,
-    SVC_RUNNABLE,
     T_SYSTEM,
-    TH_RUNNABLE,
 )
+from rxlab.kernel.sched import SCHED_APP, SCHED_KSOFTIRQD, SCHED_KWORKER, SCHED_SOFTIRQ
+from rxlab.kernel.sched_states import SVC_IDLE, SVC_QUEUED, SVC_RUNNABLE, TH_RUNNABLE
 from rxlab.scenario import scenario_from_dict
 from rxlab.simulate import run_model
 

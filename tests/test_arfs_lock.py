@@ -16,27 +16,24 @@ import pytest
 from compiled_calls import arfs_lock, arfs_lock_each, ice_sync, ndo_rx_flow_steer
 from rfs_harness import Harness, rfs_dict, tcp_group
 
-from rxlab.kernel.state import (
-    ARFS_ACTIVE,
+from rxlab.kernel.counters import (
     ARFS_EXPIRE,
     ARFS_LOCK_CONTENDED,
     ARFS_LOCK_WAIT_NS,
     ARFS_SYNC_HOLD_NS,
     ARFS_SYNC_RUNS,
     ARFS_SYNC_WAIT_NS,
-    C_ARFS_PROGRAM,
-    C_ARFS_STEER,
-    C_ARFS_SYNC_BUCKET,
-    C_ARFS_SYNC_ENTRY,
     CNT_DELIVERED,
     CNT_DROP0,
     CNT_OFFERED,
-    N_DROP_SLOTS,
     RFS_ARFS_CALLS,
     T_KSOFTIRQD,
     T_SOFTIRQ,
     T_SYSTEM,
 )
+from rxlab.kernel.drop_reasons import N_DROP_SLOTS
+from rxlab.kernel.stages import C_ARFS_PROGRAM, C_ARFS_STEER, C_ARFS_SYNC_BUCKET, C_ARFS_SYNC_ENTRY
+from rxlab.kernel.state import ARFS_ACTIVE
 
 ICE_MAX_ARFS_LIST = 1024
 

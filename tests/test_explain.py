@@ -293,3 +293,24 @@ def test_latency_names_the_slow_reader_or_the_busy_softirq_cpu(capsys, tmp_path)
     assert ex["to_socket"]["p50"] >= 100_000  # packets wait for the coalesced interrupt
     assert any(f.startswith("interrupt coalescing holds each interrupt up to 1000 us")
                for f in first["facts"])
+
+
+def test_an_owned_tcp_socket_over_its_backlog_limit_is_socket_backlog(capsys, tmp_path):
+    """A TCP reader that holds its socket for long reads (20 us of recvmsg per 256
+    packets) while one flow sends 900 kpps: tcp_v4_rcv() finds the socket owned and
+    tcp_add_backlog() drops over its limit, so socket_backlog dominates and the
+    explanation names that path and the read size before the buffer."""
+    sc = {"name": "tcp-backlog", "seed": 3, "duration": 0.05, "drain": 0.005,
+          "host": {"cpus": 2, "kernel": "6.15"},
+          "nic": {"queues": 1, "irq_affinity": [0], "ring_size": 4096, "link_gbps": 100},
+          "traffic": {"groups": [_group("f", 1, 900_000, proto="tcp", size=74)]},
+          "apps": [{"name": "sink", "cpus": "1", "cost": {"user_ns": 0, "syscall_ns": 5000},
+                    "rcvbuf": 16384, "batch": 256}]}
+    ex = _json(capsys, "drops", _write(tmp_path, "tcpbl", sc))
+    by = ex["dropped_by_reason"]
+    assert by["socket_backlog"] > by.get("socket_rcvbuf", 0) > 0
+    (c,) = ex["causes"]
+    assert c["reason"] == "socket_backlog" and c["where"] == "socket 0"
+    assert c["packets"] == by["socket_backlog"] + by["socket_rcvbuf"]  # sk_drops: both
+    assert any("tcp_add_backlog()" in f for f in c["facts"])
+    assert c["settings"][0]["setting"] == "smaller reads / apps[].batch (now 256)"

@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 
 from rxlab.kernel.accounting import hist_index
-from rxlab.kernel.state import STAGES
+from rxlab.kernel.stages import STAGES
 from rxlab.scenario import scenario_from_dict
 from rxlab.simulate import simulate
 

@@ -26,7 +26,7 @@ import pytest
 from queueing_reference import md1_wait, mg1_setup
 
 from rxlab.build import build
-from rxlab.kernel.state import STAGES
+from rxlab.kernel.stages import STAGES
 from rxlab.scenario import scenario_from_dict
 from rxlab.simulate import simulate
 

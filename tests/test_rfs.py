@@ -78,7 +78,7 @@ def put(h: Harness, hv: int, tcpu: int, last_qtail: int, q: int = Q) -> int:
 
 
 def counters(h: Harness) -> dict:
-    from rxlab.kernel.state import RFS_CNT
+    from rxlab.kernel.counters import RFS_CNT
 
     return {k: int(h.rf.cnt[i]) for i, k in enumerate(RFS_CNT)}
 
@@ -588,7 +588,7 @@ def test_e2e_packets_processed_where_the_consumer_runs(e2e):
 
 def test_e2e_migration_moves_flows_in_order(e2e):
     m, snaps = e2e["rfs"]
-    from rxlab.kernel.state import CNT_REORDERED, RFS_MOVES
+    from rxlab.kernel.counters import CNT_REORDERED, RFS_MOVES
 
     assert int(m.so.sock["th_migrations"].sum()) == 2
     # before the migration the only moves come from flows of different consumers that
@@ -604,7 +604,7 @@ def test_e2e_migration_moves_flows_in_order(e2e):
 
 def test_e2e_every_steered_packet_went_through_a_backlog(e2e):
     m, _ = e2e["rfs"]
-    from rxlab.kernel.state import RFS_STEERED
+    from rxlab.kernel.counters import RFS_STEERED
 
     sd = m.sd
     assert (sd.cpu["input_queue_head"] == sd.cpu["input_queue_tail"]).all()  # all drained
@@ -627,7 +627,7 @@ def test_e2e_guard_holds_flows_under_load_and_keeps_order():
     apps = [{"name": f"a{i}", "cpus": i, "groups": [f"g{i}"], "cost": {"user_ns": 500},
              "migrate": [{"at": 0.01 + 0.002 * k, "cpu": (i + 1 + k) % 4} for k in range(5)]}
             for i in range(4)]
-    from rxlab.kernel.state import CNT_REORDERED, RFS_HELD, RFS_MOVES
+    from rxlab.kernel.counters import CNT_REORDERED, RFS_HELD, RFS_MOVES
     from rxlab.simulate import run_model
 
     m = build(scenario_from_dict(rfs_dict(cpus=4, groups=groups, apps=apps, duration=0.03)))
@@ -642,7 +642,7 @@ def test_e2e_random_migration_keeps_order():
     groups = [tcp_group("g", flows=32, pps=200_000)]
     apps = [{"name": "a", "cpus": "0-1", "spread": "round_robin", "cost": {"user_ns": 300},
              "migrate": {"every_s": 0.001, "cpus": "0-3"}}]
-    from rxlab.kernel.state import CNT_REORDERED, RFS_MOVES
+    from rxlab.kernel.counters import CNT_REORDERED, RFS_MOVES
     from rxlab.simulate import run_model
 
     m = build(scenario_from_dict(rfs_dict(cpus=4, groups=groups, apps=apps, duration=0.03)))

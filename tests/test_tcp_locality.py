@@ -121,7 +121,8 @@ def test_each_placement_costs_its_stages():
     from compiled_calls import app_after_read, netif_receive_skb_core
     from rfs_harness import Harness
 
-    from rxlab.kernel.state import STAGES, T_SYSTEM
+    from rxlab.kernel.counters import T_SYSTEM
+    from rxlab.kernel.stages import STAGES
 
     h = Harness(one_queue(1))
     s, so, c = h.s, h.m.so, h.p.cost_i

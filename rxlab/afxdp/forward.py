@@ -32,6 +32,7 @@ from rxlab.afxdp.invariants import RingChecker
 from rxlab.afxdp.ixgbe_tx import (
     IXGBE_DEFAULT_TX_WORK,
     IXGBE_DEFAULT_TXD,
+    IXGBE_TXD_STAT_DD,
     IxgbeTxRing,
     check_variant,
     hw_pending,
@@ -104,6 +105,10 @@ class HostConfig:
     initial_fill: int | None = None  # OVS fills the whole FILL ring at socket setup
     mark_cq: bool = True  # OVS afxdp_complete_tx's UINT64_MAX marking
     start_index: int = 0  # initial value of every ring's free-running indices
+    # None: a new socket (zeroed ring memory, TX descriptors never used). An int: the socket
+    # as earlier runs on the same port leave it, the completion ring's published producer
+    # that many entries past what was reserved (see ForwardingHost.carry_over)
+    cq_excess: int | None = None
     check: bool = True
 
     def validate(self) -> None:
@@ -116,6 +121,14 @@ class HostConfig:
                 raise UsageError(f"host.{name}: must be a positive integer, got {v!r}")
         if self.tx_descs < 2 or self.rx_descs < 2:
             raise UsageError("host.tx_descs / rx_descs: need at least 2 descriptors")
+        e = self.cq_excess
+        if e is not None:
+            if isinstance(e, bool) or not isinstance(e, int) or not 0 <= e < 1 << 31:
+                raise UsageError(f"host.cq_excess: must be None or an integer in [0, 2**31), "
+                                 f"got {e!r}")
+            if e and self.variant == "fixed":
+                raise UsageError(f"host.cq_excess: the fixed clean never publishes past what "
+                                 f"was reserved; use 0 or None with variant fixed, got {e}")
 
 
 @dataclass
@@ -166,7 +179,29 @@ class ForwardingHost:
         self.tx_duplicates = 0  # packets whose data left the port more than once
         self.steps = 0
         self.rx_refused = 0  # received frames the full socket RX ring refused
+        if cfg.cq_excess is not None:
+            self.carry_over(cfg.cq_excess)
         self.checker = RingChecker(self) if cfg.check else None
+
+    def carry_over(self, excess: int) -> None:
+        """Start from the socket earlier runs on the same port leave behind, idle.
+
+        A test series runs every frame size on one socket (ovs_perf creates the bridge once
+        per invocation). Afterwards every TX descriptor slot carries DD from an earlier lap
+        (ixgbe never clears it); with the 2019 clean, the completion ring's published producer
+        (``prod_tail``) stands ``excess`` entries past the reservation (``prod_head``), user
+        space has read up to it (``xsk_ring_cons__peek`` reads to the producer) and
+        ``afxdp_complete_tx`` marked every entry it read ``UINT64_MAX``. Simplification: the
+        frames whose real entries were still unread when the earlier run stopped are back in
+        the pool."""
+        p = self.pool
+        ring = p.comp_ring
+        ring.producer = u32(ring.producer + excess)
+        ring.consumer = ring.producer
+        p.user_cq.cached_prod = p.user_cq.cached_cons = ring.producer
+        p.cq.cached_cons = ring.producer  # the kernel's last read of the consumer
+        ring.addr[:] = np.uint64(INVALID_ADDR)
+        self.txr.status[:] = IXGBE_TXD_STAT_DD
 
     # -- step machinery -------------------------------------------------------------
     def _begin(self) -> None:

@@ -122,7 +122,7 @@ def ixgbe_xmit_zc(ring: IxgbeTxRing, pool: XskPool, budget: int = IXGBE_DEFAULT_
     """
     posted = 0
     work_done = True
-    while budget > 0:
+    while budget > 0:  # while (budget-- > 0), budget an unsigned int
         budget -= 1
         if ixgbe_desc_unused(ring) == 0:
             work_done = False
@@ -143,10 +143,16 @@ def ixgbe_xmit_zc(ring: IxgbeTxRing, pool: XskPool, budget: int = IXGBE_DEFAULT_
         ring.shadow_post_time[i] = now
         posted += 1
         ring.next_to_use = i + 1 if i + 1 < ring.count else 0
+    else:
+        # The failing test "budget-- > 0" still decrements: 0 wraps to UINT_MAX, so a call
+        # that posted its whole budget returns work_done (true), not "more work" (Linux
+        # 5.2 ixgbe_xsk.c; the "negative overflow" Jason Xing's 2025 ixgbe_xmit_zc fix
+        # names).
+        budget = 0xFFFFFFFF
     if posted:
         ring.tail = ring.next_to_use  # ixgbe_xdp_ring_update_tail
         pool.xsk_tx_release()  # xsk_umem_consume_tx_done / xsk_tx_release
-    # "return !!budget && work_done": budget left means the TX ring ran dry first
+    # "return !!budget && work_done": 0 only when a break came on the budget's last unit
     return XmitResult(posted, budget > 0 and work_done)
 
 

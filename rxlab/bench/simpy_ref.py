@@ -58,7 +58,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rxlab.kernel.state import STAGES
+from rxlab.kernel.stages import STAGES
 
 _S = {name: i for i, name in enumerate(STAGES)}
 

@@ -4,8 +4,9 @@ The places are where the kernel counts each reason: ``ring_full`` on the rx queu
 (ethtool -S rx_queue_N drops), ``backlog`` and ``flow_limit`` in the target CPU's
 softnet_stat ``dropped`` column (enqueue_to_backlog() in net/core/dev.c counts both
 there; skb_flow_limit() counts ``flow_limit_count`` on the enqueuing CPU),
-``socket_rcvbuf`` on the socket (sk_drops, __udp_enqueue_schedule_skb() in
-net/ipv4/udp.c). A flow's packets are counted where it goes: its RSS queue, its
+``socket_rcvbuf`` and ``socket_backlog`` on the socket (sk_drops:
+__udp_enqueue_schedule_skb() in net/ipv4/udp.c, tcp_v4_rcv() and tcp_add_backlog() in
+net/ipv4/tcp_ipv4.c). A flow's packets are counted where it goes: its RSS queue, its
 backlog CPU (RPS/RFS), its socket (SO_REUSEPORT).
 """
 
@@ -38,7 +39,7 @@ def explain_drops(sub: Subject, dev: str = "DEV", top: int = 5) -> dict:
         causes += _backlog(sub, dev, top)
     if by.get("flow_limit"):
         causes += _flow_limit(sub, dev, top)
-    if by.get("socket_rcvbuf"):
+    if by.get("socket_rcvbuf") or by.get("socket_backlog"):
         causes += _socket(sub, dev, top)
     if by.get("no_socket"):
         causes.append(_no_socket(sub, top))
@@ -262,18 +263,39 @@ def _flow_limit(sub: Subject, dev: str, top: int) -> list[dict]:
 
 
 def _socket(sub: Subject, dev: str, top: int) -> list[dict]:
+    """Per socket, its sk_drops: the receive buffer was full (``socket_rcvbuf``) or, for
+    TCP, the reader owned the socket and its backlog was over tcp_add_backlog()'s limit
+    (``socket_backlog``). The kernel counts both in sk_drops; only the host-wide totals
+    (TCPBacklogDrop in /proc/net/netstat) tell them apart, so both are given."""
     out = []
     d = sub.data
+    by = d["packets"]["dropped_by_reason"]
+    n_rcv, n_bl = by.get("socket_rcvbuf", 0), by.get("socket_backlog", 0)
+    reason = "socket_backlog" if n_bl > n_rcv else "socket_rcvbuf"
     for t, a in enumerate(d["apps"]):
         n = a["socket_drops"]
         if not n:
             continue
         c = a["cpu"]
         roles = cpu_roles(sub, c)
-        facts = [f"socket {t} ({a['app']}, read by the thread on CPU {c}) dropped {n:,} "
-                 "packets: its receive buffer (sk_rcvbuf"
-                 + (f", {sub.now['rcvbuf'][t]:,} bytes" if "rcvbuf" in sub.now else "")
-                 + f") was full; the thread read {a['served']:,}", describe_cpu(sub, c)]
+        size = f"{sub.now['rcvbuf'][t]:,} bytes" if "rcvbuf" in sub.now else ""
+        if n_bl:
+            facts = [f"socket {t} ({a['app']}, read by the thread on CPU {c}) dropped {n:,} "
+                     f"packets (sk_drops; on the host {n_bl:,} socket_backlog and {n_rcv:,} "
+                     f"socket_rcvbuf); the thread read {a['served']:,}",
+                     "socket_backlog: the segment met a socket its reader owned (it holds "
+                     "the socket lock while recvmsg copies), so tcp_v4_rcv() queued it to "
+                     "the socket backlog, and tcp_add_backlog() dropped it because the "
+                     "backlog and the receive queue held more than 2 x sk_rcvbuf"
+                     f"{f' ({size})' if size else ''} + sk_sndbuf/2 + 64 KB "
+                     "(net/ipv4/tcp_ipv4.c, v6.10+); "
+                     "release_sock() processes the backlog only when the read ends",
+                     describe_cpu(sub, c)]
+        else:
+            facts = [f"socket {t} ({a['app']}, read by the thread on CPU {c}) dropped {n:,} "
+                     f"packets: its receive buffer (sk_rcvbuf{', ' + size if size else ''}) was "
+                     "full; the thread "
+                     f"read {a['served']:,}", describe_cpu(sub, c)]
         f, e, sets = None, None, []
         if sub.flows is not None:
             f, ff = _flow_facts(sub, sub.flows.sock == t, top, f"socket {t}")
@@ -308,10 +330,16 @@ def _socket(sub: Subject, dev: str, top: int) -> list[dict]:
                                 f"the reader shares CPU {c} with "
                                 f"{pct(roles['util']['softirq'] + roles['util']['irq'])} "
                                 "of softirq/IRQ work, which runs first"))
-        sets.append(setting(f"recvmmsg batch / apps[].batch{now(sub, 'batch', t)}",
-                            "more packets per wake-up, fewer wake-ups"))
-        out.append({"reason": "socket_rcvbuf", "where": f"socket {t}", "packets": n,
-                    "title": f"socket_rcvbuf on socket {t} (thread on CPU {c}): {n:,}",
+        if n_bl:
+            sets.insert(0, setting(f"smaller reads / apps[].batch{now(sub, 'batch', t)}",
+                                   "the reader owns the socket for its whole recvmsg copy: "
+                                   "fewer bytes per read release it (and run the backlog) "
+                                   "sooner; the limit also grows with SO_RCVBUF"))
+        else:
+            sets.append(setting(f"recvmmsg batch / apps[].batch{now(sub, 'batch', t)}",
+                                "more packets per wake-up, fewer wake-ups"))
+        out.append({"reason": reason, "where": f"socket {t}", "packets": n,
+                    "title": f"{reason} on socket {t} (thread on CPU {c}): {n:,}",
                     "facts": facts, "flows": f, "elephant": e, "settings": sets})
     return out
 

@@ -9,11 +9,7 @@ from numba import njit
 
 from rxlab.config import JIT_HELPER, JIT_LEAF
 from rxlab.engine.rng import jittered
-from rxlab.kernel.state import (
-    CNT_DROP0,
-    HIST_BINS,
-    TS_DROPPED,
-)
+from rxlab.kernel.counters import CNT_DROP0, HIST_BINS, TS_DROPPED
 
 
 @njit(**JIT_HELPER)

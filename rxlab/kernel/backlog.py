@@ -15,16 +15,12 @@ from numba import njit
 from rxlab.config import JIT_STATE
 from rxlab.engine.core import PRIO_HARDIRQ, schedule
 from rxlab.kernel.accounting import cost, drop
+from rxlab.kernel.drop_reasons import DROP_BACKLOG, DROP_FLOW_LIMIT
 from rxlab.kernel.events import EV_IPI
 from rxlab.kernel.flow_limit import skb_flow_limit
 from rxlab.kernel.socket import netif_receive_skb_core
-from rxlab.kernel.state import (
-    C_IPI_LATENCY,
-    C_IPI_SEND,
-    DROP_BACKLOG,
-    DROP_FLOW_LIMIT,
-    U32,
-)
+from rxlab.kernel.stages import C_IPI_LATENCY, C_IPI_SEND
+from rxlab.kernel.state import U32
 
 
 @njit(**JIT_STATE)

@@ -15,23 +15,14 @@ from rxlab.engine.core import PRIO_HARDIRQ, schedule
 from rxlab.kernel.accounting import cost
 from rxlab.kernel.backlog import enqueue_to_backlog, net_rps_send_ipi, process_backlog
 from rxlab.kernel.constants import MAX_SOFTIRQ_RESTART
+from rxlab.kernel.counters import T_KSOFTIRQD, T_SOFTIRQ
 from rxlab.kernel.events import EV_IRQ
 from rxlab.kernel.nic_rx import ingest_until
 from rxlab.kernel.rps import get_rps_cpu
 from rxlab.kernel.sched import need_resched
 from rxlab.kernel.socket import netif_receive_skb_core
-from rxlab.kernel.state import (
-    C_DRIVER_RX,
-    C_GRO,
-    C_NAPI_POLL,
-    C_RPS_ENQUEUE,
-    REFILL_AFTER_LOOP,
-    REFILL_IN_LOOP,
-    REFILL_PER_PACKET,
-    T_KSOFTIRQD,
-    T_SOFTIRQ,
-    XDP_PASS,
-)
+from rxlab.kernel.stages import C_DRIVER_RX, C_GRO, C_NAPI_POLL, C_RPS_ENQUEUE
+from rxlab.kernel.state import REFILL_AFTER_LOOP, REFILL_IN_LOOP, REFILL_PER_PACKET, XDP_PASS
 from rxlab.xdp.cpumap import xdp_do_flush
 from rxlab.xdp.program import xdp_rx
 

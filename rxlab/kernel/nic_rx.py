@@ -14,18 +14,11 @@ from rxlab.config import JIT_STATE, JIT_STATE_OUTLINE
 from rxlab.engine.core import PRIO_CPU, PRIO_HARDIRQ, schedule
 from rxlab.kernel.accounting import cost, drop, interval_of
 from rxlab.kernel.backlog import enqueue_to_backlog, net_rps_send_ipi
+from rxlab.kernel.counters import CNT_BAD_QUEUE, CNT_GOOD_QUEUE, CNT_OFFERED, TS_OFFERED
+from rxlab.kernel.drop_reasons import DROP_NIC_OVERRUN, DROP_RING_FULL
 from rxlab.kernel.events import EV_CPU, EV_IRQ
 from rxlab.kernel.rps import get_rps_cpu
-from rxlab.kernel.state import (
-    C_DRIVER_RX,
-    C_RPS_ENQUEUE,
-    CNT_BAD_QUEUE,
-    CNT_GOOD_QUEUE,
-    CNT_OFFERED,
-    DROP_NIC_OVERRUN,
-    DROP_RING_FULL,
-    TS_OFFERED,
-)
+from rxlab.kernel.stages import C_DRIVER_RX, C_RPS_ENQUEUE
 
 
 @njit(**JIT_STATE)

@@ -12,13 +12,10 @@ from numba import njit
 from rxlab.config import JIT_STATE, JIT_STATE_OUTLINE
 from rxlab.kernel.accounting import cost
 from rxlab.kernel.constants import RPS_NO_FILTER
+from rxlab.kernel.counters import ARFS_LOCK_WAIT_NS, RFS_ARFS_CALLS
 from rxlab.kernel.hashfn import hash_32, s32_diff
-from rxlab.kernel.state import (
-    ARFS_LOCK_WAIT_NS,
-    C_ARFS_STEER,
-    RFS_ARFS_CALLS,
-    U32,
-)
+from rxlab.kernel.stages import C_ARFS_STEER
+from rxlab.kernel.state import U32
 from rxlab.nic.arfs_steer import arfs_lock, ndo_rx_flow_steer
 
 

@@ -9,14 +9,10 @@ import numpy as np
 from numba import njit
 
 from rxlab.config import JIT_STATE
+from rxlab.kernel.counters import RFS_HELD, RFS_MOVES, RFS_STEERED
 from rxlab.kernel.hashfn import reciprocal_scale, s32_diff
 from rxlab.kernel.rfs import rfs_slot, set_rps_cpu
-from rxlab.kernel.state import (
-    RFS_HELD,
-    RFS_MOVES,
-    RFS_STEERED,
-    U32,
-)
+from rxlab.kernel.state import U32
 
 
 @njit(**JIT_STATE)

@@ -16,6 +16,7 @@ from rxlab.engine.core import PRIO_CPU, PRIO_FIRST, PRIO_WAKE, peek_time, pop, s
 from rxlab.engine.rng import uniform
 from rxlab.kernel.accounting import account, cost, hist_index
 from rxlab.kernel.backlog import napi_list_add
+from rxlab.kernel.counters import T_HARDIRQ, T_KSOFTIRQD, T_SYSTEM, T_USER
 from rxlab.kernel.events import (
     EV_ARFS_SVC,
     EV_ARFS_TIMER,
@@ -41,23 +42,18 @@ from rxlab.kernel.sched import (
     SCHED_SOFTIRQ,
     pick_next,
 )
-from rxlab.kernel.socket import app_after_read, app_read
-from rxlab.kernel.state import (
-    C_HARDIRQ,
-    C_IPI_RECV,
+from rxlab.kernel.sched_states import (
     SEG_APP,
     SEG_CPUMAP,
     SEG_KWORKER,
     SEG_NAPI,
     SEG_NONE,
-    T_HARDIRQ,
-    T_KSOFTIRQD,
-    T_SYSTEM,
-    T_USER,
     TH_RUNNABLE,
     TH_WAKING,
-    Arrivals,
 )
+from rxlab.kernel.socket import app_after_read, app_read
+from rxlab.kernel.stages import C_HARDIRQ, C_IPI_RECV
+from rxlab.kernel.state import Arrivals
 from rxlab.kernel.wake import ttwu_arrive
 from rxlab.nic.arfs import kworker_after, kworker_step, kworker_wake, service_timer
 from rxlab.xdp.cpumap import cpumap_after_batch, cpumap_kthread_step

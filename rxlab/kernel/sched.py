@@ -16,7 +16,7 @@ way there (a softirq is not preempted by a thread), and competes by runtime.
 from numba import njit
 
 from rxlab.config import JIT_STATE
-from rxlab.kernel.state import SVC_RUNNABLE, TH_RUNNABLE
+from rxlab.kernel.sched_states import SVC_RUNNABLE, TH_RUNNABLE
 
 # Candidates, in the order that breaks a tie of runtimes.
 SCHED_KSOFTIRQD = 0  # ksoftirqd/<cpu> with NET_RX work pending

@@ -22,9 +22,21 @@ from rxlab.config import JIT_LEAF, JIT_STATE
 from rxlab.engine.core import PRIO_WAKE, schedule
 from rxlab.kernel.accounting import account, cost, drop, hist_index, interval_of, work_ns
 from rxlab.kernel.constants import SKB_TRUESIZE_MIN, SKB_TRUESIZE_OVERHEAD
+from rxlab.kernel.counters import (
+    CNT_DELIVERED,
+    CNT_LAT_APP_N,
+    CNT_LAT_SOCK_N,
+    CNT_REORDERED,
+    CNT_SOCKET_IN,
+    T_SYSTEM,
+    TS_DELIVERED,
+    TS_PROCESSED,
+)
+from rxlab.kernel.drop_reasons import DROP_NO_SOCKET, DROP_SOCKET_BACKLOG, DROP_SOCKET_RCVBUF
 from rxlab.kernel.events import EV_WAKE
 from rxlab.kernel.rfs import sock_rps_record_flow
-from rxlab.kernel.state import (
+from rxlab.kernel.sched_states import TH_RUNNABLE, TH_SLEEP, TH_WAKING
+from rxlab.kernel.stages import (
     C_CROSS_CPU,
     C_SOCKET_ENQUEUE,
     C_STACK_RX,
@@ -32,20 +44,6 @@ from rxlab.kernel.state import (
     C_TCP_RCV,
     C_TCP_REMOTE,
     C_WAKEUP_LATENCY,
-    CNT_DELIVERED,
-    CNT_LAT_APP_N,
-    CNT_LAT_SOCK_N,
-    CNT_REORDERED,
-    CNT_SOCKET_IN,
-    DROP_NO_SOCKET,
-    DROP_SOCKET_BACKLOG,
-    DROP_SOCKET_RCVBUF,
-    T_SYSTEM,
-    TH_RUNNABLE,
-    TH_SLEEP,
-    TH_WAKING,
-    TS_DELIVERED,
-    TS_PROCESSED,
 )
 from rxlab.kernel.wake import ttwu_remote, ttwu_remote_owed
 

@@ -17,157 +17,15 @@ socket queue, cpumap bulk queue, ptr_ring), copied from queue to queue: one reco
 for every queue, and a packet can stay queued across traffic chunks. (A slab of skb
 records with queues of ids was measured slower on two of the three benchmark scenarios;
 docs/performance.md.)
+
+The values the state holds are named in modules of their own: cost stages
+(``rxlab.kernel.stages``), drop reasons (``drop_reasons``), counters and CPU time
+categories (``counters``), thread, segment and work-item states (``sched_states``).
 """
 
 from typing import NamedTuple
 
 import numpy as np
-
-# --- cost stages (indices into Params.cost_ns); names match profile YAML keys --------
-STAGES = (
-    "hardirq",
-    "irq_latency",
-    "napi_poll",
-    "driver_rx",
-    "gro",
-    "rps_enqueue",
-    "stack_rx",
-    "socket_enqueue",
-    "cross_cpu_miss",
-    "ipi_send",
-    "ipi_latency",
-    "ipi_recv",
-    "wakeup_latency",
-    "recvmsg",
-    "arfs_steer",
-    "arfs_program",
-    # XDP and cpumap (kernel/bpf/cpumap.c; costs: rxlab/profiles/modern-x86.yaml)
-    "xdp_prog",
-    "xdp_drop",
-    "xdp_tx",
-    "xdp_redirect_cpumap",
-    "xdp_rx_hash",
-    "xdp_flow_hash",
-    "cpumap_enqueue_full",
-    "cpumap_kthread",
-    "skb_build",
-    "sw_hash",
-    "xsk_zc",
-    "xsk_copy",
-    # TCP receive and where it runs relative to the reading thread (docs/model.md)
-    "tcp_rcv",
-    "tcp_remote",
-    "tcp_ofo",
-    # the ice service task's walk of its filter list under arfs_lock (rxlab/nic/arfs.py)
-    "arfs_sync_entry",
-    "arfs_sync_bucket",
-    # try_to_wake_up of a thread on another CPU: the waker's time (rxlab/kernel/wake.py)
-    "wakeup_remote",
-)
-(
-    C_HARDIRQ,
-    C_IRQ_LATENCY,
-    C_NAPI_POLL,
-    C_DRIVER_RX,
-    C_GRO,
-    C_RPS_ENQUEUE,
-    C_STACK_RX,
-    C_SOCKET_ENQUEUE,
-    C_CROSS_CPU,
-    C_IPI_SEND,
-    C_IPI_LATENCY,
-    C_IPI_RECV,
-    C_WAKEUP_LATENCY,
-    C_RECVMSG,
-    C_ARFS_STEER,
-    C_ARFS_PROGRAM,
-    C_XDP_PROG,
-    C_XDP_DROP,
-    C_XDP_TX,
-    C_XDP_REDIRECT_CPUMAP,
-    C_XDP_RX_HASH,
-    C_XDP_FLOW_HASH,
-    C_CPUMAP_ENQUEUE_FULL,
-    C_CPUMAP_KTHREAD,
-    C_SKB_BUILD,
-    C_SW_HASH,
-    C_XSK_ZC,
-    C_XSK_COPY,
-    C_TCP_RCV,
-    C_TCP_REMOTE,
-    C_TCP_OFO,
-    C_ARFS_SYNC_ENTRY,
-    C_ARFS_SYNC_BUCKET,
-    C_WAKEUP_REMOTE,
-) = range(len(STAGES))
-# per-packet CPU work is jittered; latencies and fixed per-event overheads are not
-JITTERED = ("driver_rx", "gro", "rps_enqueue", "stack_rx", "socket_enqueue", "recvmsg",
-            "xdp_prog", "xdp_drop", "xdp_tx", "xdp_redirect_cpumap", "cpumap_kthread",
-            "skb_build", "xsk_zc", "xsk_copy", "tcp_rcv", "tcp_remote", "tcp_ofo")
-
-# --- drop reasons: one drop path, names after SKB_DROP_REASON_* where one exists ----
-DROP_REASONS = (
-    "ring_full",  # NIC rx ring had no free descriptor (rx_missed / rx_no_buffer)
-    "nic_overrun",  # NIC packet-rate ceiling exceeded (rx_fifo_errors)
-    "backlog",  # enqueue_to_backlog: qlen > netdev_max_backlog (CPU_BACKLOG)
-    "flow_limit",  # skb_flow_limit said drop (counted as CPU_BACKLOG by the kernel)
-    "socket_rcvbuf",  # socket receive buffer full (SOCKET_RCVBUFF)
-    "no_socket",  # no listener: UdpNoPorts / TCP reset (NO_SOCKET)
-    "xdp_drop",  # the XDP program returned XDP_DROP (SKB_DROP_REASON has none: no skb)
-    "xdp_aborted",  # XDP_ABORTED, or a cpumap redirect whose key has no entry (fallback 0)
-    "cpumap_full",  # bq_flush_to_queue: the entry's ptr_ring slot was not empty
-    "xsk_rx_ring_full",  # AF_XDP RX ring full (XDP_STATISTICS rx_ring_full)
-    "xsk_fill_empty",  # no UMEM frame on the FILL ring (rx_fill_ring_empty_descs)
-    "socket_backlog",  # tcp_add_backlog: owned socket's backlog over its limit (TCPBacklogDrop)
-)
-N_DROP_SLOTS = 16  # room for later mechanisms (XDP, cpumap, AF_XDP)
-(
-    DROP_RING_FULL,
-    DROP_NIC_OVERRUN,
-    DROP_BACKLOG,
-    DROP_FLOW_LIMIT,
-    DROP_SOCKET_RCVBUF,
-    DROP_NO_SOCKET,
-    DROP_XDP_DROP,
-    DROP_XDP_ABORTED,
-    DROP_CPUMAP_FULL,
-    DROP_XSK_RX_FULL,
-    DROP_XSK_FILL_EMPTY,
-    DROP_SOCKET_BACKLOG,
-) = range(len(DROP_REASONS))
-
-# --- global counters (Stats.cnt) ----------------------------------------------------
-CNT_OFFERED = 0  # packets that reached the NIC
-CNT_DELIVERED = 1  # read by an application thread
-CNT_SOCKET_IN = 2  # queued on a socket
-CNT_REORDERED = 3  # arrived at the socket behind a later packet of the same flow
-CNT_LAT_SOCK_N = 4
-CNT_LAT_APP_N = 5
-CNT_GOOD_QUEUE = 6  # arrived on the rx queue whose IRQ CPU runs the flow's consumer
-CNT_BAD_QUEUE = 7  # arrived elsewhere (flows that have a consumer only)
-CNT_FORWARDED = 8  # sent back out by XDP_TX: a packet's third way out (not dropped)
-CNT_XDP_PASS = 9  # XDP program verdicts (ethtool -S rx_queue_N_xdp_* style totals)
-CNT_XDP_REDIRECT = 10
-CNT_XDP_RUNS = 11
-CNT_DROP0 = 12  # CNT_DROP0 + reason
-N_CNT = CNT_DROP0 + N_DROP_SLOTS
-
-# --- CPU time categories (Stats.cpu_ns, Stats.ts_cpu) -------------------------------
-CPU_CATS = ("softirq", "ksoftirqd", "hardirq", "system", "user")
-T_SOFTIRQ, T_KSOFTIRQD, T_HARDIRQ, T_SYSTEM, T_USER = range(5)
-
-# --- per-interval packet series (Stats.ts_pkt) --------------------------------------
-TS_PKT = ("offered", "delivered", "dropped", "processed")
-TS_OFFERED, TS_DELIVERED, TS_DROPPED, TS_PROCESSED = range(4)
-
-# --- latency histogram: log-linear, 64 sub-buckets per power of two (~1.6 %) --------
-HIST_BINS = 128 + 64 * 40
-
-# --- thread states --------------------------------------------------------------------
-TH_SLEEP, TH_WAKING, TH_RUNNABLE = 0, 1, 2
-
-# --- CPU segment kinds ----------------------------------------------------------------
-SEG_NONE, SEG_NAPI, SEG_APP, SEG_CPUMAP, SEG_KWORKER = 0, 1, 2, 3, 4
 
 U32 = 0xFFFFFFFF
 
@@ -262,7 +120,6 @@ ARFS_GLOB = struct(
     ("lock_lo", np.int64),
     ("lock_prev", np.int64),
 )
-SVC_IDLE, SVC_QUEUED, SVC_RUNNABLE = 0, 1, 2
 
 # A cpumap entry's ptr_ring positions and its kthread (struct bpf_cpu_map_entry).
 CPUMAP_ENTRY = struct(
@@ -545,9 +402,6 @@ class RfsState(NamedTuple):
     cnt: np.ndarray  # int64[N_RFS_CNT]
 
 
-RFS_CNT = ("rfs_steered", "rfs_moves", "rfs_held", "arfs_calls")
-N_RFS_CNT = 8
-RFS_STEERED, RFS_MOVES, RFS_HELD, RFS_ARFS_CALLS = range(4)
 
 
 class ArfsState(NamedTuple):
@@ -580,23 +434,9 @@ class CpumapState(NamedTuple):
     cnt: np.ndarray  # int64[E, N_CPUMAP_CNT]
 
 
-CPUMAP_CNT = ("enqueued", "enqueue_drops", "flushes", "kthread_processed", "kthread_batches",
-              "kthread_wakeups")
-N_CPUMAP_CNT = 8
-(CM_ENQUEUED, CM_DROPS, CM_FLUSHES, CM_PROCESSED, CM_BATCHES, CM_WAKEUPS) = range(6)
 XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_TX, XDP_REDIRECT = range(5)  # enum xdp_action
 XDP_REDIRECT_XSK = 5  # rxlab's code for XDP_REDIRECT into an XSKMAP (not a kernel value)
 
 
-ARFS_CNT = ("arfs_add", "arfs_update", "arfs_skip", "arfs_expire", "arfs_avoided",
-            "arfs_hw_full", "arfs_programmed", "arfs_no_memory",
-            # arfs_lock: acquisitions that found it held, the softirqs' spin (ns), the
-            # service task's sync runs, its spin and its hold of the lock (ns)
-            "arfs_lock_contended", "arfs_lock_wait_ns", "arfs_sync_runs",
-            "arfs_sync_wait_ns", "arfs_sync_hold_ns")
-N_ARFS_CNT = 16
-(ARFS_ADD, ARFS_UPDATE, ARFS_SKIP, ARFS_EXPIRE, ARFS_AVOIDED, ARFS_HW_FULL,
- ARFS_PROGRAMMED, ARFS_NO_MEMORY, ARFS_LOCK_CONTENDED, ARFS_LOCK_WAIT_NS, ARFS_SYNC_RUNS,
- ARFS_SYNC_WAIT_NS, ARFS_SYNC_HOLD_NS) = range(13)
 ARFS_FREE, ARFS_INACTIVE, ARFS_ACTIVE = -1, 0, 1
 ARFS_MODELS = ("off", "ice-hash-match", "ice-tuple-match", "mlx5")

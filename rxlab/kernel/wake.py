@@ -24,7 +24,9 @@ from numba import njit
 
 from rxlab.config import JIT_STATE
 from rxlab.kernel.accounting import cost
-from rxlab.kernel.state import C_IPI_RECV, C_WAKEUP_REMOTE, SEG_CPUMAP, T_SYSTEM
+from rxlab.kernel.counters import T_SYSTEM
+from rxlab.kernel.sched_states import SEG_CPUMAP
+from rxlab.kernel.stages import C_IPI_RECV, C_WAKEUP_REMOTE
 
 
 @njit(**JIT_STATE)

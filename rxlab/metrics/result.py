@@ -8,7 +8,7 @@ import numpy as np
 
 from rxlab.jsonout import dumps
 from rxlab.kernel.accounting import hist_value
-from rxlab.kernel.state import (
+from rxlab.kernel.counters import (
     ARFS_CNT,
     CNT_BAD_QUEUE,
     CNT_DELIVERED,
@@ -23,7 +23,6 @@ from rxlab.kernel.state import (
     CNT_XDP_REDIRECT,
     CNT_XDP_RUNS,
     CPUMAP_CNT,
-    DROP_REASONS,
     RFS_CNT,
     T_HARDIRQ,
     T_KSOFTIRQD,
@@ -35,6 +34,7 @@ from rxlab.kernel.state import (
     TS_OFFERED,
     TS_PROCESSED,
 )
+from rxlab.kernel.drop_reasons import DROP_REASONS
 from rxlab.metrics.softnet import softnet_lines
 
 

@@ -44,25 +44,19 @@ from numba import njit
 from rxlab.config import JIT_STATE, JIT_STATE_OUTLINE
 from rxlab.engine.core import PRIO_TIMER, schedule
 from rxlab.kernel.accounting import cost
-from rxlab.kernel.events import EV_ARFS_TIMER
-from rxlab.kernel.rfs import rps_may_expire_flow
-from rxlab.kernel.state import (
-    ARFS_ACTIVE,
+from rxlab.kernel.counters import (
     ARFS_EXPIRE,
-    ARFS_FREE,
     ARFS_HW_FULL,
-    ARFS_INACTIVE,
     ARFS_PROGRAMMED,
     ARFS_SYNC_HOLD_NS,
     ARFS_SYNC_RUNS,
     ARFS_SYNC_WAIT_NS,
-    C_ARFS_PROGRAM,
-    C_ARFS_SYNC_BUCKET,
-    C_ARFS_SYNC_ENTRY,
-    SVC_IDLE,
-    SVC_QUEUED,
-    SVC_RUNNABLE,
 )
+from rxlab.kernel.events import EV_ARFS_TIMER
+from rxlab.kernel.rfs import rps_may_expire_flow
+from rxlab.kernel.sched_states import SVC_IDLE, SVC_QUEUED, SVC_RUNNABLE
+from rxlab.kernel.stages import C_ARFS_PROGRAM, C_ARFS_SYNC_BUCKET, C_ARFS_SYNC_ENTRY
+from rxlab.kernel.state import ARFS_ACTIVE, ARFS_FREE, ARFS_INACTIVE
 from rxlab.nic.arfs_steer import arfs_lock, queue_service
 
 ICE_ARFS_TIME_DELTA_EXPIRATION_NS = 5_000_000_000  # UDP filters live at most 5 s

@@ -22,19 +22,17 @@ from numba import njit
 
 from rxlab.config import JIT_STATE
 from rxlab.engine.core import PRIO_TIMER, schedule
-from rxlab.kernel.events import EV_ARFS_SVC
-from rxlab.kernel.state import (
-    ARFS_ACTIVE,
+from rxlab.kernel.counters import (
     ARFS_ADD,
     ARFS_AVOIDED,
-    ARFS_INACTIVE,
     ARFS_LOCK_CONTENDED,
     ARFS_NO_MEMORY,
     ARFS_SKIP,
     ARFS_UPDATE,
-    SVC_IDLE,
-    SVC_QUEUED,
 )
+from rxlab.kernel.events import EV_ARFS_SVC
+from rxlab.kernel.sched_states import SVC_IDLE, SVC_QUEUED
+from rxlab.kernel.state import ARFS_ACTIVE, ARFS_INACTIVE
 
 ICE_ARFS_LST_MASK = 1023  # ICE_MAX_ARFS_LIST - 1
 MLX5_ARFS_HASH = 256  # ARFS_HASH_SIZE buckets per table

@@ -24,24 +24,17 @@ from __future__ import annotations
 from rxlab.cpuset import format_mask
 
 SHARE = 0.10
-# ethtool -g "Pre-set maximums" RX of common drivers: ICE_MAX_NUM_DESC (ice.h),
-# IXGBE_MAX_RXD (ixgbe.h), I40E_MAX_NUM_DESCRIPTORS (i40e.h), 1 <<
-# MLX5E_PARAMS_MAXIMUM_LOG_RQ_SIZE (mlx5 en.h); others: 4096, the common value.
-RING_MAX = {"ice": 8160, "ixgbe": 4096, "i40e": 4096, "mlx5": 8192}
 RING_MAX_DEFAULT = 4096
 RCVBUF_MAX = (1 << 31) - 2
 
 
 def ring_max(driver: str) -> tuple[int, str]:
-    try:  # the driver's preset (rxlab.drivers), when there is one
-        from rxlab.drivers import DRIVERS, load
+    """The driver's ``ethtool -g`` RX maximum from its preset (rxlab.drivers, each value
+    cited there); the generic preset has only the schema's cap, so 4096 is assumed."""
+    from rxlab.drivers import DRIVERS, load
 
-        if driver in DRIVERS and driver != "generic":  # generic: only the schema's cap
-            return int(load(driver).ring_max.value), f"the {driver} driver's maximum"
-    except (ImportError, AttributeError):
-        pass
-    if driver in RING_MAX:
-        return RING_MAX[driver], f"the {driver} driver's maximum"
+    if driver in DRIVERS and driver != "generic":
+        return int(load(driver).ring_max.value), f"the {driver} driver's maximum"
     return RING_MAX_DEFAULT, ("4096, the usual maximum (`ethtool -g DEV` prints this "
                               "driver's)")
 

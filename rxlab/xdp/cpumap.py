@@ -32,10 +32,20 @@ from rxlab.engine.core import PRIO_WAKE, schedule
 from rxlab.kernel.accounting import cost, drop
 from rxlab.kernel.backlog import enqueue_to_backlog
 from rxlab.kernel.constants import CPU_MAP_BULK_SIZE, CPUMAP_BATCH
+from rxlab.kernel.counters import (
+    CM_BATCHES,
+    CM_DROPS,
+    CM_ENQUEUED,
+    CM_FLUSHES,
+    CM_PROCESSED,
+    CM_WAKEUPS,
+)
+from rxlab.kernel.drop_reasons import DROP_CPUMAP_FULL
 from rxlab.kernel.events import EV_CPUMAP_WAKE
 from rxlab.kernel.rps import get_rps_cpu
+from rxlab.kernel.sched_states import TH_RUNNABLE, TH_SLEEP, TH_WAKING
 from rxlab.kernel.socket import netif_receive_skb_core
-from rxlab.kernel.state import (
+from rxlab.kernel.stages import (
     C_CPUMAP_ENQUEUE_FULL,
     C_CPUMAP_KTHREAD,
     C_GRO,
@@ -43,16 +53,6 @@ from rxlab.kernel.state import (
     C_SKB_BUILD,
     C_SW_HASH,
     C_WAKEUP_LATENCY,
-    CM_BATCHES,
-    CM_DROPS,
-    CM_ENQUEUED,
-    CM_FLUSHES,
-    CM_PROCESSED,
-    CM_WAKEUPS,
-    DROP_CPUMAP_FULL,
-    TH_RUNNABLE,
-    TH_SLEEP,
-    TH_WAKING,
 )
 from rxlab.kernel.wake import ttwu_remote, ttwu_remote_owed
 

@@ -10,23 +10,10 @@ from numba import njit
 
 from rxlab.config import JIT_STATE
 from rxlab.kernel.accounting import cost, drop
-from rxlab.kernel.state import (
-    C_XDP_DROP,
-    C_XDP_PROG,
-    C_XDP_REDIRECT_CPUMAP,
-    C_XDP_TX,
-    CNT_FORWARDED,
-    CNT_XDP_PASS,
-    CNT_XDP_REDIRECT,
-    CNT_XDP_RUNS,
-    DROP_XDP_ABORTED,
-    DROP_XDP_DROP,
-    XDP_ABORTED,
-    XDP_DROP,
-    XDP_PASS,
-    XDP_REDIRECT,
-    XDP_REDIRECT_XSK,
-)
+from rxlab.kernel.counters import CNT_FORWARDED, CNT_XDP_PASS, CNT_XDP_REDIRECT, CNT_XDP_RUNS
+from rxlab.kernel.drop_reasons import DROP_XDP_ABORTED, DROP_XDP_DROP
+from rxlab.kernel.stages import C_XDP_DROP, C_XDP_PROG, C_XDP_REDIRECT_CPUMAP, C_XDP_TX
+from rxlab.kernel.state import XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_REDIRECT_XSK
 from rxlab.xdp.cpumap import bq_enqueue
 from rxlab.xdp.xsk_rx import xsk_rcv
 

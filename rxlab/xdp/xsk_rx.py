@@ -14,13 +14,9 @@ from numba import njit
 
 from rxlab.config import JIT_STATE
 from rxlab.kernel.accounting import cost, drop
+from rxlab.kernel.drop_reasons import DROP_XSK_FILL_EMPTY, DROP_XSK_RX_FULL
 from rxlab.kernel.socket import sock_queue_tail
-from rxlab.kernel.state import (
-    C_XSK_COPY,
-    C_XSK_ZC,
-    DROP_XSK_FILL_EMPTY,
-    DROP_XSK_RX_FULL,
-)
+from rxlab.kernel.stages import C_XSK_COPY, C_XSK_ZC
 
 
 @njit(**JIT_STATE)

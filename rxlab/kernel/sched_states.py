@@ -1,0 +1,12 @@
+"""States the CPU scheduler keeps (``rxlab.kernel.sched``): an application thread's,
+cpumap kthread's or the aRFS work item's, and what a CPU's current segment runs.
+"""
+
+# --- thread states --------------------------------------------------------------------
+TH_SLEEP, TH_WAKING, TH_RUNNABLE = 0, 1, 2
+
+# --- CPU segment kinds ----------------------------------------------------------------
+SEG_NONE, SEG_NAPI, SEG_APP, SEG_CPUMAP, SEG_KWORKER = 0, 1, 2, 3, 4
+
+# --- the aRFS service task / work item (ArfsState.glob svc_pending) ---------------
+SVC_IDLE, SVC_QUEUED, SVC_RUNNABLE = 0, 1, 2
