@@ -29,7 +29,8 @@ What it models, per packet:
   NIC arrival.
 
 Not modelled (the reference scenario does not exercise them): flow limit, sockets
-filling, application threads (the scenario's sink has zero cost on its own CPU),
+filling, application threads (the scenario's sink has zero cost on its own CPU, and its
+``wakeup_remote`` is 0, so waking it costs the backlog CPUs nothing in rxlab either),
 ksoftirqd hand-off (no thread competes with softirq, so it changes no timing), jitter.
 
 It uses plain ``deque`` queues and bare events rather than ``simpy.Store`` / ``Resource``:
