@@ -8,19 +8,8 @@ cache load), every later one is fast.
 
 from __future__ import annotations
 
-import copy
-
 import pytest
-
-
-def _merge(base: dict, extra: dict) -> dict:
-    out = copy.deepcopy(base)
-    for k, v in extra.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = _merge(out[k], v)
-        else:
-            out[k] = copy.deepcopy(v)
-    return out
+from rfs_harness import merge  # the one deep merge of scenario dicts
 
 
 def make_udp_group(
@@ -74,7 +63,7 @@ def make_scenario_dict(groups: list[dict], **sections) -> dict:
             }
         ],
     }
-    return _merge(base, sections)
+    return merge(base, sections)
 
 
 @pytest.fixture(scope="session")
