@@ -184,3 +184,58 @@ def test_the_kernel_decision_is_the_default(table):
     hash32 = {k: tuple(map(int, k.split("."))) >= (6, 15) for k in (decided, other)}
     assert hash32[decided] != hash32[other]
     assert {sc.host.kernel for _, _, sc in exp_mod.cases(True, other)} == {other}
+
+
+def test_budget_seed_side_is_the_postings_arithmetic(table):
+    """What the seed's saving would need, from the posting's own rows: CPUs saved over
+    the aRFS updates and skips the patch removed (per second of its 180 s), and the
+    saving per unit of user (netperf) time; beside the profile's published costs."""
+    from rxlab.profiles import load_profile
+
+    rows, secs = posted()
+    b = table["seed_table"]["budget"]
+    stages = load_profile(b["profile"])["stages"]
+    packet = sum(float(stages[k]["ns"]) for k in ("tcp_remote", "wakeup_remote", "arfs_steer"))
+    assert b["published_packet_ns"] == pytest.approx(packet)
+    assert b["published_update_ns"] == pytest.approx(packet + float(stages["arfs_program"]["ns"]))
+    for n in (512, 2048):
+        s = b["rps_flow_cnt"][str(n)]["seed"]
+        (to, tp), (uo, up) = rows["CPU Total"][n], rows["CPU User"][n]
+        calls = (rows["aRFS Update"][n][0] - rows["aRFS Update"][n][1]
+                 + rows["aRFS Skip"][n][0] - rows["aRFS Skip"][n][1]) / secs
+        assert s["cpu_saved_cpus"] == pytest.approx(to - tp, rel=1e-4)
+        assert s["steer_calls_removed_per_s"] == pytest.approx(calls, rel=1e-4)
+        assert s["cost_per_removed_call_ns"] == pytest.approx(1e9 * (to - tp) / calls, rel=1e-4)
+        assert s["times_published_update_cost"] == pytest.approx(
+            1e9 * (to - tp) / calls / b["published_update_ns"], rel=1e-3)
+        assert s["user_ratio"] == pytest.approx(up / uo, rel=1e-4)
+        assert s["saving_per_user_time_pct"] == pytest.approx(
+            100 * (1 - (tp / up) / (to / uo)), rel=1e-3)
+    # the posting's saving cannot come from per-event costs of the size published: every
+    # removed call would have to cost over 10x the dearest event (an update)
+    assert all(b["rps_flow_cnt"][n]["seed"]["times_published_update_cost"] > 10
+               for n in ("512", "2048"))
+
+
+def test_budget_model_side_is_per_seed_means_of_the_runs(table):
+    """CPUs the model is short of half the seed's saving, and what it would have to charge
+    each packet the patch keeps off another CPU than its reader, per traffic seed."""
+    b = table["seed_table"]["budget"]
+    for n in (512, 2048):
+        m = b["rps_flow_cnt"][str(n)]["model"]
+        target = exp_mod.HALF_SAVING[n] / 100
+        o = _per_seed(table, f"hash-match/{n}", lambda r: (144 * r["cpu_total"],
+                                                            r["tcp_away"], r["duration_s"]))
+        p = _per_seed(table, f"tuple-match/{n}", lambda r: (144 * r["cpu_total"],
+                                                             r["tcp_away"]))
+        missing = [target * a[0] - (a[0] - c[0]) for a, c in zip(o, p, strict=True)]
+        away = [(a[1] - c[1]) / a[2] for a, c in zip(o, p, strict=True)]
+        assert m["missing_cpus"]["mean"] == pytest.approx(sum(missing) / len(missing),
+                                                          rel=1e-4, abs=1e-6)
+        assert m["away_packets_removed_per_s"]["mean"] == pytest.approx(
+            sum(away) / len(away), rel=1e-4, abs=1e-6)
+        if all(x > 0 for x in away):
+            need = [1e9 * x / y for x, y in zip(missing, away, strict=True)]
+            assert m["extra_cost_per_away_packet_ns"]["mean"] == pytest.approx(
+                sum(need) / len(need), rel=1e-4)
+    assert "What the seed's CPU saving would need" in _render(table["seed_table"])

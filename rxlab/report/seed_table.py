@@ -93,4 +93,63 @@ def print_seed_table(table: dict, console: Console, width: int = 80) -> None:
     narrow.print(f"  {UNDEFINED}: a ratio over a zero count.", highlight=False)
     for note in table.get("notes", ()):
         narrow.print(note, highlight=False)
+    if table.get("budget"):
+        print_budget(table["budget"], narrow)
     narrow.print(f"Seed: {table['source']}", highlight=False)
+
+
+def _us(ns: float | None) -> str:
+    return UNDEFINED if ns is None else f"{num(ns / 1e3)} us"
+
+
+def _stat_us(stat: dict | None) -> str:
+    if stat is None:
+        return UNDEFINED
+    lo, hi = stat["ci95"]
+    return f"{num(stat['mean'] / 1e3)} ±{num((hi - lo) / 2e3, 2)} us"
+
+
+def budget_rows(budget: dict) -> list[list[str]]:
+    """The ``budget`` of a seed table (seed 000: what the seed's CPU saving would need),
+    one row per figure, one column per rps_flow_cnt."""
+    sizes = budget["rps_flow_cnt"]
+    s = {n: v["seed"] for n, v in sizes.items()}
+    m = {n: v["model"] for n, v in sizes.items()}
+    return [
+        ["seed: CPUs saved", *(f"{num(s[n]['cpu_saved_cpus'])} ({num(s[n]['saving_pct'])} %)"
+                               for n in sizes)],
+        ["seed: aRFS calls removed / s", *(num(s[n]["steer_calls_removed_per_s"])
+                                           for n in sizes)],
+        ["seed: CPU per removed call", *(_us(s[n]["cost_per_removed_call_ns"])
+                                         for n in sizes)],
+        ["  x published cost of an update", *(f"{num(s[n]['times_published_update_cost'])}x"
+                                              for n in sizes)],
+        ["seed: user time, patched/original", *(num(s[n]["user_ratio"]) for n in sizes)],
+        ["seed: saving per unit of user time", *(f"{num(s[n]['saving_per_user_time_pct'])} %"
+                                                 for n in sizes)],
+        ["model: CPUs short of half the saving", *(with_half(m[n]["missing_cpus"])
+                                                   for n in sizes)],
+        ["model: away packets removed / s", *(with_half(m[n]["away_packets_removed_per_s"])
+                                              for n in sizes)],
+        ["model: extra cost needed per one", *(_stat_us(m[n]["extra_cost_per_away_packet_ns"])
+                                               for n in sizes)],
+        ["  x published per-packet cost", *(UNDEFINED if m[n]["times_published_packet_cost"]
+                                            is None else
+                                            f"{with_half(m[n]['times_published_packet_cost'])}x"
+                                            for n in sizes)],
+    ]
+
+
+def print_budget(budget: dict, console: Console) -> None:
+    stages = ", ".join(f"{k} {num(v)} ns" for k, v in budget["stages"].items())
+    print_fitted(console, "What the seed's CPU saving would need",
+                 ["figure", *(f"rps_flow_cnt {n}" for n in budget["rps_flow_cnt"])],
+                 budget_rows(budget))
+    console.print(
+        "Published per-event costs (profile "
+        f"{budget['profile']}: {stages}): a packet processed away from its reader "
+        f"{_us(budget['published_packet_ns'])}, an update "
+        f"{_us(budget['published_update_ns'])}. A removed call is an aRFS update or skip "
+        "the patch took away (the seed's counters); an away packet one TCP processed on "
+        "another CPU than its reader or queued to the owned socket's backlog.",
+        highlight=False)

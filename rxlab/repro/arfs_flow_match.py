@@ -106,6 +106,9 @@ def metrics(name: str, res) -> dict:
         "packets_q72_143": sum(q["packets"] for q in d["queues"]
                                if q["queue"] >= CONSUMER_CPUS),
         "duration_s": d["duration_s"],  # the counters' time base (per-second rows)
+        # packets TCP processed away from their reader (on another CPU, or queued to the
+        # socket backlog while the reader held it): what a steering fix can save
+        "tcp_away": (d["tcp"]["remote"] + d["tcp"]["backlog"]) if "tcp" in d else None,
     }
 
 
@@ -318,12 +321,14 @@ def seed_table(exp: dict) -> dict:
                      "512_over_2048": size_ratio})
     first = exp["cases"][0]["runs"][0]["metrics"]
     per_flow = first["packets"]["offered"] / FLOWS
+    budget = saving_budget(posted, runs, nseeds)
     return {"source": POSTING, "seed_duration_s": POSTED_DURATION_S,
             "kernels": exp.get("kernels", []), "seeds": nseeds,
             "model_duration_s": first["duration_s"],
             "comparison": "seed (original, patched) beside the model's mean and 95 % "
                           "interval over the traffic seeds",
             "rows": rows,
+            "budget": budget,
             "notes": [
                 "good:bad counts every packet, set-up included, as per-queue counters "
                 "do: a flow's packets before its own filter go by RSS, half of them to "
@@ -334,3 +339,73 @@ def seed_table(exp: dict) -> dict:
                 f"({PPS_PER_FLOW} packets/s per flow): levels of the per-second and CPU "
                 "rows are not comparable, the ratios are."]}
 
+
+
+# --------------------------------------------- what the seed's CPU saving would need --
+# The model charges a packet processed away from its reader what published figures give
+# (profile stages): the socket's lines moving (tcp_remote), the reader's cross-CPU
+# wake-up (wakeup_remote) and the ndo_rx_flow_steer call (arfs_steer); a filter update
+# adds one write (arfs_program). The budget below asks how much a removed event would
+# have to cost for the seed's saving to follow from the events the seed counts, and how
+# much more the model would have to charge a packet it processes away from its reader to
+# reach half the seed's saving; both beside those published per-event costs.
+LOCALITY_STAGES = ("tcp_remote", "wakeup_remote", "arfs_steer")
+PROFILE = "modern-x86"
+
+
+def saving_budget(posted: dict, runs: dict, nseeds: int) -> dict:
+    """Per rps_flow_cnt: the seed's CPU saving against the aRFS events the patch removed
+    (its own counters), its saving per unit of application (user) time, and the cost per
+    removed mis-steered packet the model would need for half the seed's saving."""
+    from rxlab.profiles import stage_costs
+
+    costs = stage_costs(PROFILE, {})
+    per_packet_ns = sum(costs[k] for k in LOCALITY_STAGES)
+    per_update_ns = per_packet_ns + costs["arfs_program"]
+    sizes = {}
+    for n in SIZES:
+        tot_o, tot_p = posted["CPU Total"][n]
+        usr_o, usr_p = posted["CPU User"][n]
+        upd_o, upd_p = posted["aRFS Update"][n]
+        skp_o, skp_p = posted["aRFS Skip"][n]
+        saved = tot_o - tot_p  # CPUs (the rows' unit: per-CPU % summed / 100)
+        calls = (upd_o - upd_p + skp_o - skp_p) / POSTED_DURATION_S  # ndo calls removed/s
+        need_seed_ns = 1e9 * saved / calls
+        h, t = runs[f"hash-match/{n}"], runs[f"tuple-match/{n}"]
+        target = HALF_SAVING[n] / 100
+        missing, away, need = [], [], []
+        for i in range(nseeds):
+            o, p = CPUS * h[i]["cpu_total"], CPUS * t[i]["cpu_total"]
+            miss = target * o - (o - p)  # CPUs short of half the seed's saving
+            d_away = None
+            if h[i].get("tcp_away") is not None and t[i].get("tcp_away") is not None:
+                d_away = (h[i]["tcp_away"] - t[i]["tcp_away"]) / h[i]["duration_s"]
+            missing.append(miss)
+            away.append(d_away)
+            need.append(1e9 * miss / d_away if d_away and d_away > 0 else None)
+        sizes[str(n)] = {
+            "seed": {
+                "cpu_saved_cpus": _r(saved),
+                "saving_pct": _r(100 * saved / tot_o),
+                "steer_calls_removed_per_s": _r(calls),
+                "cost_per_removed_call_ns": _r(need_seed_ns),
+                "times_published_update_cost": _r(need_seed_ns / per_update_ns),
+                "user_ratio": _r(usr_p / usr_o),
+                "saving_per_user_time_pct": _r(100 * (1 - (tot_p / usr_p) / (tot_o / usr_o))),
+            },
+            "model": {
+                "half_saving_pct": HALF_SAVING[n],
+                "missing_cpus": _stat(missing),
+                "away_packets_removed_per_s": _stat(away),
+                "extra_cost_per_away_packet_ns": _stat(need),
+                "times_published_packet_cost": _stat(
+                    [None if x is None else x / per_packet_ns for x in need]),
+            },
+        }
+    return {
+        "profile": PROFILE,
+        "published_packet_ns": _r(per_packet_ns),
+        "published_update_ns": _r(per_update_ns),
+        "stages": {k: costs[k] for k in (*LOCALITY_STAGES, "arfs_program")},
+        "rps_flow_cnt": sizes,
+    }
