@@ -463,7 +463,7 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
             schedule(ev, int(p.mig_t[th, 0]), PRIO_WAKE, EV_MIGRATE, th)
         elif so.sock[th]["mig_every_ns"]:
             schedule(ev, int(so.sock[th]["mig_every_ns"]), PRIO_WAKE, EV_MIGRATE, th)
-    if arfs_model:
+    if arfs_model in (1, 2):  # ice's service timer (mlx5 has none: its work items expire)
         schedule(ev, p.arfs_period_ns, PRIO_TIMER, EV_ARFS_TIMER, 0)
     config = {
         "kernel": sc.host.kernel,

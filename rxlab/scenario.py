@@ -247,7 +247,14 @@ class Arfs(_Strict):
         50.0, description="queue_work -> the kworker that writes filters is woken")
     period_s: Annotated[float, in_range(1e-3, MAX_SECONDS, "s", "a kernel timer fires at most "
                                       "once a jiffy, 1 ms at HZ=1000")] = Field(
-        1.0, description="ice service timer (expiry scan)")
+        1.0, description="ice service timer (a run that syncs and expires); mlx5 has none")
+
+    @model_validator(mode="after")
+    def _timer_is_ice_s(self):
+        if self.model == "mlx5" and "period_s" in self.model_fields_set:
+            raise ValueError("period_s is ice's service timer; mlx5 has no expiry timer (each "
+                             "work item expires rules, en_arfs.c arfs_handle_work): remove it")
+        return self
 
 
 class Nic(_Strict):

@@ -110,3 +110,8 @@ def arfs_lock_each(s, t, hold, wait):
 @njit(**JIT)
 def ice_sync(s, t):
     return arfs.ice_sync(s, t)
+
+
+@njit(**JIT)
+def mlx5_expire(s, t):
+    return arfs.mlx5_expire(s, t)

@@ -167,3 +167,96 @@ def test_conservation_and_determinism(runs):
     assert cnt[CNT_OFFERED] == cnt[CNT_DELIVERED] + dropped  # drained: nothing in flight
     for x, y in ((a.st.cnt, b.st.cnt), (a.st.cpu_ns, b.st.cpu_ns), (a.ar.cnt, b.ar.cnt)):
         assert np.array_equal(x, y)
+
+
+# ------------------------------------------------------------------------- mlx5 -------
+# en_arfs.c: every work item (arfs_handle_work) writes its rule, then calls
+# arfs_may_expire_flow, which under arfs->arfs_lock walks the 4 x 256 buckets in order and
+# stops after the 62nd rule it lets go; mlx5 has no timer for it.
+MLX5_BUCKETS = 4 * 256
+MLX5_EXPIRED_PER_SCAN = 62  # if (quota++ > MLX5E_ARFS_EXPIRY_QUOTA (60)) break
+
+
+def mlx5_host(flows=64):
+    h = Harness(rfs_dict(cpus=4, arfs="mlx5", groups=[tcp_group(flows=flows)]))
+    h.reset()
+    return h
+
+
+def test_mlx5_scan_holds_the_lock_for_what_it_visits():
+    from compiled_calls import arfs_program_pending, mlx5_expire
+
+    h = mlx5_host()
+    cb = int(h.p.cost_i[C_ARFS_SYNC_BUCKET])
+    ce = int(h.p.cost_i[C_ARFS_SYNC_ENTRY])
+    cw = int(h.p.cost_i[C_ARFS_PROGRAM])
+    n = 64
+    for f in range(n):  # one rule per flow; no rps_dev_flow slot holds its filter id
+        assert ndo_rx_flow_steer(h.s, f, 0x100 + f, 2, f, 0, 0) >= 0
+    assert int(h.ar.entry.size - h.ar.glob[0]["free_n"]) == n
+    arfs_program_pending(h.s, 1_000)
+    h.ar.glob[0]["svc_debt"] = 0
+    # every rule may go: the walk stops after the 62nd, somewhere inside the tables
+    t0 = 1_000_000
+    t1 = int(mlx5_expire(h.s, t0))
+    c = h.ar.cnt
+    assert c[ARFS_EXPIRE] == MLX5_EXPIRED_PER_SCAN
+    hold = t1 - t0
+    assert c[ARFS_SYNC_HOLD_NS] == hold and c[ARFS_SYNC_WAIT_NS] == 0
+    # its hold: the buckets up to the one it stopped in, and the rules it visited (all
+    # of them deleted, so 62), never more than a full walk
+    visited_buckets = (hold - MLX5_EXPIRED_PER_SCAN * ce) // cb
+    assert (hold - MLX5_EXPIRED_PER_SCAN * ce) % cb == 0
+    assert 1 <= visited_buckets <= MLX5_BUCKETS
+    assert int(h.ar.glob[0]["svc_debt"]) == MLX5_EXPIRED_PER_SCAN * cw  # the deletions
+    # a steer call meanwhile spins until the scan releases the lock
+    assert arfs_lock(h.s, t0 + 7, 150) == hold - 7
+    # the next scan takes the rest and walks every bucket
+    t2 = t1 + 10_000
+    rest = n - MLX5_EXPIRED_PER_SCAN
+    assert int(mlx5_expire(h.s, t2)) == t2 + MLX5_BUCKETS * cb + rest * ce
+    assert c[ARFS_EXPIRE] == n and c[ARFS_SYNC_RUNS] == 2
+
+
+def test_mlx5_scan_skips_rules_whose_work_is_pending():
+    from compiled_calls import mlx5_expire
+
+    h = mlx5_host()
+    for f in range(10):
+        assert ndo_rx_flow_steer(h.s, f, 0x200 + f, 2, f, 0, 0) >= 0
+    # all ten work items are queued (not run): !work_pending(&rule->arfs_work) fails
+    t = int(mlx5_expire(h.s, 1_000_000))
+    assert h.ar.cnt[ARFS_EXPIRE] == 0
+    cb, ce = int(h.p.cost_i[C_ARFS_SYNC_BUCKET]), int(h.p.cost_i[C_ARFS_SYNC_ENTRY])
+    assert t == 1_000_000 + MLX5_BUCKETS * cb + 10 * ce
+
+
+def mlx5_run(drain):
+    from rxlab.build import build
+    from rxlab.scenario import scenario_from_dict
+    from rxlab.simulate import run_model
+
+    d = rfs_dict(cpus=8, flow_cnt=64, entries=8 * 64, groups=[tcp_group(flows=512,
+                                                                          pps=200_000)],
+                 arfs={"model": "mlx5"},
+                 apps=[{"name": "app", "cpus": "0-3", "spread": "round_robin",
+                        "cost": {"user_ns": 200, "syscall_ns": 0}}])
+    d["drain"] = drain
+    m = build(scenario_from_dict(d))
+    run_model(m)
+    return m
+
+
+def test_mlx5_every_work_item_scans_and_no_timer_does():
+    """One scan per work item run: as many scans as rules written, whatever the drain
+    adds (no packets, no work items, so no scans: idle rules stay, as with mlx5)."""
+    from rxlab.kernel.counters import ARFS_PROGRAMMED
+
+    short, long_ = mlx5_run(0.005), mlx5_run(0.5)
+    for m in (short, long_):
+        c = m.ar.cnt
+        assert c[ARFS_SYNC_RUNS] > 0
+        assert c[ARFS_SYNC_RUNS] >= c[ARFS_PROGRAMMED]
+    # the 0.495 s of extra drain (past every packet) brings no scan and expires nothing
+    assert long_.ar.cnt[ARFS_SYNC_RUNS] == short.ar.cnt[ARFS_SYNC_RUNS]
+    assert long_.ar.cnt[ARFS_EXPIRE] == short.ar.cnt[ARFS_EXPIRE]

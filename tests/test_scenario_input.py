@@ -129,6 +129,7 @@ SET_CASES = [
                                                                     "1e+12"]),
     (["nic.arfs={model: ice-hash-match, period_s: .inf}"], ["nic.arfs.period_s"]),
     (["nic.arfs={model: ice-hash-match, period_s: 1e-6}"], ["nic.arfs.period_s", "jiffy"]),
+    (["nic.arfs={model: mlx5, period_s: 1.0}"], ["nic.arfs", "period_s", "mlx5", "remove it"]),
     (["nic.max_pps=1e-300"], ["nic.max_pps", "0.001"]),
     (["nic.max_pps=.nan"], ["nic.max_pps", "finite"]),
     (["nic.link_gbps=1e-300"], ["nic.link_gbps", "0.01"]),

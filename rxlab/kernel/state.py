@@ -110,7 +110,6 @@ ARFS_GLOB = struct(
     # (queue_work done, its kworker not yet woken) or SVC_RUNNABLE (woken or running)
     ("svc_cpu", np.int64),  # CPU of the kworker that runs it
     ("svc_run", np.int64),  # 1 = a run has started (its snapshot is taken)
-    ("svc_scan", np.int64),  # 1 = the next run does the expiry scan (service timer)
     ("svc_n0", np.int64),  # entries of the pending list the run took at its start
     ("svc_pos", np.int64),  # of which written so far
     ("svc_debt", np.int64),  # ns of expiry-scan work the run still has to do

@@ -8,8 +8,11 @@ INACTIVE entries become ACTIVE and go on an add list, ACTIVE ones that
 than 5 s ago) leave the table for a delete list; then, with the lock released, it
 writes the deletes and the adds to hardware (``ice_fdir_write_fltr``). An add is
 written with the entry's queue at write time; a failed write leaves the entry ACTIVE
-without a filter (no retry). mlx5: the work item programs the rule, then
-``arfs_may_expire_flow`` deletes at most 62 rules per scan.
+without a filter (no retry). mlx5 (en_arfs.c ``arfs_handle_work``): each work item
+programs its rule, then calls ``arfs_may_expire_flow``, which under ``arfs_lock`` walks
+the 4 x 256 buckets in order, takes every rule whose work is not pending and that
+``rps_may_expire_flow`` lets go, and stops after 62 of them; with the lock released it
+deletes them (``mlx5_del_flow_rules``). mlx5 has no timer for it.
 
 Where the work runs (kernel/workqueue.c ``__queue_work``): ``queue_work`` passes
 ``WORK_CPU_UNBOUND``; a per-CPU workqueue then uses the pool of the CPU that called it,
@@ -30,12 +33,14 @@ queue). An ice run starts with the walk: one step that spins for ``arfs_lock`` a
 holds it (BH off: nothing else runs on that CPU meanwhile), all system time; then one
 write per step, so a softirq on that CPU waits at most one write. Requests made during
 a run find ``ICE_SERVICE_SCHED`` set and wait for the next trigger (a request after the
-run, or the service timer); an mlx5 run takes the pending entries at its start and
-goes on with the work items queued meanwhile.
+run, or the service timer); an mlx5 run takes one work item per step, its write and
+its expiry scan (the scan spins for ``arfs_lock`` and holds it for the buckets and
+rules it visits), then the scan's deletions one per step, and goes on with the work
+items queued meanwhile.
 
 Simplifications (docs/model.md): the work becomes runnable ``arfs_delay_ns`` after
-``queue_work`` (the worker's wake-up); mlx5's expiry scan runs on a timer of
-``nic.arfs.period_s`` rather than from its work items, and not under ``arfs_lock``.
+``queue_work`` (the worker's wake-up); an mlx5 scan decides which rules go at the time
+it asks for the lock, not when it gets it (the two differ by its spin).
 """
 
 import numpy as np
@@ -142,32 +147,62 @@ def arfs_program_pending(s, t):
 
 @njit(**JIT_STATE_OUTLINE)
 def arfs_expire_scan(s, t):
-    """Delete expired ACTIVE entries (mlx5: at most 62 per scan); returns CPU ns."""
+    """An expiry scan at t, buckets in order. mlx5 (``arfs_may_expire_flow``): a rule
+    whose work is not pending (not on the pending list) and that ``rps_may_expire_flow``
+    lets go leaves the table; stop after the 62nd (``if (quota++ >
+    MLX5E_ARFS_EXPIRY_QUOTA) break``). ice (the expiry half of its sync walk, as the test
+    harness drives it): expired ACTIVE entries leave, INACTIVE ones not pending are
+    queued again. Returns the buckets and entries visited and the ns of hardware
+    deletions owed (a rule that was never written costs none)."""
     ar, p = s.ar, s.p
-    spent = 0
+    mlx5 = p.arfs_model == 3
     quota = 0
+    rules = np.int64(0)
+    spent = np.int64(0)
     for b in range(ar.bucket.size):
         prev = np.int64(-1)  # int64 from the start: one compiled _delete
         e = ar.bucket[b]
         while e >= 0:
-            if ar.entry[e].state == ARFS_INACTIVE and ar.entry[e].pend == 0:
-                # the sync loop retries entries whose write failed (table full)
+            rules += 1
+            if mlx5:
+                gone = ar.entry[e].pend == 0 and rps_may_expire_flow(
+                    s, ar.entry[e].q, ar.entry[e].flow_id, ar.entry[e].fltr_id)
+            elif ar.entry[e].state == ARFS_INACTIVE and ar.entry[e].pend == 0:
                 ar.entry[e].pend = 1
                 ar.pend[ar.glob[0].pend_n] = e
                 ar.glob[0].pend_n += 1
-            elif ar.entry[e].state == ARFS_ACTIVE and _expired(s, e, t):
-                spent += cost(s, C_ARFS_PROGRAM)
+                gone = False
+            else:
+                gone = ar.entry[e].state == ARFS_ACTIVE and _expired(s, e, t)
+            if gone:
+                if ar.fdir_queue[ar.entry[e].flow] >= 0:
+                    spent += cost(s, C_ARFS_PROGRAM)  # the hardware rule's deletion
                 e = _delete(s, b, prev, e)
-                # mlx5: `if (quota++ > MLX5E_ARFS_EXPIRY_QUOTA) break` after queueing the
-                # rule for deletion: at most 62 deletions per scan
-                if p.arfs_model == 3:
-                    if quota > MLX5E_ARFS_EXPIRY_QUOTA:
-                        return spent
+                if mlx5:
+                    stop = quota > MLX5E_ARFS_EXPIRY_QUOTA
                     quota += 1
+                    if stop:
+                        return np.int64(b + 1), rules, spent
                 continue
             prev = e
             e = ar.entry[e].next
-    return spent
+    return np.int64(ar.bucket.size), rules, spent
+
+
+@njit(**JIT_STATE_OUTLINE)
+def mlx5_expire(s, t):
+    """``arfs_may_expire_flow``'s locked part, started at t: the walk, then spin for
+    ``arfs_lock`` and hold it for the buckets and rules visited; the deletions are owed
+    as ``svc_debt``. Returns the locked part's end."""
+    ar = s.ar
+    buckets, rules, spent = arfs_expire_scan(s, t)
+    ar.glob[0].svc_debt += spent
+    hold = buckets * cost(s, C_ARFS_SYNC_BUCKET) + rules * cost(s, C_ARFS_SYNC_ENTRY)
+    wait = arfs_lock(s, t, hold)
+    ar.cnt[ARFS_SYNC_RUNS] += 1
+    ar.cnt[ARFS_SYNC_WAIT_NS] += wait
+    ar.cnt[ARFS_SYNC_HOLD_NS] += hold
+    return t + wait + hold
 
 
 @njit(**JIT_STATE_OUTLINE)
@@ -214,15 +249,14 @@ def ice_sync(s, t):
 
 @njit(**JIT_STATE)
 def arm_timer(s, t):
-    if s.p.arfs_model != 0:
+    if s.p.arfs_model == 1 or s.p.arfs_model == 2:  # ice's service timer; mlx5 has none
         schedule(s.ev, t + s.p.arfs_period_ns, PRIO_TIMER, EV_ARFS_TIMER, 0)
 
 
 @njit(**JIT_STATE)
 def service_timer(s, t):
-    """The service timer: queues the work (ice: its run syncs as every run does; mlx5: the
-    run scans for expired rules); re-armed."""
-    s.ar.glob[0].svc_scan = 1
+    """ice's service timer (``ice_service_timer``): queues the work, whose run syncs as
+    every run does; re-armed."""
     queue_service(s, np.int64(SERVICE_TIMER_CPU), t)
     arm_timer(s, t)
 
@@ -230,24 +264,19 @@ def service_timer(s, t):
 @njit(**JIT_STATE_OUTLINE)
 def kworker_step(s, c, t):
     """One step of the work on CPU c's kworker: at an ice run's start the sync walk under
-    the lock (one step); at an mlx5 run's start the expiry scan (when the timer asked)
-    and the snapshot of pending entries; then one filter write, or one write's worth of
-    the deletions. Returns the step's end."""
+    the lock (one step), then one filter write per step; for mlx5 one work item per step
+    (its rule's write, then ``arfs_may_expire_flow``), its deletions one per step before
+    the next. Returns the step's end."""
     g = s.ar.glob[0]
     if g.svc_run == 0:
         g.svc_run = 1
-        if s.p.arfs_model != 3:
-            # ice: every run syncs the whole list under the lock, then writes
-            g.svc_scan = 0
-            t_end = ice_sync(s, t)
-            g.svc_n0 = g.pend_n
-            g.svc_pos = 0
-            return t_end
-        if g.svc_scan:
-            g.svc_scan = 0
-            g.svc_debt += arfs_expire_scan(s, t)  # retries failed writes: pend grows
         g.svc_n0 = g.pend_n
         g.svc_pos = 0
+        if s.p.arfs_model != 3:
+            # ice: every run syncs the whole list under the lock, then writes
+            t_end = ice_sync(s, t)
+            g.svc_n0 = g.pend_n
+            return t_end
     if g.svc_debt > 0:
         step = min(g.svc_debt, max(cost(s, C_ARFS_PROGRAM), np.int64(1)))
         g.svc_debt -= step
@@ -256,6 +285,9 @@ def kworker_step(s, c, t):
         k = g.svc_pos
         g.svc_pos = k + 1
         spent = arfs_program_one(s, k, t)
+        if s.p.arfs_model == 3:
+            # arfs_handle_work: every work item ends with arfs_may_expire_flow
+            return mlx5_expire(s, t + spent)
         if spent > 0:
             return t + spent
     return t

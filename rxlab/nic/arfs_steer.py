@@ -11,8 +11,9 @@ that queued it (``rxlab.nic.arfs``).
 
 Both drivers do the call's bucket walk, update or new entry and ``queue_work`` under
 one lock per device (ice: ``spin_lock_bh(&vsi->arfs_lock)``, one per PF VSI; mlx5:
-``spin_lock_bh(&arfs->arfs_lock)``), taken by every CPU whose softirq mis-steers and by
-the ice service task for its whole walk (``ice_sync_arfs_fltrs``). ``arfs_lock`` models
+``spin_lock_bh(&arfs->arfs_lock)``), taken by every CPU whose softirq mis-steers, by
+the ice service task for its whole walk (``ice_sync_arfs_fltrs``) and by each mlx5 work
+item's expiry scan (``arfs_may_expire_flow``). ``arfs_lock`` models
 it as a FIFO server: a caller spins until the lock is free, then holds it for its own
 work; the hand-off itself costs nothing.
 """
@@ -121,8 +122,12 @@ def ndo_rx_flow_steer(s, f, skb_hash, rxq, flow_id, c, t):
             if avoided:
                 ar.cnt[ARFS_AVOIDED] += 1
             # ice: same queue or not yet ACTIVE; mlx5: same queue or its work item is
-            # still pending (busy): return the filter id unchanged
-            if ar.entry[e].q == rxq or ar.entry[e].state != ARFS_ACTIVE:
+            # still pending (work_busy): return the filter id unchanged
+            if p.arfs_model == 3:
+                busy = ar.entry[e].pend != 0
+            else:
+                busy = ar.entry[e].state != ARFS_ACTIVE
+            if ar.entry[e].q == rxq or busy:
                 ar.cnt[ARFS_SKIP] += 1
                 return ar.entry[e].fltr_id
             ar.entry[e].q = rxq

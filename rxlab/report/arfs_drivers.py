@@ -67,9 +67,11 @@ DRIVERS = [
              "match: no collisions between flows)",
              "mlx5; the call spins for arfs_lock, then holds it for arfs_steer"),
             ("skip", f"{MLX5} mlx5e_rx_flow_steer",
-             "rule found on rxq_index: returns its filter_id", "counted as arfs skip"),
+             "rule found on rxq_index, or its work item busy (work_busy): returns its "
+             "filter_id", "counted as arfs skip"),
             ("update", f"{MLX5} mlx5e_rx_flow_steer",
-             "rule found on another queue: rule->rxq = rxq_index, queue_work()",
+             "rule found on another queue, its work idle: rule->rxq = rxq_index, "
+             "queue_work()",
              "counted as arfs update"),
             ("add", f"{MLX5} arfs_alloc_rule",
              "no rule: kzalloc(GFP_ATOMIC), filter_id = last_filter_id++ % RPS_NO_FILTER, "
@@ -86,7 +88,10 @@ DRIVERS = [
              "after each work item: under arfs_lock collects rules with no pending work "
              "that rps_may_expire_flow() lets go, at most 62 per scan (quota 60, "
              "post-increment test), deleted outside the lock",
-             "62 per scan, on the nic.arfs.period_s timer, not under arfs_lock"),
+             "after each work item's write, on the kworker: spins for arfs_lock, holds it "
+             "for the buckets (arfs_sync_bucket) and rules (arfs_sync_entry) it visits, "
+             "all of them when fewer than 62 may go; the deletions (arfs_program each) "
+             "follow; no timer (nic.arfs.period_s is ice's)"),
         ],
     },
 ]
