@@ -120,16 +120,48 @@ def test_no_drops_says_so(capsys):
     assert ex["dropped"] == 0 and ex["causes"] == []
 
 
-def test_a_saved_result_is_explained_without_flows(capsys, tmp_path):
+def test_a_saved_result_names_flows_from_its_scenario_or_explains_without(capsys, tmp_path):
+    """``rxlab run --out DIR`` writes the scenario beside result.json; explain runs it
+    again and, as it gives the saved result bit for bit, names the same flows as on the
+    scenario itself. Without it, or when it no longer gives that result (another rxlab,
+    here a tampered result), the counters are explained without flows."""
     sc = _base([_group("clients", 500, 1_000_000)], queues=1,
                kernel={"rps_cpus": "8", "netdev_max_backlog": 4})
     out_dir = tmp_path / "run"
-    assert main(["run", _write(tmp_path, "tiny", sc), "--out", str(out_dir)]) == 0
+    path = _write(tmp_path, "tiny", sc)
+    assert main(["run", path, "--out", str(out_dir)]) == 0
     capsys.readouterr()
+    direct = _json(capsys, "drops", path)
     ex = _json(capsys, "drops", str(out_dir))
     assert [c["where"] for c in ex["causes"] if c["reason"] == "backlog"] == ["CPU 3"]
+    assert [c["flows"] for c in ex["causes"]] == [c["flows"] for c in direct["causes"]]
+    assert any(c["flows"] for c in ex["causes"])
+    assert any("bit for bit" in n for n in ex["notes"])
+
+    data = json.loads((out_dir / "result.json").read_text())
+    data["packets"]["offered"] += 1  # not what the scenario gives
+    (out_dir / "result.json").write_text(json.dumps(data))
+    ex = _json(capsys, "drops", str(out_dir))
     assert all(c["flows"] is None for c in ex["causes"])
-    assert any("no flow table" in n for n in ex["notes"])
+    assert any("no flow table" in n and "another result" in n for n in ex["notes"])
+
+    (out_dir / "scenario.yaml").unlink()
+    ex = _json(capsys, "drops", str(out_dir / "result.json"))
+    assert all(c["flows"] is None for c in ex["causes"])
+    assert any("no scenario.yaml beside it" in n for n in ex["notes"])
+
+
+def test_saved_scenario_reruns_to_the_saved_result(tmp_path, capsys):
+    """scenario.yaml holds every field: `rxlab run` on it gives result.json again."""
+    out_dir = tmp_path / "run"
+    assert main(["run", "default", "--duration", "0.01", "--seed", "7", "--out",
+                 str(out_dir)]) == 0
+    capsys.readouterr()
+    again = tmp_path / "again"
+    assert main(["run", str(out_dir / "scenario.yaml"), "--out", str(again)]) == 0
+    assert json.loads((again / "result.json").read_text()) == json.loads(
+        (out_dir / "result.json").read_text())
+    assert (again / "scenario.yaml").read_text() == (out_dir / "scenario.yaml").read_text()
 
 
 def test_bad_uses_are_one_line_errors(capsys, tmp_path):

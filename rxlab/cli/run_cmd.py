@@ -123,7 +123,7 @@ def _run(args) -> int:
     if args.out:
         from rxlab.report.files import write_out
 
-        write_out(res, args.out)
+        write_out(res, args.out, sc)
     if args.json:
         print(text)
     elif args.softnet:  # the file alone, as `cat /proc/net/softnet_stat` prints it
@@ -131,7 +131,8 @@ def _run(args) -> int:
     else:
         print_result(res.data)
         if args.out:
-            print(f"wrote {args.out}/ (result.json, series.csv, softnet_stat, *.png)")
+            print(f"wrote {args.out}/ (result.json, scenario.yaml, series.csv, softnet_stat, "
+                  "*.png)")
     return 0
 
 

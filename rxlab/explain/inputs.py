@@ -1,6 +1,9 @@
 """What an explanation reads: a scenario (run here, with its flow table) or a saved
 ``result.json`` (``rxlab run --out DIR``: per-queue, per-CPU and per-socket counters but
-no flow table, so no per-flow attribution)."""
+no flow table). Beside a saved result ``rxlab run`` writes the scenario it came from;
+that scenario is run again and, when it gives the saved result bit for bit (same
+rxlab, same capture file), its flow table names the flows; otherwise the result is
+explained without them."""
 
 from __future__ import annotations
 
@@ -46,20 +49,49 @@ def load_subject(target: str, overrides: dict, max_memory=None) -> Subject:
         if not isinstance(data, dict) or any(k not in data for k in need):
             raise UsageError(f"{res_path}: not an rxlab result (no {', '.join(need)}); give "
                              "the result.json of `rxlab run --out DIR`")
+        replay = _replay(str(target), res_path, data, max_memory)
+        if isinstance(replay, Subject):
+            return replay
         cfg = data["config"]
         now = {"netdev_max_backlog": None, "flow_limit_table_len": cfg.get(
             "flow_limit_table_len"), "queues": len(data["queues"])}
         return Subject(str(target), data, None, [
-            "read from a saved result: it has no flow table, so flows are not named; "
-            "give the scenario to see them"], now)
-    from rxlab.build import build
-    from rxlab.metrics.result import assemble
+            f"read from a saved result: it has no flow table, so flows are not named "
+            f"({replay}); give the scenario to see them"], now)
     from rxlab.scenario import load_scenario, with_overrides
-    from rxlab.simulate import check_conservation, in_flight, run_model
 
     sc = load_scenario(target)
     if overrides:
         sc = with_overrides(sc, overrides)
+    return _run(sc, max_memory)
+
+
+def _replay(target: str, res_path: Path, data: dict, max_memory) -> Subject | str:
+    """The saved result's own scenario, run again: a Subject with flows when it gives
+    the saved result bit for bit, else why not (a phrase for the note)."""
+    from rxlab.report.files import SCENARIO_FILE
+    from rxlab.scenario import load_scenario
+
+    path = res_path.parent / SCENARIO_FILE
+    if not path.is_file():
+        return f"no {SCENARIO_FILE} beside it"
+    try:
+        sub = _run(load_scenario(path), max_memory)
+    except UsageError as err:
+        return f"its {SCENARIO_FILE} does not run here: {err}"
+    if json.loads(json.dumps(sub.data)) != data:
+        return (f"its {SCENARIO_FILE} gives another result here: another rxlab version or "
+                "capture file")
+    sub.name = target
+    sub.notes.insert(0, f"flows from {path}, run again: it gives the saved result bit for bit")
+    return sub
+
+
+def _run(sc, max_memory) -> Subject:
+    from rxlab.build import build
+    from rxlab.metrics.result import assemble
+    from rxlab.simulate import check_conservation, in_flight, run_model
+
     m = build(sc, max_memory=max_memory)
     run_model(m)
     res = assemble(m, in_flight(m))

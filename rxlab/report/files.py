@@ -1,4 +1,7 @@
-"""``--out DIR``: result JSON, time series CSV, softnet_stat dump and plots.
+"""``--out DIR``: result JSON, time series CSV, softnet_stat dump and plots, and the
+scenario the result came from (``scenario.yaml``: ``rxlab run DIR/scenario.yaml`` gives the
+same result, bit for bit, with the same rxlab; ``rxlab explain`` re-runs it for the flow
+table a result does not carry).
 
 Written into a temporary sibling folder and renamed at the end, so an error never
 leaves a half-written output folder behind.
@@ -45,7 +48,24 @@ def make_out_dir(out: str | Path, flag: str = "--out") -> Path:
     return out
 
 
-def write_out(result, out: str | Path) -> Path:
+SCENARIO_FILE = "scenario.yaml"
+
+
+def scenario_yaml(sc) -> str:
+    """The scenario as YAML that ``load_scenario`` reads back to the same scenario: every
+    field, defaults included, and a capture file's path made absolute."""
+    import yaml
+
+    data = sc.model_dump(mode="json", by_alias=True, exclude_none=True)
+    pcap = data.get("traffic", {}).get("pcap")
+    if isinstance(pcap, dict) and pcap.get("file"):
+        pcap["file"] = str(Path(pcap["file"]).resolve())
+    head = ("# The scenario of result.json beside it, every field resolved: `rxlab run` on\n"
+            "# this file gives the same result with the same rxlab.\n")
+    return head + yaml.safe_dump(data, sort_keys=False)
+
+
+def write_out(result, out: str | Path, scenario=None) -> Path:
     out = check_out_dir(out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -57,6 +77,8 @@ def write_out(result, out: str | Path) -> Path:
         d, s = result.data, result.series
         (tmp / "result.json").write_text(json.dumps(d, indent=1, sort_keys=True) + "\n")
         (tmp / "softnet_stat").write_text(result.softnet_stat)
+        if scenario is not None:
+            (tmp / SCENARIO_FILE).write_text(scenario_yaml(scenario))
         ncpu = len(d["cpus"])
         with open(tmp / "series.csv", "w", newline="") as f:
             w = csv.writer(f)
