@@ -109,35 +109,36 @@ def _stat_us(stat: dict | None) -> str:
     return f"{num(stat['mean'] / 1e3)} ±{num((hi - lo) / 2e3, 2)} us"
 
 
+def _times(stat: dict | None) -> str:
+    return UNDEFINED if stat is None else f"{with_half(stat)}x"
+
+
+# (label, side of the budget, the cell from that side's figures for one rps_flow_cnt)
+BUDGET_ROWS = (
+    ("seed: CPUs saved", "seed",
+     lambda v: f"{num(v['cpu_saved_cpus'])} ({num(v['saving_pct'])} %)"),
+    ("seed: aRFS calls removed / s", "seed", lambda v: num(v["steer_calls_removed_per_s"])),
+    ("seed: CPU per removed call", "seed", lambda v: _us(v["cost_per_removed_call_ns"])),
+    ("  x published cost of an update", "seed",
+     lambda v: f"{num(v['times_published_update_cost'])}x"),
+    ("seed: user time, patched/original", "seed", lambda v: num(v["user_ratio"])),
+    ("seed: saving per unit of user time", "seed",
+     lambda v: f"{num(v['saving_per_user_time_pct'])} %"),
+    ("model: CPUs short of half the saving", "model", lambda v: with_half(v["missing_cpus"])),
+    ("model: away packets removed / s", "model",
+     lambda v: with_half(v["away_packets_removed_per_s"])),
+    ("model: extra cost needed per one", "model",
+     lambda v: _stat_us(v["extra_cost_per_away_packet_ns"])),
+    ("  x published per-packet cost", "model",
+     lambda v: _times(v["times_published_packet_cost"])),
+)
+
+
 def budget_rows(budget: dict) -> list[list[str]]:
     """The ``budget`` of a seed table (seed 000: what the seed's CPU saving would need),
     one row per figure, one column per rps_flow_cnt."""
     sizes = budget["rps_flow_cnt"]
-    s = {n: v["seed"] for n, v in sizes.items()}
-    m = {n: v["model"] for n, v in sizes.items()}
-    return [
-        ["seed: CPUs saved", *(f"{num(s[n]['cpu_saved_cpus'])} ({num(s[n]['saving_pct'])} %)"
-                               for n in sizes)],
-        ["seed: aRFS calls removed / s", *(num(s[n]["steer_calls_removed_per_s"])
-                                           for n in sizes)],
-        ["seed: CPU per removed call", *(_us(s[n]["cost_per_removed_call_ns"])
-                                         for n in sizes)],
-        ["  x published cost of an update", *(f"{num(s[n]['times_published_update_cost'])}x"
-                                              for n in sizes)],
-        ["seed: user time, patched/original", *(num(s[n]["user_ratio"]) for n in sizes)],
-        ["seed: saving per unit of user time", *(f"{num(s[n]['saving_per_user_time_pct'])} %"
-                                                 for n in sizes)],
-        ["model: CPUs short of half the saving", *(with_half(m[n]["missing_cpus"])
-                                                   for n in sizes)],
-        ["model: away packets removed / s", *(with_half(m[n]["away_packets_removed_per_s"])
-                                              for n in sizes)],
-        ["model: extra cost needed per one", *(_stat_us(m[n]["extra_cost_per_away_packet_ns"])
-                                               for n in sizes)],
-        ["  x published per-packet cost", *(UNDEFINED if m[n]["times_published_packet_cost"]
-                                            is None else
-                                            f"{with_half(m[n]['times_published_packet_cost'])}x"
-                                            for n in sizes)],
-    ]
+    return [[label, *(cell(sizes[n][side]) for n in sizes)] for label, side, cell in BUDGET_ROWS]
 
 
 def print_budget(budget: dict, console: Console) -> None:
