@@ -5,7 +5,8 @@ The compiled loop indexes its arrays without checks; an index the validation let
 would read or write out of range silently. Here every jitted function is compiled with
 bounds checks, so such an index raises ``IndexError`` instead, and the run fails. The
 sample: the built-in scenarios, two richer scenarios that use most sections (RPS, RFS,
-aRFS, flow limit, n-tuple rules, RSS contexts, migration, cost jitter, XDP, AF_XDP), the
+flow limit, n-tuple rules, RSS contexts, migration, cost jitter, XDP, AF_XDP), aRFS under
+churn with the ice and mlx5 filter paths, the
 hostile command lines that may be accepted (``tests/hostile_cases.py``), two
 ``rxlab reproduce --quick`` experiments (each result must equal the unchecked run's),
 and the fuzz generators of ``tests/test_fuzz_cli.py``, whose every accepted case
@@ -65,6 +66,17 @@ def sample(quick: bool) -> list[H.Case]:
             out.append(H.Case(f"fuzz-base-{name}", f"the fuzz's {name} scenario",
                               ("run", "s.yaml", "--json"), "ok", "rich",
                               {"s.yaml": yaml.safe_dump(data, sort_keys=False)}))
+    from rfs_harness import rfs_dict, tcp_group
+
+    for model in ("ice-hash-match", "mlx5"):  # aRFS under churn: steer, lock, walk, scan
+        d = rfs_dict(cpus=8, version="6.15", flow_cnt=64, entries=8 * 64, duration=0.05,
+                     arfs={"model": model},
+                     groups=[tcp_group(flows=512, pps=200_000)],
+                     apps=[{"name": "app", "cpus": "0-3", "spread": "round_robin",
+                            "cost": {"user_ns": 200}}])
+        out.append(H.Case(f"arfs-{model}", f"aRFS churn on 8 CPUs ({model})",
+                          ("run", "s.yaml", "--json"), "ok", "rich",
+                          {"s.yaml": yaml.safe_dump(d, sort_keys=False)}))
     if not quick:
         # judged as "either" here: whether rxlab refuses one is the case table's question
         out += [H.Case(c.id, c.what, c.argv, "either", c.group, c.files, c.timeout)
