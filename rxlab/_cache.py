@@ -81,8 +81,8 @@ def announce_compile() -> None:
     if not loop_compiled():
         import sys
 
-        print("rxlab: compiling the event loop for this install, once: about 55 s of CPU "
-              "and 0.65 GB of memory on 2 vCPUs (later runs start in under a second)",
+        print("rxlab: compiling the event loop for this install, once: about a minute of "
+              "CPU and 0.65 GB of memory on 2 vCPUs (later runs start in under a second)",
               file=sys.stderr)
 
 
