@@ -189,15 +189,15 @@ def test_the_kernel_decision_is_the_default(table):
 def test_budget_seed_side_is_the_postings_arithmetic(table):
     """What the seed's saving would need, from the posting's own rows: CPUs saved over
     the aRFS updates and skips the patch removed (per second of its 180 s), and the
-    saving per unit of user (netperf) time; beside the profile's published costs."""
+    saving per unit of user (netperf) time; beside the profile's per-event costs."""
     from rxlab.profiles import load_profile
 
     rows, secs = posted()
     b = table["seed_table"]["budget"]
     stages = load_profile(b["profile"])["stages"]
     packet = sum(float(stages[k]["ns"]) for k in ("tcp_remote", "wakeup_remote", "arfs_steer"))
-    assert b["published_packet_ns"] == pytest.approx(packet)
-    assert b["published_update_ns"] == pytest.approx(packet + float(stages["arfs_program"]["ns"]))
+    assert b["profile_packet_ns"] == pytest.approx(packet)
+    assert b["profile_update_ns"] == pytest.approx(packet + float(stages["arfs_program"]["ns"]))
     for n in (512, 2048):
         s = b["rps_flow_cnt"][str(n)]["seed"]
         (to, tp), (uo, up) = rows["CPU Total"][n], rows["CPU User"][n]
@@ -206,14 +206,14 @@ def test_budget_seed_side_is_the_postings_arithmetic(table):
         assert s["cpu_saved_cpus"] == pytest.approx(to - tp, rel=1e-4)
         assert s["steer_calls_removed_per_s"] == pytest.approx(calls, rel=1e-4)
         assert s["cost_per_removed_call_ns"] == pytest.approx(1e9 * (to - tp) / calls, rel=1e-4)
-        assert s["times_published_update_cost"] == pytest.approx(
-            1e9 * (to - tp) / calls / b["published_update_ns"], rel=1e-3)
+        assert s["times_profile_update_cost"] == pytest.approx(
+            1e9 * (to - tp) / calls / b["profile_update_ns"], rel=1e-3)
         assert s["user_ratio"] == pytest.approx(up / uo, rel=1e-4)
         assert s["saving_per_user_time_pct"] == pytest.approx(
             100 * (1 - (tp / up) / (to / uo)), rel=1e-3)
-    # the posting's saving cannot come from per-event costs of the size published: every
+    # the posting's saving cannot come from per-event costs of the profile's size: every
     # removed call would have to cost over 10x the dearest event (an update)
-    assert all(b["rps_flow_cnt"][n]["seed"]["times_published_update_cost"] > 10
+    assert all(b["rps_flow_cnt"][n]["seed"]["times_profile_update_cost"] > 10
                for n in ("512", "2048"))
 
 

@@ -119,8 +119,8 @@ BUDGET_ROWS = (
      lambda v: f"{num(v['cpu_saved_cpus'])} ({num(v['saving_pct'])} %)"),
     ("seed: aRFS calls removed / s", "seed", lambda v: num(v["steer_calls_removed_per_s"])),
     ("seed: CPU per removed call", "seed", lambda v: _us(v["cost_per_removed_call_ns"])),
-    ("  x published cost of an update", "seed",
-     lambda v: f"{num(v['times_published_update_cost'])}x"),
+    ("  x the profile's cost of an update", "seed",
+     lambda v: f"{num(v['times_profile_update_cost'])}x"),
     ("seed: user time, patched/original", "seed", lambda v: num(v["user_ratio"])),
     ("seed: saving per unit of user time", "seed",
      lambda v: f"{num(v['saving_per_user_time_pct'])} %"),
@@ -129,8 +129,8 @@ BUDGET_ROWS = (
      lambda v: with_half(v["away_packets_removed_per_s"])),
     ("model: extra cost needed per one", "model",
      lambda v: _stat_us(v["extra_cost_per_away_packet_ns"])),
-    ("  x published per-packet cost", "model",
-     lambda v: _times(v["times_published_packet_cost"])),
+    ("  x the profile's per-packet cost", "model",
+     lambda v: _times(v["times_profile_packet_cost"])),
 )
 
 
@@ -147,10 +147,10 @@ def print_budget(budget: dict, console: Console) -> None:
                  ["figure", *(f"rps_flow_cnt {n}" for n in budget["rps_flow_cnt"])],
                  budget_rows(budget))
     console.print(
-        "Published per-event costs (profile "
-        f"{budget['profile']}: {stages}): a packet processed away from its reader "
-        f"{_us(budget['published_packet_ns'])}, an update "
-        f"{_us(budget['published_update_ns'])}. A removed call is an aRFS update or skip "
+        "The profile's per-event costs (profile "
+        f"{budget['profile']}: {stages}; each stage's source in the profile): a packet "
+        f"processed away from its reader {_us(budget['profile_packet_ns'])}, an update "
+        f"{_us(budget['profile_update_ns'])}. A removed call is an aRFS update or skip "
         "the patch took away (the seed's counters); an away packet one TCP processed on "
         "another CPU than its reader or queued to the owned socket's backlog.",
         highlight=False)

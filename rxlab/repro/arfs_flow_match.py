@@ -343,13 +343,13 @@ def seed_table(exp: dict) -> dict:
 
 
 # --------------------------------------------- what the seed's CPU saving would need --
-# The model charges a packet processed away from its reader what published figures give
-# (profile stages): the socket's lines moving (tcp_remote), the reader's cross-CPU
+# The model charges a packet processed away from its reader what its profile's stages give
+# (each with its source there): the socket's lines moving (tcp_remote), the reader's cross-CPU
 # wake-up (wakeup_remote) and the ndo_rx_flow_steer call (arfs_steer); a filter update
 # adds one write (arfs_program). The budget below asks how much a removed event would
 # have to cost for the seed's saving to follow from the events the seed counts, and how
 # much more the model would have to charge a packet it processes away from its reader to
-# reach half the seed's saving; both beside those published per-event costs.
+# reach half the seed's saving; both beside the profile's per-event costs.
 LOCALITY_STAGES = ("tcp_remote", "wakeup_remote", "arfs_steer")
 PROFILE = "modern-x86"
 
@@ -390,7 +390,7 @@ def saving_budget(posted: dict, runs: dict, nseeds: int) -> dict:
                 "saving_pct": _r(100 * saved / tot_o),
                 "steer_calls_removed_per_s": _r(calls),
                 "cost_per_removed_call_ns": _r(need_seed_ns),
-                "times_published_update_cost": _r(need_seed_ns / per_update_ns),
+                "times_profile_update_cost": _r(need_seed_ns / per_update_ns),
                 "user_ratio": _r(usr_p / usr_o),
                 "saving_per_user_time_pct": _r(100 * (1 - (tot_p / usr_p) / (tot_o / usr_o))),
             },
@@ -399,14 +399,14 @@ def saving_budget(posted: dict, runs: dict, nseeds: int) -> dict:
                 "missing_cpus": _stat(missing),
                 "away_packets_removed_per_s": _stat(away),
                 "extra_cost_per_away_packet_ns": _stat(need),
-                "times_published_packet_cost": _stat(
+                "times_profile_packet_cost": _stat(
                     [None if x is None else x / per_packet_ns for x in need]),
             },
         }
     return {
         "profile": PROFILE,
-        "published_packet_ns": _r(per_packet_ns),
-        "published_update_ns": _r(per_update_ns),
+        "profile_packet_ns": _r(per_packet_ns),
+        "profile_update_ns": _r(per_update_ns),
         "stages": {k: costs[k] for k in (*LOCALITY_STAGES, "arfs_program")},
         "rps_flow_cnt": sizes,
     }
