@@ -120,6 +120,17 @@ def format_mask(cpus: Iterable[int]) -> str:
     return _words(value)
 
 
+def normal_mask(text: str) -> str:
+    """A mask in the one form rxlab writes to the kernel (``'1,0'`` -> ``'1,00000000'``,
+    CPU 32, as bitmap_parse() reads both); raises CpuSetError as ``mask_value``."""
+    return _words(mask_value(text))
+
+
+def same_mask(a: str, b: str) -> bool:
+    """Two masks name the same CPUs, read as bitmap_parse() reads them."""
+    return mask_value(a) == mask_value(b)
+
+
 def _words(value: int) -> str:
     words = []
     while True:

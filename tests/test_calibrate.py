@@ -14,12 +14,12 @@ import pytest
 import yaml
 from scipy import stats
 
-from rxlab.calibrate import fit, measure, profile
+from rxlab.calibrate import measure, profile
 from rxlab.calibrate.measure import Plan
 from rxlab.cli.main import main
 from rxlab.errors import UsageError
-from rxlab.host import export
-from rxlab.kcheck import host, rates
+from rxlab.host import export, fit, guard, procfs
+from rxlab.kcheck import rates
 from rxlab.profiles import load_profile
 from rxlab.scenario import scenario_from_dict
 
@@ -49,10 +49,10 @@ def test_agreement_band_is_the_kernel_range_widened_by_the_tolerance():
 def test_proc_stat_rows_add_up_to_the_kernels_total():
     with open("/proc/stat") as fh:
         text = fh.read()
-    rows = host.parse_proc_stat(text)
+    rows = procfs.parse_proc_stat(text)
     assert set(rows) >= set(range(len(os.sched_getaffinity(0)))) - {None}
     total = [int(x) for x in text.splitlines()[0].split()[1:9]]  # the "cpu" line
-    for i, name in enumerate(host.PROC_STAT_FIELDS):
+    for i, name in enumerate(procfs.PROC_STAT_FIELDS):
         # the kernel sums the same per-CPU counters; both readings are of one instant
         assert abs(sum(r[name] for r in rows.values()) - total[i]) <= len(rows)
 
@@ -210,7 +210,7 @@ def test_rate_checks_refuse_profiles_that_cannot_hold_out(tmp_path):
 
 
 def test_calibrate_cannot_run_without_root(monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr(host.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(guard.os, "geteuid", lambda: 1000)
     assert main(["calibrate", "--quiet", "-o", str(tmp_path / "p.yaml")]) == 77
     assert "needs root" in capsys.readouterr().out
     assert not (tmp_path / "p.yaml").exists()

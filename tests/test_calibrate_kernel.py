@@ -18,10 +18,12 @@ import time
 import pytest
 from lab_processes import traffic_processes
 
-from rxlab.kcheck import host
+from rxlab.host import guard, procfs
+from rxlab.host.lab import CAL_NAMES
+from rxlab.host.netns import NETNS_RUN_DIR
 from rxlab.profiles import load_profile
 
-WHY = host.cannot_run()
+WHY = guard.cannot_run()
 pytestmark = pytest.mark.skipif(WHY is not None, reason=f"cannot run here: {WHY}")
 RXLAB = [sys.executable, "-m", "rxlab.cli.main"]
 BUDGET = 900  # s: a cold numba cache on a busy 2-CPU machine compiles first
@@ -29,19 +31,19 @@ RATE_CHECKS = "backlog_saturation,softirq_half_load,overload_drops"
 
 
 def _policy() -> tuple[int, int] | None:
-    pid = host.ksoftirqd_pid(1)
+    pid = procfs.ksoftirqd_pid(1)
     if pid is None:
         return None
     return os.sched_getscheduler(pid), os.sched_getparam(pid).sched_priority
 
 
 def _state() -> dict:
-    return {"sysctls": {n: host.read_sysctl(n) for n in host.SYSCTLS},
-            "namespaces": sorted(n for n in host.ALL_NAMESPACES
-                                 if os.path.exists(os.path.join(host.NETNS_DIR, n))),
+    return {"sysctls": {n: guard.read_sysctl(n) for n in guard.SYSCTLS},
+            "namespaces": sorted(n for n in guard.ALL_NAMESPACES
+                                 if os.path.exists(os.path.join(NETNS_RUN_DIR, n))),
             "ksoftirqd/1": _policy(),
-            "state_files": sorted(p for p in (host.STATE_FILE, host.cal_state_file(),
-                                              os.path.join(host.STATE_DIR, "ksoftirqd.json"))
+            "state_files": sorted(p for p in (guard.STATE_FILE, guard.cal_state_file(),
+                                              os.path.join(guard.STATE_DIR, "ksoftirqd.json"))
                                   if os.path.exists(p))}
 
 
@@ -123,7 +125,7 @@ def test_interrupted_calibration_leaves_nothing_behind(untouched, sig, tmp_path)
     out = tmp_path / "p.yaml"
 
     def mid_run() -> bool:  # its namespace is up and ksoftirqd/1 was raised
-        return (os.path.exists(os.path.join(host.NETNS_DIR, host.CAL_NAMES["ns_rx"]))
+        return (os.path.exists(os.path.join(NETNS_RUN_DIR, CAL_NAMES["ns_rx"]))
                 and _policy() is not None and _policy()[0] == os.SCHED_FIFO)
 
     rc = _interrupt(["calibrate", "--quick", "--quiet", "-o", str(out)], mid_run, sig)

@@ -421,11 +421,11 @@ def real_capture(tmp_path_factory):
     why = _lab_reason()
     if why:
         pytest.skip(why)
-    from rxlab.host.lab import VethLab
+    from rxlab.host.lab import Lab
 
     out = tmp_path_factory.mktemp("tcpdump")
     pcap = out / "veth.pcap"
-    with VethLab("rxcap", queues=1, ipv6=True) as lab:
+    with Lab.named("rxcap", queues=1, ipv6=True) as lab:
         udp_flows = [
             [4, lab.ip_tx, 40001, lab.ip_rx, 9000, 64, 30],
             [4, lab.ip_tx, 40002, lab.ip_rx, 9000, 200, 20],

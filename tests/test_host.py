@@ -20,7 +20,7 @@ import yaml
 from rxlab.cli.main import main
 from rxlab.errors import UsageError
 from rxlab.host import apply as host_apply
-from rxlab.host import ethtool
+from rxlab.host import caps, ethtool
 from rxlab.host.export import scenario_from_host
 from rxlab.host.netns import check_dev, in_netns
 from rxlab.host.read import SYSCTL_DIR, SYSCTLS, _queue_of, cpu_count, read_host
@@ -315,8 +315,13 @@ def _lab_reason():
     return why
 
 
+# the net.core sysctls this kernel has (no flow limit without CONFIG_NET_FLOW_LIMIT)
+PRESENT = [n for n in SYSCTLS if (SYSCTL_DIR / n).exists()]
+FLOW_LIMIT = caps.probe().has("flow_limit")
+
+
 def _read_sysctls():
-    return {n: (SYSCTL_DIR / n).read_text().strip() for n in SYSCTLS}
+    return {n: (SYSCTL_DIR / n).read_text().strip() for n in PRESENT}
 
 
 @pytest.fixture(scope="module")
@@ -324,11 +329,11 @@ def lab():
     why = _lab_reason()
     if why:
         pytest.skip(why)
-    from rxlab.host.lab import VethLab
+    from rxlab.host.lab import Lab
 
     saved = _read_sysctls()
     try:
-        with VethLab(f"rxhost{os.getpid() % 100000}", queues=4) as lab:
+        with Lab.named(f"rxhost{os.getpid() % 100000}", queues=4) as lab:
             yield lab
     finally:
         for name, v in saved.items():
@@ -340,7 +345,7 @@ def lab():
 def sysctl_lock(lab):
     """Tests that write the machine's net.core sysctls hold kernel-check's lock, so that
     the two never change them at the same time."""
-    from rxlab.kcheck.host import CannotRun, run_lock
+    from rxlab.host.guard import CannotRun, run_lock
 
     try:
         with run_lock():
@@ -388,7 +393,11 @@ def test_show_json_inside_a_namespace(lab, capsys):
     assert d["flow_hash"]["supported"] is False
     sc = info["sysctls"]
     assert sc["netdev_max_backlog"] == int((SYSCTL_DIR / "netdev_max_backlog").read_text())
-    assert set(sc) == set(SYSCTLS)
+    assert set(sc) == set(PRESENT)
+    assert set(info["sysctls_absent"]) == set(SYSCTLS) - set(PRESENT)
+    if not FLOW_LIMIT:  # the cause, never a made-up value
+        assert "CONFIG_NET_FLOW_LIMIT" in info["sysctls_absent"]["flow_limit_cpu_bitmap"]
+        assert info["kernel_features"]["flow_limit"] == caps.probe().why_not("flow_limit")
     rc, out, _ = run_cli(capsys, "host", "show", "--netns", lab.ns_rx, "--dev", lab.dev_rx)
     assert rc == 0 and "rss: unsupported (Operation not supported)" in out
 
@@ -439,10 +448,12 @@ def test_apply_dry_run_then_yes_then_rollback(lab, sysctl_lock, capsys, tmp_path
     in_netns(lab.ns_rx, _write, p2, "4096")
     try:
         before = snapshot(lab)
+        flow_limit = ({"flow_limit_cpu_bitmap": "2", "flow_limit_table_len": 8192}
+                      if FLOW_LIMIT else {})
         path, data = _scenario(lab, tmp_path, rps_cpus={0: "2", 1: "3"},
                                netdev_max_backlog=1234, dev_weight=32,
-                               flow_limit_cpu_bitmap="2", flow_limit_table_len=8192,
-                               rps_flow_cnt={0: 100}, rps_sock_flow_entries=1000)
+                               rps_flow_cnt={0: 100}, rps_sock_flow_entries=1000,
+                               **flow_limit)
         data["nic"]["queues"] = 2
         path.write_text(yaml.safe_dump(data))
         rc, out, _ = run_cli(capsys, "host", "apply", str(path), "--dev", lab.dev_rx,
@@ -453,7 +464,8 @@ def test_apply_dry_run_then_yes_then_rollback(lab, sysctl_lock, capsys, tmp_path
         assert f"echo 100 > /sys/class/net/{lab.dev_rx}/queues/rx-0/rps_flow_cnt" in out
         assert (f"sysctl -w net.core.rps_sock_flow_entries=1000    # now 0; machine-wide, "
                 f"not only netns {lab.ns_rx}\n") in out
-        assert out.count("machine-wide") == 5  # the sysctls, not the device's own values
+        # the sysctls, not the device's own values
+        assert out.count("machine-wide") == 3 + len(flow_limit)
         assert "sysctl -w net.core.netdev_max_backlog=1234" in out
         assert snapshot(lab) == before
         rb = tmp_path / "rollback.json"
@@ -465,8 +477,9 @@ def test_apply_dry_run_then_yes_then_rollback(lab, sysctl_lock, capsys, tmp_path
         assert [q["rps_cpus"] for q in now["dev"]["rx"]] == ["2", "3"]
         assert now["sysctls"]["netdev_max_backlog"] == 1234
         assert now["sysctls"]["dev_weight"] == 32
-        assert int(now["sysctls"]["flow_limit_cpu_bitmap"], 16) == 2
-        assert now["sysctls"]["flow_limit_table_len"] == 8192
+        if FLOW_LIMIT:
+            assert int(now["sysctls"]["flow_limit_cpu_bitmap"], 16) == 2
+            assert now["sysctls"]["flow_limit_table_len"] == 8192
         assert [q["rps_flow_cnt"] for q in now["dev"]["rx"]] == [128, 0]  # rounded up
         assert now["sysctls"]["rps_sock_flow_entries"] == 1024
         assert json.loads(rb.read_text())["state"] == "applied"
@@ -538,6 +551,35 @@ def test_a_write_refused_before_any_change_is_not_rolled_back(lab, sysctl_lock, 
     assert tried == ["123"]  # written once, never "restored"
     assert snapshot(lab) == before
     assert json.loads(rb.read_text())["state"] == "rolled-back"
+
+
+@pytest.mark.skipif(FLOW_LIMIT, reason="this kernel has flow limit (the refusal is shown "
+                    "on kernels without CONFIG_NET_FLOW_LIMIT; tests/test_caps.py covers it "
+                    "on a fake /proc)")
+def test_a_kernel_without_flow_limit_applies_an_export_and_refuses_flow_limit(
+        lab, sysctl_lock, capsys, tmp_path):
+    before = snapshot(lab)
+    exported = tmp_path / "h.yaml"
+    rc, out, _ = run_cli(capsys, "host", "export", "--netns", lab.ns_rx, "--dev", lab.dev_rx,
+                         "-o", str(exported))
+    assert rc == 0
+    assert "CONFIG_NET_FLOW_LIMIT" in exported.read_text()  # said in the header
+    sc = load_scenario(str(exported))
+    assert sc.kernel.flow_limit_cpu_bitmap == "0"  # a scenario that models no flow limit
+    for extra in ([], ["--yes", "--rollback-file", str(tmp_path / "rb.json")]):
+        rc, out, err = run_cli(capsys, "host", "apply", str(exported), "--dev", lab.dev_rx,
+                               "--netns", lab.ns_rx, *extra)
+        assert rc == 0, err
+        assert snapshot(lab) == before
+    data = yaml.safe_load(exported.read_text())
+    data["kernel"]["flow_limit_cpu_bitmap"] = "1"
+    bad = tmp_path / "fl.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    rc, out, err = run_cli(capsys, "host", "apply", str(bad), "--dev", lab.dev_rx, "--netns",
+                           lab.ns_rx, "--yes", "--rollback-file", str(tmp_path / "rb2.json"))
+    assert rc == 2 and err.count("\n") == 1 and "CONFIG_NET_FLOW_LIMIT" in err, err
+    assert not (tmp_path / "rb2.json").exists()
+    assert snapshot(lab) == before
 
 
 BAD = [

@@ -1,7 +1,8 @@
 """``rxlab host apply --yes`` under signals, against veth devices in network namespaces.
 
 A 13-step plan (channels, rps_cpus and rps_flow_cnt of three rx queues, six global
-net.core sysctls) is interrupted at every step with SIGINT and with SIGTERM: the CLI runs
+net.core sysctls; 12 and five on a kernel without flow limit) is interrupted at every
+step with SIGINT and with SIGTERM: the CLI runs
 as a child process that the test hook ``RXLAB_TEST_PAUSE_AT_STEP=K`` stops before step K
 (``ROLLBACK_FILE.paused`` appears), the signal arrives there, and the namespace's sysfs
 values and the machine's sysctls must be exactly as before. SIGKILL must leave the
@@ -28,12 +29,15 @@ import pytest
 import yaml
 
 from rxlab.host import apply as host_apply
+from rxlab.host import caps
 from rxlab.host.export import scenario_from_host
 from rxlab.host.netns import in_netns
 from rxlab.host.read import SYSCTL_DIR, SYSCTLS, read_host
 
 RXLAB = [sys.executable, "-m", "rxlab.cli.main"]
-STEPS = 13
+FLOW_LIMIT = caps.probe().has("flow_limit")  # flow_limit_table_len is one of the steps
+SYSCTL_STEPS = 6 if FLOW_LIMIT else 5
+STEPS = 7 + SYSCTL_STEPS
 WAIT = 60  # seconds for a child to reach its pause (imports, reading the device)
 
 
@@ -47,7 +51,8 @@ def _lab_reason() -> str | None:
 
 
 def _sysctls() -> dict[str, str]:
-    return {n: (SYSCTL_DIR / n).read_text().strip() for n in SYSCTLS}
+    return {n: (SYSCTL_DIR / n).read_text().strip() for n in SYSCTLS
+            if (SYSCTL_DIR / n).exists()}  # no flow limit without CONFIG_NET_FLOW_LIMIT
 
 
 def _restore_sysctls(saved: dict[str, str]) -> None:
@@ -72,11 +77,11 @@ def lab():
     why = _lab_reason()
     if why:
         pytest.skip(why)
-    from rxlab.host.lab import VethLab
+    from rxlab.host.lab import Lab
 
     saved = _sysctls()
     try:
-        with VethLab(f"rxsig{os.getpid() % 100000}", queues=4, subnet="10.233.0") as lab:
+        with Lab.named(f"rxsig{os.getpid() % 100000}", queues=4, subnet="10.233.0") as lab:
             # values on rx-3, which the plan's `ethtool -L rx 3` removes: the rollback
             # must bring them back with the queue
             for attr, v in (("rps_cpus", "1"), ("rps_flow_cnt", "4096")):
@@ -90,7 +95,7 @@ def lab():
 def guarded(lab):
     """The test holds kernel-check's lock; whatever happens, sysctls, the device and the
     record of an apply are put back afterwards."""
-    from rxlab.kcheck.host import CannotRun, run_lock
+    from rxlab.host.guard import CannotRun, run_lock
 
     saved = _sysctls()
     files: list[Path] = []
@@ -119,7 +124,8 @@ def snapshot(lab) -> dict:
 
 @pytest.fixture(scope="module")
 def scenario(lab, tmp_path_factory) -> Path:
-    """13 changes: rx 4 -> 3, rps_cpus and rps_flow_cnt of rx-0..2, six sysctls."""
+    """13 changes: rx 4 -> 3, rps_cpus and rps_flow_cnt of rx-0..2, six sysctls (12 and
+    five without flow limit in the kernel)."""
     info = read_host(lab.ns_rx, [lab.dev_rx])
     data, _ = scenario_from_host(info, lab.dev_rx)
     now = {k: int(v) for k, v in _sysctls().items() if k != "flow_limit_cpu_bitmap"}
@@ -130,7 +136,8 @@ def scenario(lab, tmp_path_factory) -> Path:
         "netdev_budget": now["netdev_budget"] + 1,
         "netdev_budget_usecs": now["netdev_budget_usecs"] + 1,
         "dev_weight": now["dev_weight"] + 1,
-        "flow_limit_table_len": 2 * host_apply.rfs_size(now["flow_limit_table_len"]),
+        **({"flow_limit_table_len": 2 * host_apply.rfs_size(now["flow_limit_table_len"])}
+           if FLOW_LIMIT else {}),
         "rps_sock_flow_entries": 2 * host_apply.rfs_size(now["rps_sock_flow_entries"])
         or 1024,
     })
@@ -174,14 +181,14 @@ def cli(*argv: str) -> subprocess.CompletedProcess:
                           env=env, stdin=subprocess.DEVNULL)
 
 
-def test_the_plan_has_13_steps_and_marks_the_machine_wide_ones(lab, scenario):
+def test_the_plan_has_all_steps_and_marks_the_machine_wide_ones(lab, scenario):
     r = cli("host", "apply", str(scenario), "--dev", lab.dev_rx, "--netns", lab.ns_rx)
     assert r.returncode == 0, r.stderr
     assert f"{STEPS} change(s) for {lab.dev_rx} in netns {lab.ns_rx}:" in r.stdout
     listed = [ln for ln in r.stdout.splitlines() if ln.startswith("  ")]
     assert len(listed) == STEPS
     wide = [ln for ln in listed if ln.endswith(f"machine-wide, not only netns {lab.ns_rx}")]
-    assert len(wide) == 6 and all("sysctl -w net.core." in ln for ln in wide)
+    assert len(wide) == SYSCTL_STEPS and all("sysctl -w net.core." in ln for ln in wide)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
@@ -254,7 +261,8 @@ def test_sigkill_leaves_applying_which_show_and_apply_report(lab, guarded, scena
 
     done = cli("host", "rollback", str(rb))
     assert done.returncode == 0, done.stderr
-    assert f"restored 7 of {STEPS} value(s) (6 already held the previous value)" in done.stdout
+    assert (f"restored 7 of {STEPS} value(s) ({STEPS - 7} already held the previous value)"
+                in done.stdout)
     assert snapshot(lab) == before
     assert json.loads(rb.read_text())["state"] == "rolled-back"
     again = cli("host", "show", "--netns", lab.ns_rx, "--dev", lab.dev_rx)
@@ -264,9 +272,9 @@ def test_sigkill_leaves_applying_which_show_and_apply_report(lab, guarded, scena
 def test_a_rollback_that_fails_names_the_file_and_the_command(guarded, tmp_path):
     # its own pair of namespaces: the device goes away mid-apply, so restoring its
     # rps_cpus must fail; the sysctl (step 2, never written) must not count as a failure
-    from rxlab.host.lab import VethLab
+    from rxlab.host.lab import Lab
 
-    with VethLab(f"rxsik{os.getpid() % 100000}", queues=1, subnet="10.234.0") as small:
+    with Lab.named(f"rxsik{os.getpid() % 100000}", queues=1, subnet="10.234.0") as small:
         info = read_host(small.ns_rx, [small.dev_rx])
         data, _ = scenario_from_host(info, small.dev_rx)
         data["kernel"]["rps_cpus"] = "1"

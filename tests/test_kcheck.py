@@ -13,7 +13,8 @@ import sys
 import pytest
 
 from rxlab.cli.main import main
-from rxlab.kcheck import bpf, checks, host, model
+from rxlab.host import bpf, guard, procfs
+from rxlab.kcheck import checks, model
 from rxlab.kcheck.checks import CHECKS, MUTATIONS, Criteria, cpumap_unavailable
 from rxlab.kernel.hashfn import reciprocal_scale
 
@@ -26,7 +27,7 @@ SOFTNET_6_18 = (
 
 
 def test_softnet_rows_keyed_by_cpu_column():
-    sn = host.parse_softnet(SOFTNET_6_18)
+    sn = procfs.softnet_by_cpu(SOFTNET_6_18)
     assert set(sn) == {0, 2}  # cpu1 offline: no line; rows keyed by column 12
     assert sn[0] == {"processed": 10, "dropped": 1, "time_squeeze": 2, "received_rps": 3,
                      "flow_limit_count": 4}
@@ -36,7 +37,7 @@ def test_softnet_rows_keyed_by_cpu_column():
 def test_softnet_delta_wraps_u32():
     a = {0: {"processed": 0xFFFFFFFE, "dropped": 0}}
     b = {0: {"processed": 3, "dropped": 2}}
-    assert host.softnet_delta(a, b) == {0: {"processed": 5, "dropped": 2}}
+    assert procfs.softnet_delta(a, b) == {0: {"processed": 5, "dropped": 2}}
 
 
 @pytest.mark.parametrize("h", [0x00000001, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0x9FA7F6C3])
@@ -151,9 +152,9 @@ SNMP = ("Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufError
 
 
 def test_udp_socket_counters():
-    assert host.parse_proc_udp(PROC_NET_UDP) == {
+    assert procfs.parse_proc_udp(PROC_NET_UDP) == {
         40300: {"drops": 88819, "rx_queue": 0xF9A000}, 40301: {"drops": 0, "rx_queue": 0}}
-    assert host.parse_snmp_udp(SNMP) == {"InDatagrams": 61333, "InErrors": 88819,
+    assert procfs.parse_snmp_udp(SNMP) == {"InDatagrams": 61333, "InErrors": 88819,
                                          "RcvbufErrors": 88819, "InCsumErrors": 0,
                                          "NoPorts": 0}
 
@@ -162,7 +163,7 @@ def test_offload_features_leave_fixed_ones_out():
     text = ("Features for rxkc0:\nrx-checksumming: on\ntx-checksumming: off\n"
             "\ttx-checksum-ipv4: off [fixed]\n\ttx-checksum-ip-generic: off\n"
             "\ttx-tcp-segmentation: off [requested on]\nhighdma: on\n")
-    assert host.parse_offload(text) == {"rx-checksumming": "on", "tx-checksumming": "off",
+    assert procfs.parse_offload(text) == {"rx-checksumming": "on", "tx-checksumming": "off",
                                         "tx-checksum-ip-generic": "off",
                                         "tx-tcp-segmentation": "off", "highdma": "on"}
 
@@ -192,30 +193,30 @@ def test_tc_filter_message():
 
 
 def test_sysctl_guard_restores_only_what_differs(tmp_path, monkeypatch):
-    monkeypatch.setattr(host, "CORE", str(tmp_path))
+    monkeypatch.setattr(guard, "CORE", str(tmp_path))
     for name, val in (("netdev_max_backlog", "1000"), ("flow_limit_cpu_bitmap", "0"),
                       ("rps_sock_flow_entries", "0")):
         (tmp_path / name).write_text(val + "\n")
-    g = host.Sysctls()
+    g = guard.Sysctls()
     g.set("netdev_max_backlog", 64)
     g.set("flow_limit_cpu_bitmap", "1")
     assert (tmp_path / "netdev_max_backlog").read_text() == "64\n"
     assert g.restore() == []
-    assert host.read_sysctl("netdev_max_backlog") == "1000"
-    assert host.read_sysctl("flow_limit_cpu_bitmap") == "0"
+    assert guard.read_sysctl("netdev_max_backlog") == "1000"
+    assert guard.read_sysctl("flow_limit_cpu_bitmap") == "0"
     with pytest.raises(ValueError):
-        host.write_sysctl("netdev_budget", 1)  # not one kernel-check may write
+        guard.write_sysctl("netdev_budget", 1)  # not one kernel-check may write
 
 
 def test_leftover_state_is_repaired(tmp_path, monkeypatch):
-    monkeypatch.setattr(host, "CORE", str(tmp_path))
-    monkeypatch.setattr(host, "STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setattr(host, "STATE_FILE", str(tmp_path / "state" / "state.json"))
-    monkeypatch.setattr(host, "NETNS_DIR", str(tmp_path / "netns"))  # none of ours exist
+    monkeypatch.setattr(guard, "CORE", str(tmp_path))
+    monkeypatch.setattr(guard, "STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(guard, "STATE_FILE", str(tmp_path / "state" / "state.json"))
+    monkeypatch.setattr(guard, "NETNS_RUN_DIR", str(tmp_path / "netns"))  # none of ours exist
     (tmp_path / "netdev_max_backlog").write_text("64\n")  # a killed run left this
-    host.save_state({"netdev_max_backlog": "1000"})
-    notes = host.repair_leftovers()
-    assert host.read_sysctl("netdev_max_backlog") == "1000"
+    guard.save_state({"netdev_max_backlog": "1000"})
+    notes = guard.repair_leftovers()
+    assert guard.read_sysctl("netdev_max_backlog") == "1000"
     assert any("netdev_max_backlog" in n for n in notes)
     assert not (tmp_path / "state" / "state.json").exists()
 
@@ -237,8 +238,8 @@ def test_every_mutation_names_a_check(monkeypatch):
 
 
 def test_cannot_run_without_root(monkeypatch, capsys):
-    monkeypatch.setattr(host.os, "geteuid", lambda: 1000)
-    assert host.cannot_run().startswith("needs root")
+    monkeypatch.setattr(guard.os, "geteuid", lambda: 1000)
+    assert guard.cannot_run().startswith("needs root")
     assert main(["kernel-check", "--quiet"]) == 77
     assert capsys.readouterr().out.strip().startswith("cannot run here: needs root")
     assert main(["kernel-check", "--json", "--quiet"]) == 77
@@ -263,7 +264,7 @@ def test_model_hashes_are_the_simulators_flow_hashes():
 
 
 def test_paced_sender_reports_its_sleeps_and_a_napping_receiver_reads_everything():
-    from rxlab.kcheck.kernel import TRAFFIC
+    from rxlab.host.experiment import TRAFFIC
     lo, ports = "127.0.0.1", "47311,47312"
     recv = subprocess.Popen([sys.executable, "-S", TRAFFIC, "recv", "--cpu", "0", "--addr",
                              lo, "--peer", lo, "--port", "47310", "--sports", ports,

@@ -17,18 +17,20 @@ import time
 import pytest
 from lab_processes import traffic_processes
 
-from rxlab.kcheck import host
+from rxlab.host import guard
+from rxlab.host.lab import KCHECK_NAMES
+from rxlab.host.netns import NETNS_RUN_DIR
 
-WHY = host.cannot_run()
+WHY = guard.cannot_run()
 pytestmark = pytest.mark.skipif(WHY is not None, reason=f"cannot run here: {WHY}")
 RXLAB = [sys.executable, "-m", "rxlab.cli.main", "kernel-check"]
 COMPILE_BUDGET = 900  # s: a cold numba cache on a busy 2-CPU machine
 
 
 def _state() -> dict:
-    return {"sysctls": {n: host.read_sysctl(n) for n in host.SYSCTLS},
-            "namespaces": sorted(n for n in (host.NS_TX, host.NS_RX)
-                                 if os.path.exists(os.path.join(host.NETNS_DIR, n)))}
+    return {"sysctls": {n: guard.read_sysctl(n) for n in guard.SYSCTLS},
+            "namespaces": sorted(n for n in (KCHECK_NAMES["ns_tx"], KCHECK_NAMES["ns_rx"])
+                                 if os.path.exists(os.path.join(NETNS_RUN_DIR, n)))}
 
 
 def _run(*args: str) -> tuple[int, dict]:
@@ -47,7 +49,7 @@ def untouched():
     assert before["namespaces"] == [], "left-over kernel-check namespaces before the test"
     yield before
     assert _state() == before
-    assert not os.path.exists(host.STATE_FILE)
+    assert not os.path.exists(guard.STATE_FILE)
 
 
 def test_every_check_agrees_with_the_kernel(untouched):
@@ -126,8 +128,8 @@ def test_interrupted_run_leaves_nothing_behind(untouched, sig):
         # wait until it is mid-experiment: namespaces up and flow_limit's sysctl written
         deadline = time.monotonic() + COMPILE_BUDGET
         while time.monotonic() < deadline and p.poll() is None:
-            if (os.path.exists(os.path.join(host.NETNS_DIR, host.NS_RX))
-                    and host.read_sysctl("netdev_max_backlog") == "64"):
+            if (os.path.exists(os.path.join(NETNS_RUN_DIR, KCHECK_NAMES["ns_rx"]))
+                    and guard.read_sysctl("netdev_max_backlog") == "64"):
                 break
             time.sleep(0.05)
         assert p.poll() is None, p.stderr.read()[-2000:]

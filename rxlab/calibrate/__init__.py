@@ -10,5 +10,5 @@ own CPU time; repeated, and least-squares fits with standard errors (``fit``). T
 result is a cost profile for ``host.cost_profile`` (``profile``).
 
     from rxlab.calibrate.runner import calibrate
-    prof = calibrate(quick=True)       # kcheck.host.CannotRun when it cannot run here
+    prof = calibrate(quick=True)       # rxlab.host.guard.CannotRun when it cannot run here
 """

@@ -17,15 +17,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rxlab.kcheck.host import Lab
-from rxlab.kcheck.kernel import Run, SoftirqTimer, run_traffic, slow_consumer
+from rxlab.host.experiment import RECV_NAP, Run, SoftirqTimer, run_traffic, slow_consumer
+from rxlab.host.lab import Lab
 
 SEND_CPU, TARGET_CPU, APP_CPU = 0, 1, 0
 FLOWS = list(range(41000, 41008))
-# the receiver reads every 1 ms instead of waiting on its sockets: a wake-up of a process
-# on another CPU costs the waking softirq several microseconds in a VM (measured by the
-# wake-up runs), which would be charged to the receive path (kernel.run_traffic ``nap``)
-RECV_NAP = 0.001
 USER_HZ = os.sysconf("SC_CLK_TCK")  # /proc/stat counts in these ticks
 
 

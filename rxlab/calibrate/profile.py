@@ -32,8 +32,8 @@ import os
 import platform
 import socket
 
-from rxlab.calibrate.fit import ols
 from rxlab.calibrate.measure import APP_CPU, FLOWS, TARGET_CPU
+from rxlab.host.fit import ols
 
 DEFAULT_BASE = "modern-x86"
 WAKE_DELAY_MAX_NS = 200_000.0  # the receiver's wake-up to read delay searched (bisection)
@@ -75,7 +75,7 @@ def wakeup_cost(points: list[dict], soft: dict, background_ns_per_s: float = 0.0
     on its sockets: their softirq time less what ``soft`` gives their packets, per
     voluntary context switch of the receiver (each one a wake-up by CPU 1's
     ``sock_def_readable``, net/core/sock.c)."""
-    from rxlab.calibrate.fit import spread
+    from rxlab.host.fit import spread
     c, per = soft["coef"], []
     for p in points:
         rest = (p["softirq_ns"] - background_ns_per_s * p["window_s"]
@@ -313,16 +313,11 @@ def write(prof: dict, path: str) -> None:
     """Write atomically, then load it back as ``host.cost_profile`` would."""
     import yaml
 
+    from rxlab.outfiles import write_file
     from rxlab.profiles import load_profile
     m = prof["measured"]
     head = (f"# rxlab calibrate: cost profile measured on {m['host']} ({m['kernel']}; "
             f"{m['cpu_model']}), {m['date']}.\n# Use it with host.cost_profile: {path}\n")
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "w") as fh:
-            fh.write(head + yaml.safe_dump(prof, sort_keys=False, width=100))
-        load_profile(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    text = head + yaml.safe_dump(prof, sort_keys=False, width=100)
+    # checked as host.cost_profile reads it, under its temporary name, before the rename
+    write_file(path, text, "--output", verify=None if path == "-" else load_profile)

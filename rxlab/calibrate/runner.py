@@ -18,8 +18,9 @@ import time
 from collections.abc import Callable
 
 from rxlab.calibrate import measure, profile
-from rxlab.kcheck import host
-from rxlab.kcheck.kernel import PROCS, SoftirqTimer
+from rxlab.host import guard, signals
+from rxlab.host.experiment import PROCS, SoftirqTimer
+from rxlab.host.lab import CAL_NAMES, Lab
 
 
 def warm_model(base: str) -> None:
@@ -31,9 +32,9 @@ def warm_model(base: str) -> None:
 def calibrate(*, quick: bool = False, base: str = profile.DEFAULT_BASE,
               progress: Callable[[str, int, int], None] | None = None) -> dict:
     """Measure and fit; the profile mapping. ``progress(message, done, total)``."""
-    why = host.cannot_run()
+    why = guard.cannot_run()
     if why:
-        raise host.CannotRun(why)
+        raise guard.CannotRun(why)
     plan = measure.Plan.quick() if quick else measure.Plan()
     total = plan.runs() + 2
     done = [0]
@@ -48,19 +49,19 @@ def calibrate(*, quick: bool = False, base: str = profile.DEFAULT_BASE,
     from rxlab.host.export import kernel_hz
     hz = kernel_hz()
     t0 = time.monotonic()
-    with host.run_lock(), host.exit_on_signals():
-        notes = host.repair_leftovers()
-        lab = host.Lab(host.CAL_NAMES)
-        sysctls = host.Sysctls()
-        host.save_state(sysctls.orig, host.cal_state_file(), (lab.ns_tx, lab.ns_rx))
+    with guard.run_lock(), signals.exit_on_signals():
+        notes = guard.repair_leftovers()
+        lab = Lab(CAL_NAMES)
+        sysctls = guard.Sysctls()
+        guard.save_state(sysctls.orig, guard.cal_state_file(), (lab.ns_tx, lab.ns_rx))
         timer = None
         try:
             lab.setup()
             timer = SoftirqTimer()
-            with host.ksoftirqd_fifo(measure.TARGET_CPU):
+            with guard.ksoftirqd_fifo(measure.TARGET_CPU):
                 meas = measure.measure(lab, timer, plan, step)
         finally:
-            with host.signals_ignored():
+            with signals.signals_ignored():
                 if timer is not None:
                     timer.close()
                 problems = cleanup(lab, sysctls)
@@ -76,7 +77,7 @@ def calibrate(*, quick: bool = False, base: str = profile.DEFAULT_BASE,
     return prof
 
 
-def cleanup(lab: host.Lab, sysctls: host.Sysctls) -> list[str]:
+def cleanup(lab: Lab, sysctls: guard.Sysctls) -> list[str]:
     problems: list[str] = []
     try:
         PROCS.kill_all()
@@ -85,5 +86,5 @@ def cleanup(lab: host.Lab, sysctls: host.Sysctls) -> list[str]:
     problems += sysctls.restore()
     problems += lab.teardown()
     if not problems:
-        host.clear_state(host.cal_state_file())
+        guard.clear_state(guard.cal_state_file())
     return problems

@@ -35,7 +35,7 @@ def run(args) -> int:
     from rxlab.calibrate.profile import write
     from rxlab.calibrate.runner import calibrate
     from rxlab.errors import UsageError
-    from rxlab.kcheck import host
+    from rxlab.host import guard
     from rxlab.profiles import load_profile
 
     out = os.path.abspath(args.output)
@@ -48,7 +48,7 @@ def run(args) -> int:
             prof = calibrate(quick=args.quick, base=args.base)
         else:
             prof = _with_progress(args)
-    except host.CannotRun as err:
+    except guard.CannotRun as err:
         print(f"cannot run here: {err}")
         return EXIT_CANNOT_RUN
     write(prof, out)

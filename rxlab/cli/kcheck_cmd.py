@@ -86,7 +86,7 @@ def print_table(report: dict) -> None:
 
 def run(args) -> int:
     from rxlab.errors import UsageError
-    from rxlab.kcheck import host
+    from rxlab.host import guard
     from rxlab.kcheck.checks import MUTATIONS
     from rxlab.kcheck.runner import ModelError, run_checks, select
     names = select(args.only)
@@ -111,7 +111,7 @@ def run(args) -> int:
     try:
         report = run_checks(names, duration=args.duration, mutate=mutate, log=log,
                             profile=profile, repeat=args.repeat)
-    except host.CannotRun as err:
+    except guard.CannotRun as err:
         msg = f"cannot run here: {err}"
         if args.json:
             print(json.dumps({"checks": [], "cannot_run": str(err)}))

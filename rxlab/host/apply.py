@@ -39,13 +39,16 @@ from typing import Any
 
 import numpy as np
 
+from rxlab import cpuset
+from rxlab.cpuset import parse_cpulist, same_mask
 from rxlab.errors import UsageError
-from rxlab.host import ethtool
+from rxlab.host import caps, ethtool
 from rxlab.host.netns import check_dev, check_netns, in_initial_netns, in_netns
-from rxlab.host.read import SYSCTL_DIR, cpu_count, mask_int, parse_cpulist, read_host
+from rxlab.host.read import SYSCTL_DIR, cpu_count, read_host
+from rxlab.host.signals import Interrupted, ignore_signals, interruptible
 from rxlab.inputs import read_text
 from rxlab.nic import indirection
-from rxlab.scenario import Scenario, hex_mask_to_cpus
+from rxlab.scenario import Scenario
 
 ROLLBACK_FORMAT = 1
 APPLY_SYSCTLS = ("netdev_max_backlog", "netdev_budget", "netdev_budget_usecs", "dev_weight",
@@ -146,18 +149,6 @@ def _table(spec, size: int, nq: int) -> np.ndarray:
     raise UsageError("nic.rss.indirection: use 'default', {equal: N}, {weight: [...]} or a list")
 
 
-def kernel_mask(value: int) -> str:
-    """A CPU mask as the kernel prints and parses it: 32-bit hex groups, commas between."""
-    groups = []
-    while True:
-        groups.append(value & 0xFFFFFFFF)
-        value >>= 32
-        if not value:
-            break
-    text = ",".join(f"{g:08x}" for g in reversed(groups))
-    return text.lstrip("0") or "0" if len(groups) == 1 else text
-
-
 def _desired_masks(sc: Scenario, nq: int) -> list[str]:
     rps = sc.kernel.rps_cpus
     masks = ["0"] * nq
@@ -173,13 +164,16 @@ def _desired_masks(sc: Scenario, nq: int) -> list[str]:
 
 
 def _check_mask(mask: str, ncpu: int, where: str) -> str:
-    if not isinstance(mask, str) or not re.match(r"^(0x)?[0-9a-fA-F,]{1,1100}$", mask.strip()):
-        raise UsageError(f"{where}: {mask!r} is not a hex CPU mask such as '3' or '0e'")
-    cpus = hex_mask_to_cpus(mask)
+    """The mask as rxlab writes it, read the way the kernel's bitmap_parse() reads it
+    (``'1,0'`` is CPU 32), so the host gets exactly the CPUs the scenario simulates."""
+    try:
+        cpus = cpuset.parse_mask(mask)
+    except (cpuset.CpuSetError, TypeError) as err:
+        raise UsageError(f"{where}: {err}") from None
     if cpus and cpus[-1] >= ncpu:
         raise UsageError(f"{where}: mask {mask!r} names CPU {cpus[-1]} but this host has "
                          f"{ncpu} CPUs")
-    return kernel_mask(mask_int(mask))
+    return cpuset.normal_mask(mask)
 
 
 def plan(sc: Scenario, dev: str, netns: str | None = None,
@@ -289,7 +283,7 @@ def plan(sc: Scenario, dev: str, netns: str | None = None,
     for q, m in enumerate(masks):
         m = _check_mask(m, ncpu, f"kernel.rps_cpus[{q}]")
         old = cur.get(q)
-        if old is None or mask_int(old) != mask_int(m):
+        if old is None or not same_mask(old, m):
             steps.append(Step("rps_cpus", f"rx-{q}", old, m))
 
     # --- rps_flow_cnt per rx queue (RFS; sysfs; the kernel rounds up to a power of two)
@@ -346,6 +340,7 @@ def plan(sc: Scenario, dev: str, netns: str | None = None,
         raise UsageError(f"kernel.rps_sock_flow_entries: {k.rps_sock_flow_entries} is out of "
                          f"range 0..{RFS_MAX}")
     have = info.get("sysctls") or {}
+    absent = info.get("sysctls_absent") or {}
     for name, v in want.items():
         if v is None:
             continue
@@ -353,13 +348,35 @@ def plan(sc: Scenario, dev: str, netns: str | None = None,
             raise UsageError(f"kernel.{name}: {v} is out of range 0..{INT_MAX}")
         h = have.get(name)
         if h is None:
-            raise UsageError(f"net.core.{name} is not visible: run rxlab in the initial "
-                             "network namespace (the global sysctls live only there)")
+            notes.append(_absent_sysctl(name, v, absent.get(name)))
+            continue
         same = _same_sysctl(name, str(h), str(v))
         if not same:
             steps.append(Step("sysctl", name, str(h), str(v)))
     steps.sort(key=lambda s: ORDER.index(s.kind))
     return steps, notes, info
+
+
+# what a net.core sysctl holds when its feature is unused: the kernel's defaults
+# (net/core/dev.c v6.18: netdev_flow_limit_table_len = 1 << 12; no CPU in the bitmap,
+# no socket flow table), so a kernel without the feature runs as if it held them
+UNUSED = {"flow_limit_cpu_bitmap": "0", "flow_limit_table_len": "4096",
+          "rps_sock_flow_entries": "0"}
+
+
+def _absent_sysctl(name: str, value, why: str | None) -> str:
+    """A sysctl this host does not have: a note when the scenario leaves its feature
+    unused, else one line naming the cause (the kernel option, or the namespace)."""
+    why = why or "not readable here"
+    unused = name in UNUSED and _same_sysctl(name, UNUSED[name], str(value))
+    if unused and caps.probe().initial_netns:
+        return f"net.core.{name} not written: {why} (the scenario leaves it unused)"
+    if not caps.probe().initial_netns:
+        raise UsageError(f"net.core.{name} is not visible: run rxlab in the initial "
+                         "network namespace (the global sysctls live only there)")
+    raise UsageError(f"kernel.{name}: {value} needs net.core.{name}, and {why}; set "
+                     f"kernel.{name}: {UNUSED.get(name, 'its default')} or use a kernel "
+                     "that has it")
 
 
 # ----------------------------------------------------------------------- executing
@@ -372,7 +389,7 @@ def rfs_size(n: int) -> int:
 
 def _same_sysctl(name: str, have: str, want: str) -> bool:
     if name == "flow_limit_cpu_bitmap":
-        return mask_int(have) == mask_int(want)
+        return same_mask(have, want)
     if name == "rps_sock_flow_entries":
         return int(have) == rfs_size(int(want))
     return int(have) == int(want)
@@ -400,7 +417,7 @@ def _restore_queues(dev: str, saved: dict) -> None:
             if v is None or not os.path.exists(p):
                 continue
             cur = _read_file(p)
-            same = mask_int(cur) == mask_int(str(v)) if attr != "rps_flow_cnt" else (
+            same = same_mask(cur, str(v)) if attr != "rps_flow_cnt" else (
                 int(cur) == int(v))
             if not same:
                 _write_file(p, str(v))
@@ -432,7 +449,7 @@ def _holds(step: Step, value: Any, dev: str, netns: str | None) -> tuple[bool, A
         return _same_sysctl(step.target, got, str(value)), got
     if step.kind == "rps_cpus":
         got = in_netns(netns, _read_file, _queue_path(dev, step.target, "rps_cpus"))
-        return mask_int(got) == mask_int(str(value)), got
+        return same_mask(got, str(value)), got
     if step.kind == "rps_flow_cnt":
         got = in_netns(netns, _read_file, _queue_path(dev, step.target, "rps_flow_cnt"))
         return int(got) == rfs_size(int(value)), got
@@ -520,52 +537,6 @@ def _one_line(text: str) -> str:
 
 
 # ----------------------------------------------------------------------- signals
-
-
-class Interrupted(BaseException):  # noqa: N818 - like KeyboardInterrupt, not an error
-    """SIGINT, SIGTERM or SIGHUP arrived during ``apply``. Raised again once the changes made so
-    far are rolled back, with the one line that says how that went; the CLI exits with
-    128 + ``signum``. A BaseException, so ``except Exception`` never mistakes it for a
-    failed step."""
-
-    def __init__(self, signum: int, message: str = ""):
-        super().__init__(signum, message)
-        self.signum, self.message = signum, message
-
-
-_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, kill, a closed terminal
-
-
-def _ignore_signals() -> None:
-    for sig in _SIGNALS:
-        with contextlib.suppress(ValueError):  # not the main thread
-            signal.signal(sig, signal.SIG_IGN)
-
-
-@contextlib.contextmanager
-def _interruptible() -> Iterator[list[int]]:
-    """The first SIGINT, SIGTERM or SIGHUP raises ``Interrupted``; from then on they are
-    ignored, so the rollback that follows cannot be cut short (kernel-check ignores them
-    during its cleanup the same way). A signal ignored when rxlab started stays ignored.
-    The signal is also kept in the list yielded, for the loop to raise again should the
-    exception have been swallowed where Python cannot propagate it."""
-    caught: list[int] = []
-
-    def handler(signum, _frame):
-        _ignore_signals()
-        caught.append(signum)
-        raise Interrupted(signum)
-
-    old = {}
-    for sig in _SIGNALS:
-        with contextlib.suppress(ValueError):
-            if signal.getsignal(sig) is not signal.SIG_IGN:
-                old[sig] = signal.signal(sig, handler)
-    try:
-        yield caught
-    finally:
-        for sig, h in old.items():
-            signal.signal(sig, h)
 
 
 TEST_PAUSE_ENV = "RXLAB_TEST_PAUSE_AT_STEP"
@@ -750,7 +721,7 @@ def apply(steps: list[Step], dev: str, netns: str | None, rollback_path: Path,
         if found and found[1]:
             raise UsageError(found[0])
         i = -1  # the step in progress: the rollback covers steps[:i + 1]
-        with _interruptible() as caught:
+        with interruptible() as caught:
             try:
                 try:
                     _save(rollback_path, doc)
@@ -770,7 +741,7 @@ def apply(steps: list[Step], dev: str, netns: str | None, rollback_path: Path,
                     log(f"applied: {s.command(dev, netns)}")
                     if caught:
                         raise Interrupted(caught[0])
-                _ignore_signals()  # finishing or undoing now: not to be cut short
+                ignore_signals()  # finishing or undoing now: not to be cut short
                 if caught:
                     raise Interrupted(caught[0])
                 if failed is None:
@@ -785,7 +756,7 @@ def apply(steps: list[Step], dev: str, netns: str | None, rollback_path: Path,
                        f"{getattr(failed, 'strerror', None) or failed}); ")
                 raise UsageError(_one_line(msg + _outcome(restored, errors, rollback_path)))
             except (Interrupted, KeyboardInterrupt) as intr:
-                _ignore_signals()
+                ignore_signals()
                 signum = getattr(intr, "signum", signal.SIGINT)
                 at = (f"at step {i + 1} of {n}" if i >= 0 else
                       f"before step 1 of {n}")

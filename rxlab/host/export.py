@@ -20,7 +20,6 @@ flows: established TCP connections and connected UDP sockets from /proc/net/{tcp
 from __future__ import annotations
 
 import datetime as _dt
-import gzip
 import os
 import platform
 import re
@@ -28,9 +27,9 @@ import time
 
 import yaml
 
+from rxlab.cpuset import mask_value, parse_cpulist
 from rxlab.drivers import DRIVERS
 from rxlab.errors import UsageError
-from rxlab.host.read import mask_int, parse_cpulist
 from rxlab.scenario import scenario_from_dict
 
 DEFAULT_TRAFFIC = {
@@ -72,13 +71,10 @@ def kernel_hz(boot: str = "/boot") -> dict | None:
             return {"hz": hz, "source": path}
     except OSError:
         pass
-    try:
-        with gzip.open("/proc/config.gz", "rt") as fh:
-            hz = _config_hz(fh.read())
-        if hz:
-            return {"hz": hz, "source": "/proc/config.gz"}
-    except OSError:
-        pass
+    from rxlab.host.caps import probe
+    hz = (probe().config or {}).get("CONFIG_HZ", "")
+    if hz.isdigit():
+        return {"hz": int(hz), "source": "/proc/config.gz"}
     j0, t0 = _timer_list_jiffies(), time.monotonic()
     if j0 is None:
         return None
@@ -187,15 +183,18 @@ def scenario_from_host(info: dict, dev: str) -> tuple[dict, list[str]]:
 
     kern: dict = {}
     rps = {q["queue"]: q["rps_cpus"] for q in d["rx"] if q.get("rps_cpus") is not None}
-    if any(mask_int(m) for m in rps.values()):
+    if any(mask_value(m) for m in rps.values()):
         kern["rps_cpus"] = {q: m for q, m in rps.items() if q < nq}
     sc = info.get("sysctls") or {}
     for k in ("netdev_max_backlog", "netdev_budget", "netdev_budget_usecs", "dev_weight",
               "flow_limit_cpu_bitmap", "flow_limit_table_len"):
+        why = (info.get("sysctls_absent") or {}).get(k)
         if sc.get(k) is not None:
             kern[k] = sc[k]
+        elif why and k.startswith("flow_limit"):
+            notes.append(f"net.core.{k}: {why}; the scenario models no flow limit")
         else:
-            notes.append(f"net.core.{k} not readable here; scenario default used")
+            notes.append(f"net.core.{k}: {why or 'not readable here'}; scenario default used")
     if kern.get("netdev_budget_usecs") == 0:
         kern.pop("netdev_budget_usecs")
         notes.append("netdev_budget_usecs is 0; scenario default used")
@@ -207,7 +206,7 @@ def scenario_from_host(info: dict, dev: str) -> tuple[dict, list[str]]:
         vals = set(flows.values())
         kern["rps_flow_cnt"] = vals.pop() if len(vals) == 1 and len(flows) == nq else flows
     xps = [q.get("xps_cpus") for q in d["tx"] if q.get("xps_cpus") not in (None, "0")]
-    if any(mask_int(m) for m in xps):
+    if any(mask_value(m) for m in xps):
         notes.append("xps_cpus is set on some tx queues; not modelled (receive side only)")
 
     host = info.get("hostname") or "host"
@@ -306,7 +305,7 @@ def socket_flows(netns: str | None = None) -> tuple[list[dict], list[int]]:
     loopback ones (they never cross a NIC), sorted; and unconnected UDP ports."""
     import ipaddress
     if netns:
-        from rxlab.kcheck.host import in_netns
+        from rxlab.host.netns import in_netns
         texts = in_netns(netns, _read_proc_net, sysfs=False)  # /proc/net is per netns
     else:
         texts = _read_proc_net()

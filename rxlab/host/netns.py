@@ -60,11 +60,10 @@ def check_netns(name: str | None) -> str | None:
 
 
 def in_initial_netns() -> bool:
-    """True when this process shares the network namespace of PID 1."""
-    try:
-        return os.stat("/proc/self/ns/net").st_ino == os.stat("/proc/1/ns/net").st_ino
-    except OSError:
-        return True  # cannot tell (no permission to PID 1): assume the usual case
+    """True when this process shares the network namespace of PID 1 (read afresh: a
+    forked child may have moved)."""
+    from rxlab.host.caps import Capabilities
+    return Capabilities().initial_netns
 
 
 _libc = None
@@ -83,14 +82,16 @@ def _check(ret: int, what: str) -> None:
         raise OSError(e, f"{what}: {os.strerror(e)}")
 
 
-def _enter(ns: str) -> None:
-    """In a fresh child: join ``ns`` and see its devices under /sys."""
+def _enter(ns: str, sysfs: bool = True) -> None:
+    """In a fresh child: join ``ns`` and (``sysfs``) see its devices under /sys."""
     libc = _libc_fn()
     fd = os.open(os.path.join(NETNS_RUN_DIR, ns), os.O_RDONLY | os.O_CLOEXEC)
     try:
         _check(libc.setns(fd, CLONE_NEWNET), f"setns({ns})")
     finally:
         os.close(fd)
+    if not sysfs:  # /proc/net and sockets follow the namespace; /sys needs a remount
+        return
     _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
     _check(libc.umount2(b"/sys", MNT_DETACH), "umount /sys")
@@ -101,8 +102,10 @@ def _enter(ns: str) -> None:
 HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def in_netns(ns: str | None, fn: Callable[..., T], *args: Any) -> T:
+def in_netns(ns: str | None, fn: Callable[..., T], *args: Any, sysfs: bool = True) -> T:
     """``fn(*args)`` run inside namespace ``ns`` (here when None); result or its exception.
+    The child sees the namespace's devices under /sys unless ``sysfs=False`` (enough for
+    /proc/net, sockets and netlink; it also inherits open file descriptors).
 
     SIGINT, SIGTERM and SIGHUP are held while forking (a handler that raises must not run
     inside the interpreter's at-fork hooks, where its exception would be lost) and stay
@@ -127,7 +130,7 @@ def in_netns(ns: str | None, fn: Callable[..., T], *args: Any) -> T:
         try:
             os.close(r)
             try:
-                _enter(ns)
+                _enter(ns, sysfs)
                 out: tuple = ("ok", fn(*args))
             except BaseException as err:  # noqa: BLE001 - sent to the parent
                 out = ("err", err)
@@ -169,6 +172,24 @@ def run_cmd(argv: list[str], timeout: float = 10.0) -> subprocess.CompletedProce
     except FileNotFoundError:
         raise UsageError(f"{argv[0]}: command not found (install it, e.g. apt-get install "
                          f"{argv[0]})") from None
+
+
+def ip(*args: str, check: bool = True, ns: str | None = None) -> subprocess.CompletedProcess:
+    """``ip [-n NS] ARGS``; RuntimeError with ip's message when ``check`` and it fails."""
+    argv = ["ip", *(["-n", ns] if ns else []), *args]
+    p = run_cmd(argv, timeout=30)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: {p.stderr.strip()}")
+    return p
+
+
+def netns_exec(ns: str, argv: list[str], check: bool = True,
+               timeout: float = 30) -> subprocess.CompletedProcess:
+    """A command inside ``ns`` (``ip netns exec``, which also remounts /sys there)."""
+    p = run_cmd(["ip", "netns", "exec", ns, *argv], timeout=timeout)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"ip netns exec {ns} {' '.join(argv)}: {p.stderr.strip()}")
+    return p
 
 
 def have_cmd(name: str) -> bool:

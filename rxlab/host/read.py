@@ -18,23 +18,13 @@ import re
 from pathlib import Path
 
 from rxlab import cpuset
-from rxlab.host import ethtool
-from rxlab.host.netns import check_dev, check_netns, in_initial_netns, in_netns
+from rxlab.host import caps, ethtool
+from rxlab.host.netns import check_dev, check_netns, in_netns
 
 SYSCTLS = ("netdev_max_backlog", "netdev_budget", "netdev_budget_usecs", "dev_weight",
            "flow_limit_cpu_bitmap", "flow_limit_table_len", "rps_sock_flow_entries")
 SYSCTL_DIR = Path("/proc/sys/net/core")
 SYS_NET = Path("/sys/class/net")
-
-
-def parse_cpulist(text: str) -> list[int]:
-    """A /sys *_list file ('0-3,8') -> CPUs; ValueError (CpuSetError) if malformed."""
-    return cpuset.parse_cpulist(text)
-
-
-def mask_int(mask: str) -> int:
-    digits = mask.strip().lower().removeprefix("0x").replace(",", "")
-    return int(digits, 16) if digits else 0
 
 
 def _read(path: Path | str) -> str | None:
@@ -56,22 +46,25 @@ def cpu_count() -> int:
     """Possible CPUs (highest + 1): the range every CPU mask on this host may name."""
     t = _read("/sys/devices/system/cpu/possible")
     if t:
-        return max(parse_cpulist(t)) + 1
+        return max(cpuset.parse_cpulist(t)) + 1
     return os.cpu_count() or 1
 
 
-def read_sysctls() -> dict:
-    """Global net.core sysctls; {} with a note when this is not the initial namespace."""
+def read_sysctls() -> tuple[dict, dict]:
+    """The global net.core sysctls this kernel has, and those it lacks with the cause
+    ("kernel built without CONFIG_NET_FLOW_LIMIT"): no value is made up for those."""
     out: dict = {}
+    absent: dict = {}
+    cap = caps.probe()
     for name in SYSCTLS:
         v = _read(SYSCTL_DIR / name)
         if v is None:
-            out[name] = None
+            absent[name] = cap.sysctl_why_not(name) or f"{SYSCTL_DIR / name} is unreadable"
         elif name == "flow_limit_cpu_bitmap":
             out[name] = v
         else:
             out[name] = int(v)
-    return out
+    return out, absent
 
 
 # --------------------------------------------------------------- queue IRQs
@@ -226,19 +219,19 @@ def read_host(netns: str | None = None, devices: list[str] | None = None,
     except FileNotFoundError as err:
         where = f" in netns {netns!r}" if netns else ""
         raise UsageError(f"{err}{where}") from None
-    init = in_initial_netns()
+    cap = caps.probe()
     online = _read("/sys/devices/system/cpu/online")
-    notes = []
-    if not init:
-        notes.append("this process is not in the initial network namespace: the global "
-                     "net.core sysctls are not visible")
+    sysctls, absent = read_sysctls()
+    notes = [f"net.core.{n}: {why}" for n, why in absent.items()]
     return {
         "cpus": cpu_count(),
         "cpus_online": online,
         "kernel": platform.release(),
         "hostname": platform.node(),
         "netns": netns,
-        "sysctls": read_sysctls() if init else {k: None for k in SYSCTLS},
+        "sysctls": sysctls,
+        "sysctls_absent": absent,
+        "kernel_features": cap.summary(),
         "devices": devs,
         "notes": notes,
     }

@@ -6,5 +6,5 @@ them only) and in the simulator, and reports what each did and whether they agre
 See docs/kernel-check.md (setup, checks, safety rules).
 
     from rxlab.kcheck.runner import run_checks
-    report = run_checks(["rps_cpu_choice"])     # host.CannotRun when it cannot run here
+    report = run_checks(["rps_cpu_choice"])     # rxlab.host.guard.CannotRun when it cannot run here
 """

@@ -23,9 +23,10 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from rxlab.host.experiment import Bpf, Run, run_traffic, slow_consumer
+from rxlab.host.guard import Sysctls
+from rxlab.host.lab import Lab
 from rxlab.kcheck import model, rates
-from rxlab.kcheck.host import DEV_RX, DEV_TX, NS_RX, Lab, Sysctls
-from rxlab.kcheck.kernel import Bpf, Run, run_traffic, slow_consumer
 
 MUTATIONS = {
     "flow_limit_on_target": "flow_limit_shedding",
@@ -291,7 +292,7 @@ def slow_run(ctx: Ctx, bitmap: str) -> Run:
     key = ("slow", bitmap)
     if key not in ctx.cache:
         ctx.configure(rps_cpus="2", backlog=BACKLOG, flow_limit=bitmap)
-        ctx.lab.add_clsact(NS_RX, DEV_RX)
+        ctx.lab.add_clsact(ctx.lab.ns_rx, ctx.lab.dev_rx)
         slow_consumer(800)
         b = ctx.new_bpf()
         b.record(prio=1000, side="rx")  # after the 800 u32 filters (prio 1..800)
@@ -467,8 +468,8 @@ def backlog_drop_accounting(ctx: Ctx) -> dict:
     pk = res.data["packets"]
     k_drop = sum(r["dropped"] for r in run.softnet.values())
     k_proc = sum(r["processed"] for r in run.softnet.values())
-    rx_dropped = run.dev[DEV_RX]["rx_dropped"]
-    tx_dropped = run.dev[DEV_TX]["tx_dropped"]
+    rx_dropped = run.dev[ctx.lab.dev_rx]["rx_dropped"]
+    tx_dropped = run.dev[ctx.lab.dev_tx]["tx_dropped"]
     sent = run.total_sent
     k_frac = k_drop / sent if sent else 0.0
     m_frac = pk["dropped_by_reason"]["backlog"] / pk["offered"] if pk["offered"] else 0.0
@@ -490,7 +491,7 @@ def backlog_drop_accounting(ctx: Ctx) -> dict:
           _r(k_frac), _r(m_frac))
     kernel = {"sent": sent, "processed": k_proc, "dropped_softnet": k_drop,
               "rx_dropped_rx_veth": rx_dropped, "tx_dropped_tx_veth": tx_dropped,
-              "rx_packets_rx_veth": run.dev[DEV_RX]["rx_packets"],
+              "rx_packets_rx_veth": run.dev[ctx.lab.dev_rx]["rx_packets"],
               "dropped_cpus": k_where, "dropped_share": _r(k_frac)}
     mdl = {"offered": pk["offered"], "delivered": pk["delivered"],
            "dropped_by_reason": {k_: v for k_, v in pk["dropped_by_reason"].items() if v},
@@ -707,6 +708,9 @@ CHECKS: dict[str, Callable[[Ctx], dict]] = {
                                                 rates.LATENCY_NOT_CHECKED),
 }
 NEEDS_PROFILE = set(rates.CHECKS)
+# kernel features (rxlab.host.caps) a check needs beyond the lab's own (guard.LAB_NEEDS);
+# a kernel without one skips the check with the cause
+NEEDS: dict[str, tuple[str, ...]] = {"flow_limit_shedding": ("flow_limit",)}
 UNAVAILABLE["latency_percentiles"] = lambda: rates.LATENCY_NOT_CHECKED
 
 

@@ -38,7 +38,7 @@ reader sleeps whenever its socket is empty and would otherwise be woken by CPU 1
 kernel side measures CPU 1's
 NET_RX softirq time with the softirq_entry/exit tracepoints, softnet_stat and
 /proc/stat (all in the JSON, with the receiver's wake-ups and the sender's sleeps);
-ksoftirqd/1 runs at SCHED_FIFO during the runs (``host.ksoftirqd_fifo``: the model's
+ksoftirqd/1 runs at SCHED_FIFO during the runs (``guard.ksoftirqd_fifo``: the model's
 CPU 1 has nothing else to run). The model is the same scenario with
 ``host.cost_profile`` = the profile and ``stack_rx`` raised by the filters' cost per
 packet; its inputs are the kernel's: the mean sent rate and sending time, and the paced
@@ -55,10 +55,10 @@ and interpreter delay (tens of microseconds, noisy) to what the model predicts.
 
 from __future__ import annotations
 
-from rxlab.calibrate.fit import spread, within
-from rxlab.calibrate.measure import RECV_NAP
-from rxlab.kcheck import host, model
-from rxlab.kcheck.kernel import SoftirqTimer, run_traffic, slow_consumer
+from rxlab.host import guard
+from rxlab.host.experiment import RECV_NAP, SoftirqTimer, run_traffic, slow_consumer
+from rxlab.host.fit import spread, within
+from rxlab.kcheck import model
 
 TOLERANCE = 0.12
 FLOWS = list(range(40500, 40516))
@@ -195,7 +195,7 @@ def kernel_runs(ctx, n_filters: int, pps: float | None, nap: float = RECV_NAP) -
     timer = SoftirqTimer()
     out = []
     try:
-        with host.ksoftirqd_fifo(TARGET_CPU) as fifo:
+        with guard.ksoftirqd_fifo(TARGET_CPU) as fifo:
             for i in range(ctx.repeat):
                 ctx.log(f"  {n_filters} u32 filters, "
                         f"{'unpaced' if not pps else f'{pps / 1000:.1f} kpps'}, run {i + 1}")

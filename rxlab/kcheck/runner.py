@@ -14,9 +14,18 @@ import sys
 import time
 from collections.abc import Callable
 
-from rxlab.kcheck import host
-from rxlab.kcheck.checks import CHECKS, MUTATIONS, NEEDS_PROFILE, UNAVAILABLE, Ctx, skipped
-from rxlab.kcheck.kernel import PROCS
+from rxlab.host import caps, guard, signals
+from rxlab.host.experiment import PROCS
+from rxlab.host.lab import Lab
+from rxlab.kcheck.checks import (
+    CHECKS,
+    MUTATIONS,
+    NEEDS,
+    NEEDS_PROFILE,
+    UNAVAILABLE,
+    Ctx,
+    skipped,
+)
 
 ALL = list(CHECKS)
 
@@ -49,11 +58,11 @@ def run_checks(names: list[str], *, duration: float = 1.0, mutate: set[str] | No
                repeat: int = 3) -> dict:
     """The report: ``{"checks": [...], "notes": [...], "seconds": s}``.
 
-    Raises ``host.CannotRun`` (nothing changed) when the machine cannot run them."""
+    Raises ``guard.CannotRun`` (nothing changed) when the machine cannot run them."""
     log = log or (lambda _m: None)
-    why = host.cannot_run()
+    why = guard.cannot_run()
     if why:
-        raise host.CannotRun(why)
+        raise guard.CannotRun(why)
     t0 = time.monotonic()
     notes: list[str] = []
     try:
@@ -63,19 +72,17 @@ def run_checks(names: list[str], *, duration: float = 1.0, mutate: set[str] | No
                          f"{type(err).__name__}: {err}") from err
     notes.append(f"model loaded in {secs:.1f} s")
     results: list[dict] = []
-    with host.run_lock(), host.exit_on_signals():
-        notes += host.repair_leftovers()
-        lab = host.Lab()
-        sysctls = host.Sysctls()
-        host.save_state(sysctls.orig)
+    with guard.run_lock(), signals.exit_on_signals():
+        notes += guard.repair_leftovers()
+        lab = Lab()
+        sysctls = guard.Sysctls()
+        guard.save_state(sysctls.orig)
         ctx = Ctx(lab=lab, sysctls=sysctls, duration=duration, mutate=set(mutate or ()),
                   log=log, profile=profile, repeat=repeat)
         try:
             lab.setup()
             for name in names:
-                why = UNAVAILABLE[name]() if name in UNAVAILABLE else None
-                if name in NEEDS_PROFILE and profile is None:
-                    why = "needs --profile PATH (a profile written by rxlab calibrate)"
+                why = why_skipped(name, profile)
                 if why:
                     results.append(skipped(name, why))
                     continue
@@ -94,13 +101,31 @@ def run_checks(names: list[str], *, duration: float = 1.0, mutate: set[str] | No
                 results.append(r)
                 log(f"{name}: {'agree' if r['agree'] else 'DISAGREE'} ({r['seconds']} s)")
         finally:
-            with host.signals_ignored():
+            with signals.signals_ignored():
                 problems = cleanup(ctx)
             if problems:
                 print("rxlab kernel-check: cleanup problems: " + "; ".join(problems),
                       file=sys.stderr)
-    return {"checks": results, "notes": notes, "mutations": sorted(mutate or ()),
+    skipped_ = [{"name": r["name"], "reason": r["reason"]} for r in results
+                if r["status"] == "skipped"]
+    return {"checks": results, "skipped": skipped_, "notes": notes,
+            "mutations": sorted(mutate or ()),
             "seconds": round(time.monotonic() - t0, 1)}
+
+
+def why_skipped(name: str, profile: dict | None) -> str | None:
+    """Why check ``name`` cannot run here (the kernel lacks a feature it needs, it has
+    nothing to check against, or it needs a calibrated profile), else None."""
+    missing = caps.probe().missing(NEEDS.get(name, ()))
+    if missing:
+        return "; ".join(missing)
+    if name in UNAVAILABLE:
+        why = UNAVAILABLE[name]()
+        if why:
+            return why
+    if name in NEEDS_PROFILE and profile is None:
+        return "needs --profile PATH (a profile written by rxlab calibrate)"
+    return None
 
 
 def cleanup(ctx: Ctx) -> list[str]:
@@ -114,7 +139,7 @@ def cleanup(ctx: Ctx) -> list[str]:
     problems += ctx.sysctls.restore()
     problems += ctx.lab.teardown()
     if not problems:
-        host.clear_state()
+        guard.clear_state()
     return problems
 
 

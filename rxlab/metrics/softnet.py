@@ -22,9 +22,12 @@ def softnet_lines(rows: list[dict], columns: int) -> list[str]:
 
 
 def parse_softnet(text: str) -> list[dict]:
-    """Parse a softnet_stat dump (ours or a real host's) into per-CPU dicts."""
+    """Parse a softnet_stat dump (ours or a real host's) into per-CPU dicts, the CPU
+    from column 12 where the kernel prints it (v5.10+: offline CPUs have no line), else
+    the line's position. The one softnet_stat parser of rxlab."""
     rows = []
-    for i, line in enumerate(text.strip().splitlines()):
+    lines = [line for line in text.splitlines() if line.strip()]
+    for i, line in enumerate(lines):
         v = [int(x, 16) for x in line.split()]
         r = {"processed": v[0], "dropped": v[1], "time_squeeze": v[2],
              "received_rps": v[9] if len(v) > 9 else 0,

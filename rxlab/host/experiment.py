@@ -18,20 +18,18 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from rxlab.kcheck import bpf
-from rxlab.kcheck.host import (
-    Lab,
-    check_signals,
-    in_netns,
-    netns_exec,
-    proc_stat,
-    softnet,
-    softnet_delta,
-    stat_delta,
-)
+from rxlab.host import bpf
+from rxlab.host.lab import Lab
+from rxlab.host.netns import in_netns, netns_exec
+from rxlab.host.procfs import proc_stat, softnet, softnet_delta, stat_delta
+from rxlab.host.signals import check_signals
 
 TRAFFIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "traffic.py")
 PORT = 9000
+# the receiver reads every 1 ms instead of waiting on its sockets: a wake-up of a process
+# on another CPU costs the waking softirq several microseconds in a VM (measured by the
+# calibration's wake-up runs), which would be charged to the receive path (``nap``)
+RECV_NAP = 0.001
 
 
 class Procs:

@@ -1,0 +1,112 @@
+"""The real host's counters as the kernel prints them: ``/proc/net/softnet_stat``,
+``/proc/stat``, ``/proc/net/snmp`` and ``/proc/net/udp``, ``ethtool -k``.
+
+softnet_stat is parsed by ``rxlab.metrics.softnet.parse_softnet``, the one parser rxlab
+has for it (the simulated file and a real one); here it is keyed by CPU for deltas.
+"""
+
+from __future__ import annotations
+
+import os
+
+from rxlab.metrics.softnet import parse_softnet
+
+
+def softnet_by_cpu(text: str) -> dict[int, dict[str, int]]:
+    """softnet_stat rows keyed by the CPU of column 12 (offline CPUs have no line)."""
+    return {r.pop("cpu"): r for r in parse_softnet(text)}
+
+
+def softnet() -> dict[int, dict[str, int]]:
+    with open("/proc/net/softnet_stat") as fh:
+        return softnet_by_cpu(fh.read())
+
+
+def softnet_delta(a: dict, b: dict) -> dict[int, dict[str, int]]:
+    """Per-CPU counter increase from ``a`` to ``b`` (u32 counters: wrap-safe)."""
+    return {c: {k: (b[c][k] - a.get(c, {}).get(k, 0)) & 0xFFFFFFFF for k in b[c]} for c in b}
+
+
+PROC_STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def parse_proc_stat(text: str) -> dict[int, dict[str, int]]:
+    """``cpuN`` lines of /proc/stat -> {N: {field: clock ticks (USER_HZ)}}; the kernel
+    fills them in fs/proc/stat.c show_stat() from kcpustat_cpu(N).cpustat[]."""
+    out = {}
+    for line in text.splitlines():
+        cols = line.split()
+        if not cols or not cols[0].startswith("cpu") or cols[0] == "cpu":
+            continue
+        vals = [int(x) for x in cols[1:1 + len(PROC_STAT_FIELDS)]]
+        out[int(cols[0][3:])] = dict(zip(PROC_STAT_FIELDS, vals, strict=False))
+    return out
+
+
+def proc_stat() -> dict[int, dict[str, int]]:
+    with open("/proc/stat") as fh:
+        return parse_proc_stat(fh.read())
+
+
+def stat_delta(a: dict, b: dict) -> dict[int, dict[str, int]]:
+    return {c: {k: b[c][k] - a.get(c, {}).get(k, 0) for k in b[c]} for c in b}
+
+
+def parse_offload(text: str) -> dict[str, str]:
+    """``ethtool -k``: changeable features -> "on"/"off" (fixed ones left out)."""
+    out = {}
+    for line in text.splitlines()[1:]:
+        name, _, rest = line.strip().partition(": ")
+        val = rest.split()[0] if rest else ""
+        if val in ("on", "off") and "[fixed]" not in rest and name:
+            out[name] = val
+    return out
+
+
+UDP_SNMP = ("InDatagrams", "InErrors", "RcvbufErrors", "InCsumErrors", "NoPorts")
+
+
+def parse_snmp_udp(text: str) -> dict[str, int]:
+    rows = [line.split() for line in text.splitlines() if line.startswith("Udp:")]
+    if len(rows) < 2:
+        return {}
+    vals = dict(zip(rows[0][1:], rows[1][1:], strict=False))
+    return {k: int(vals[k]) for k in UDP_SNMP if k in vals}
+
+
+def parse_proc_udp(text: str) -> dict[int, dict[str, int]]:
+    """Remote (peer) port -> {"drops", "rx_queue" (bytes queued)} of connected sockets
+    (``rem_address`` port != 0)."""
+    out: dict[int, dict[str, int]] = {}
+    for line in text.splitlines()[1:]:
+        cols = line.split()
+        if len(cols) < 13:
+            continue
+        rport = int(cols[2].split(":")[1], 16)
+        if rport:
+            e = out.setdefault(rport, {"drops": 0, "rx_queue": 0})
+            e["drops"] += int(cols[-1])
+            e["rx_queue"] += int(cols[4].split(":")[1], 16)
+    return out
+
+
+def udp_stats() -> dict:
+    """This namespace's UDP counters and per-socket drops (/proc/net follows the reading
+    thread's namespace: call through ``in_netns(ns, udp_stats, sysfs=False)``)."""
+    with open("/proc/net/snmp") as fh:
+        snmp = parse_snmp_udp(fh.read())
+    with open("/proc/net/udp") as fh:
+        socks = parse_proc_udp(fh.read())
+    return {"snmp": snmp, "sockets": socks}
+
+
+def ksoftirqd_pid(cpu: int) -> int | None:
+    """The pid of ``ksoftirqd/<cpu>`` (its comm in /proc), None when there is none."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/comm") as fh:
+                if fh.read().strip() == f"ksoftirqd/{cpu}":
+                    return int(pid)
+        except OSError:
+            continue
+    return None
