@@ -38,7 +38,8 @@ def _policy() -> tuple[int, int] | None:
 
 
 def _state() -> dict:
-    return {"sysctls": {n: guard.read_sysctl(n) for n in guard.SYSCTLS},
+    return {"sysctls": {n: guard.read_sysctl(n) for n in guard.SYSCTLS
+                        if os.path.exists(os.path.join(guard.CORE, n))},
             "namespaces": sorted(n for n in guard.ALL_NAMESPACES
                                  if os.path.exists(os.path.join(NETNS_RUN_DIR, n))),
             "ksoftirqd/1": _policy(),

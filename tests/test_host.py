@@ -16,7 +16,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from rxlab import cpuset
 from rxlab.cli.main import main
 from rxlab.errors import UsageError
 from rxlab.host import apply as host_apply
@@ -163,6 +166,47 @@ def test_export_of_an_rss_nic_loads_as_a_scenario():
     assert sc.kernel.netdev_budget_usecs == 8000
     assert sc.traffic.groups and sc.apps[0].cpu_list() == [0, 1]
     assert not any("RSS" in n for n in notes)
+
+
+@st.composite
+def masks(draw, ncpu: int):
+    """(CPU set, a mask naming it in one of the forms bitmap_parse() reads: 32-bit words
+    with commas, each with or without its leading zeros, extra leading zero words)."""
+    cpus = draw(st.sets(st.integers(0, ncpu - 1), max_size=ncpu))
+    value = sum(1 << c for c in cpus)
+    words = []
+    while True:
+        words.append(value & 0xFFFFFFFF)
+        value >>= 32
+        if not value:
+            break
+    words += [0] * draw(st.integers(0, 2))
+    texts = []
+    for w in reversed(words):
+        digits = f"{w:x}"
+        texts.append("0" * draw(st.integers(0, 8 - len(digits))) + digits)
+    return cpus, ",".join(texts)
+
+
+def test_rps_cpus_1_0_is_cpu_32_on_the_host_too(monkeypatch):
+    monkeypatch.setattr(host_apply, "cpu_count", lambda: 64)
+    info = synthetic_host(64)
+    data, _ = scenario_from_host(info, "eth9")
+    data["kernel"]["rps_cpus"] = "1,0"
+    steps, _, _ = host_apply.plan(scenario_from_dict(data, "t"), "eth9", info=info)
+    rps = [s for s in steps if s.kind == "rps_cpus"]
+    assert len(rps) == 4 and all(cpuset.parse_mask(s.new) == [32] for s in rps)
+    assert rps[0].command("eth9", None) == (
+        "echo 1,00000000 > /sys/class/net/eth9/queues/rx-0/rps_cpus")
+
+
+@settings(max_examples=300, deadline=None)
+@given(masks(128))
+def test_every_mask_plans_the_cpus_it_names(drawn):
+    cpus, text = drawn
+    planned = host_apply._check_mask(text, 128, "kernel.rps_cpus")
+    assert cpuset.parse_mask(planned) == sorted(cpus) == cpuset.parse_mask(text)
+    assert cpuset.normal_mask(planned) == planned  # one written form
 
 
 def test_plan_on_an_rss_nic_prints_exact_commands():
@@ -389,7 +433,8 @@ def test_show_json_inside_a_namespace(lab, capsys):
     assert len(d["tx"]) == 4 and all("xps_cpus" in q for q in d["tx"])
     assert d["irqs"] == []
     assert d["channels"]["supported"] and d["channels"]["max"]["rx"] == 4
-    assert d["rss"] == {"supported": False, "error": "Operation not supported"}
+    assert d["rss"] == {"supported": False, "error": "Operation not supported: the driver "
+                        "does not support ETHTOOL_GRSSH"}
     assert d["flow_hash"]["supported"] is False
     sc = info["sysctls"]
     assert sc["netdev_max_backlog"] == int((SYSCTL_DIR / "netdev_max_backlog").read_text())
@@ -399,7 +444,8 @@ def test_show_json_inside_a_namespace(lab, capsys):
         assert "CONFIG_NET_FLOW_LIMIT" in info["sysctls_absent"]["flow_limit_cpu_bitmap"]
         assert info["kernel_features"]["flow_limit"] == caps.probe().why_not("flow_limit")
     rc, out, _ = run_cli(capsys, "host", "show", "--netns", lab.ns_rx, "--dev", lab.dev_rx)
-    assert rc == 0 and "rss: unsupported (Operation not supported)" in out
+    assert rc == 0 and "rss: unsupported (Operation not supported: the driver does not " \
+        "support ETHTOOL_GRSSH)" in out
 
 
 def test_export_of_a_namespace_device_simulates(lab, capsys, tmp_path):
@@ -417,7 +463,8 @@ def test_export_of_a_namespace_device_simulates(lab, capsys, tmp_path):
         in_netns(lab.ns_rx, _write, p2, "0")
     assert snapshot(lab) == before
     text = path.read_text()
-    assert "# not exported: RSS (ethtool -x): Operation not supported" in text
+    assert ("# not exported: RSS (ethtool -x): Operation not supported: the driver does not "
+            "support ETHTOOL_GRSSH") in text
     sc = load_scenario(str(path))
     assert sc.host.cpus == cpu_count() and sc.nic.queues == 4 and sc.nic.driver == "veth"
     assert sc.kernel.rps_cpus == {0: "0", 1: "2", 2: "0", 3: "0"}
@@ -616,6 +663,22 @@ def test_bad_configurations_change_nothing(lab, capsys, tmp_path, bad, message):
     assert rc == 2 and message in err and err.count("\n") == 1, err
     assert not (tmp_path / "rb.json").exists()
     assert snapshot(lab) == before
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(drawn=masks(cpu_count()))
+def test_masks_round_trip_through_the_kernel(lab, drawn):
+    """Plan, write, read back: the kernel's rps_cpus names exactly the drawn CPUs."""
+    cpus, text = drawn
+    step = host_apply.Step("rps_cpus", "rx-0", "0", host_apply._check_mask(
+        text, cpu_count(), "kernel.rps_cpus"))
+    try:
+        host_apply._write(step, step.new, lab.dev_rx, lab.ns_rx)
+        held, got = host_apply._holds(step, step.new, lab.dev_rx, lab.ns_rx)
+        assert held and cpuset.parse_mask(got) == sorted(cpus), (text, got)
+    finally:
+        host_apply._write(step, "0", lab.dev_rx, lab.ns_rx)
 
 
 def test_top_shows_softnet_and_queue_rates(lab, capsys):

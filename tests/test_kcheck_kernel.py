@@ -17,18 +17,22 @@ import time
 import pytest
 from lab_processes import traffic_processes
 
-from rxlab.host import guard
+from rxlab.host import caps, guard
 from rxlab.host.lab import KCHECK_NAMES
 from rxlab.host.netns import NETNS_RUN_DIR
 
 WHY = guard.cannot_run()
+FLOW_LIMIT = caps.probe().has("flow_limit")  # else flow_limit_shedding is skipped
+# a slowed-consumer check (netdev_max_backlog 64): the one flow limit's, or its twin
+SLOW_CHECK = "flow_limit_shedding" if FLOW_LIMIT else "backlog_drop_accounting"
 pytestmark = pytest.mark.skipif(WHY is not None, reason=f"cannot run here: {WHY}")
 RXLAB = [sys.executable, "-m", "rxlab.cli.main", "kernel-check"]
 COMPILE_BUDGET = 900  # s: a cold numba cache on a busy 2-CPU machine
 
 
 def _state() -> dict:
-    return {"sysctls": {n: guard.read_sysctl(n) for n in guard.SYSCTLS},
+    return {"sysctls": {n: guard.read_sysctl(n) for n in guard.SYSCTLS
+                        if os.path.exists(os.path.join(guard.CORE, n))},
             "namespaces": sorted(n for n in (KCHECK_NAMES["ns_tx"], KCHECK_NAMES["ns_rx"])
                                  if os.path.exists(os.path.join(NETNS_RUN_DIR, n)))}
 
@@ -58,8 +62,14 @@ def test_every_check_agrees_with_the_kernel(untouched):
     by = {c["name"]: c for c in rep["checks"]}
     ran = [c for c in rep["checks"] if c["status"] == "ran"]
     assert {c["name"] for c in ran} >= {"rps_cpu_choice", "rps_flow_stickiness",
-                                        "rfs_follows_thread", "flow_limit_shedding",
-                                        "backlog_drop_accounting"}
+                                        "rfs_follows_thread", "backlog_drop_accounting",
+                                        *(["flow_limit_shedding"] if FLOW_LIMIT else [])}
+    if not FLOW_LIMIT:  # skipped with the cause, in the checks and in "skipped"
+        why = caps.probe().why_not("flow_limit")
+        assert by["flow_limit_shedding"]["status"] == "skipped"
+        assert by["flow_limit_shedding"]["reason"] == f"flow_limit: {why}"
+        assert "CONFIG_NET_FLOW_LIMIT" in why
+        assert {"name": "flow_limit_shedding", "reason": f"flow_limit: {why}"} in rep["skipped"]
     bad = {c["name"]: c["reason"] for c in ran if not c["agree"]}
     assert not bad, bad
     assert rc == 0
@@ -73,14 +83,17 @@ def test_every_check_agrees_with_the_kernel(untouched):
     assert all(flows[p]["hash"] == mflows[p]["hash"] for p in flows)
     assert all(flows[p]["cpu"] == mflows[p]["cpu"] == mflows[p]["simulated_cpu"]
                for p in flows)
-    # flow limit, compared where it acts: what entered the receive path (sender's tc
-    # egress) and what got past the backlog (receiver's tc ingress after the u32 filters)
-    fl = by["flow_limit_shedding"]["kernel"]
-    assert all(fl[x]["entered_equals_sent"] for x in ("off", "enqueuing_cpu0", "target_cpu1"))
-    assert abs(fl["off"]["heavy_share"] - fl["off"]["heavy_entered_share"]) <= 0.1
-    assert fl["enqueuing_cpu0"]["heavy_share"] < fl["off"]["heavy_share"] - 0.15
-    # the starved receiving process is reported (its socket buffer drops the excess)
-    assert set(fl["off"]["socket_rcvbuf_drops"]) == {"40300", "40301", "40302", "40303"}
+    if FLOW_LIMIT:
+        # flow limit, compared where it acts: what entered the receive path (sender's tc
+        # egress) and what got past the backlog (receiver's tc ingress after the u32
+        # filters)
+        fl = by["flow_limit_shedding"]["kernel"]
+        assert all(fl[x]["entered_equals_sent"]
+                   for x in ("off", "enqueuing_cpu0", "target_cpu1"))
+        assert abs(fl["off"]["heavy_share"] - fl["off"]["heavy_entered_share"]) <= 0.1
+        assert fl["enqueuing_cpu0"]["heavy_share"] < fl["off"]["heavy_share"] - 0.15
+        # the starved receiving process is reported (its socket buffer drops the excess)
+        assert set(fl["off"]["socket_rcvbuf_drops"]) == {"40300", "40301", "40302", "40303"}
     cm = by["cpumap_cpu_choice"]
     if cm["status"] == "skipped":
         assert cm["reason"]
@@ -93,18 +106,20 @@ def test_every_check_agrees_with_the_kernel(untouched):
 
 
 def test_wrong_model_settings_make_their_checks_disagree(untouched):
-    rc, rep = _run("--only", "flow_limit_shedding,rps_cpu_choice,cpumap_cpu_choice",
-                   "--mutate", "flow_limit_on_target,rps_low_bits,cpumap_ignored")
+    slow_mutation = "flow_limit_on_target" if FLOW_LIMIT else "no_backlog_limit"
+    rc, rep = _run("--only", f"{SLOW_CHECK},rps_cpu_choice,cpumap_cpu_choice",
+                   "--mutate", f"{slow_mutation},rps_low_bits,cpumap_ignored")
     assert rc == 1
     by = {c["name"]: c for c in rep["checks"]}
-    fl = by["flow_limit_shedding"]
+    fl = by[SLOW_CHECK]
     assert fl["agree"] is False
-    failed = {c["what"] for c in fl["criteria"] if not c["ok"]}
-    assert "flow_limit_count lands on the enqueuing CPU" in failed
-    assert "bitmap on the enqueuing CPU: heavy share falls by > 0.15" in failed
-    # the kernel still did what it does: the count rose on cpu0 only
-    assert int(fl["kernel"]["enqueuing_cpu0"]["flow_limit_count"]["0"]) > 0
-    assert fl["model"]["enqueuing_cpu0"]["bitmap"] == "2"
+    if FLOW_LIMIT:
+        failed = {c["what"] for c in fl["criteria"] if not c["ok"]}
+        assert "flow_limit_count lands on the enqueuing CPU" in failed
+        assert "bitmap on the enqueuing CPU: heavy share falls by > 0.15" in failed
+        # the kernel still did what it does: the count rose on cpu0 only
+        assert int(fl["kernel"]["enqueuing_cpu0"]["flow_limit_count"]["0"]) > 0
+        assert fl["model"]["enqueuing_cpu0"]["bitmap"] == "2"
     rps = by["rps_cpu_choice"]
     assert rps["agree"] is False
     assert any(c["what"].startswith("each flow on the model's CPU") and not c["ok"]
@@ -120,12 +135,12 @@ def test_wrong_model_settings_make_their_checks_disagree(untouched):
 def test_interrupted_run_leaves_nothing_behind(untouched, sig):
     # SIG_DFL: a shell starts background jobs with SIGINT ignored and exec keeps that;
     # this test needs the child to take Ctrl-C however the suite itself was started
-    p = subprocess.Popen([*RXLAB, "--only", "flow_limit_shedding", "--duration", "2"],
+    p = subprocess.Popen([*RXLAB, "--only", SLOW_CHECK, "--duration", "2"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                          stdin=subprocess.DEVNULL,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
-        # wait until it is mid-experiment: namespaces up and flow_limit's sysctl written
+        # wait until it is mid-experiment: namespaces up and the backlog sysctl written
         deadline = time.monotonic() + COMPILE_BUDGET
         while time.monotonic() < deadline and p.poll() is None:
             if (os.path.exists(os.path.join(NETNS_RUN_DIR, KCHECK_NAMES["ns_rx"]))

@@ -129,7 +129,7 @@ class Capabilities:
         return self.why_not(name) is None
 
     def _why_not(self, f: Feature) -> str | None:
-        if f.path is not None and os.path.exists(self._p(f.path)):
+        if f.path is not None and os.path.lexists(self._p(f.path)):
             return None
         built = self.built_with(f.config) if f.config else None
         if built is False:

@@ -33,11 +33,23 @@ def _run(args: list[str]) -> tuple[int, str, str]:
     return p.returncode, p.stdout, p.stderr
 
 
-def _reason(out: str, err: str) -> str:
+# the ethtool command of each query or change -> the ioctl the driver must implement
+# (include/uapi/linux/ethtool.h): an EOPNOTSUPP answer names it
+_OPS = {"-l": "ETHTOOL_GCHANNELS", "-L": "ETHTOOL_SCHANNELS", "-x": "ETHTOOL_GRSSH",
+        "-X": "ETHTOOL_SRSSH", "-n": "ETHTOOL_GRXFH", "-N": "ETHTOOL_SRXFH",
+        "-S": "ETHTOOL_GSTATS", "-i": "ETHTOOL_GDRVINFO"}
+
+
+def _reason(out: str, err: str, args: list[str] | None = None) -> str:
     text = " ".join((err.strip() or out.strip()).split())
     m = re.search(r"(Operation not supported|No such device|Operation not permitted|"
                   r"Invalid argument|Device or resource busy)", text)
-    return m.group(1) if m else (text[:160] or "failed")
+    if not m:
+        return text[:160] or "failed"
+    flag = next((a for a in args or () if a in _OPS), None)
+    if m.group(1) == "Operation not supported" and flag:
+        return f"Operation not supported: the driver does not support {_OPS[flag]}"
+    return m.group(1)
 
 
 def _json(args: list[str]) -> dict | None:
@@ -52,7 +64,7 @@ def _json(args: list[str]) -> dict | None:
     if "bad command line" in err or "not supported" in err.lower() and "json" in err.lower():
         return None
     if rc != 0:
-        raise EthtoolError(_reason(out, err))
+        raise EthtoolError(_reason(out, err, args))
     return None
 
 
@@ -70,7 +82,7 @@ def channels(dev: str) -> dict:
         return {"max": mx, "current": cur, "source": "json"}
     rc, out, err = _run(["-l", dev])
     if rc != 0:
-        raise EthtoolError(_reason(out, err))
+        raise EthtoolError(_reason(out, err, ["-l", dev]))
     mx: dict = {}
     cur: dict = {}
     target = mx
@@ -97,7 +109,7 @@ def rxfh(dev: str) -> dict:
                 "key": data.get("rss-hash-key"), "hfunc": funcs, "source": "json"}
     rc, out, err = _run(["-x", dev])
     if rc != 0:
-        raise EthtoolError(_reason(out, err))
+        raise EthtoolError(_reason(out, err, ["-x", dev]))
     res: dict = {"rings": None, "indirection": None, "key": None, "hfunc": None,
                  "source": "text"}
     lines = out.splitlines()
@@ -141,7 +153,7 @@ def flow_hash(dev: str, flow_type: str) -> str:
     """Letters (``sdfn`` ...) the device hashes for ``flow_type``; '' for none."""
     rc, out, err = _run(["-n", dev, "rx-flow-hash", flow_type])
     if rc != 0:
-        raise EthtoolError(_reason(out, err))
+        raise EthtoolError(_reason(out, err, ["-n", dev, "rx-flow-hash", flow_type]))
     letters = ""
     for line in out.splitlines()[1:]:
         line = line.strip()
@@ -163,7 +175,7 @@ def stats(dev: str) -> dict[str, int]:
         return {k: int(v) for k, v in data.items() if isinstance(v, int)}
     rc, out, err = _run(["-S", dev])
     if rc != 0:
-        raise EthtoolError(_reason(out, err))
+        raise EthtoolError(_reason(out, err, ["-S", dev]))
     res = {}
     for line in out.splitlines():
         m = re.match(r"^\s+([^:]+):\s*(-?\d+)\s*$", line)
@@ -184,4 +196,4 @@ def run_checked(args: list[str]) -> None:
     """Run ``ethtool ARGS`` for a change; EthtoolError with the reason if it fails."""
     rc, out, err = _run(args)
     if rc != 0:
-        raise EthtoolError(f"ethtool {' '.join(args)}: {_reason(out, err)}")
+        raise EthtoolError(f"ethtool {' '.join(args)}: {_reason(out, err, args)}")
