@@ -7,3 +7,8 @@ class UsageError(Exception):
 
 class ConservationError(RuntimeError):
     """A simulated packet ended neither delivered, dropped with a reason, nor in flight."""
+
+
+class OutputError(Exception):
+    """The machine refused a write (no space, read-only file system, I/O error): the CLI
+    prints it as one line and exits with status 1; nothing half-written is left."""

@@ -1,5 +1,5 @@
 """``rxlab compare A.yaml B.yaml ... [--set-variant NAME:PATH=VALUE ...] [--seeds N]
-[--json] [--out DIR [--screenshot]] [--jobs N]``.
+[--json] [--out DIR [--screenshot] [--force]] [--jobs N]``.
 
 Runs every configuration on the same N traffic seeds in parallel processes and prints,
 per metric, each configuration's mean with its 95 % interval and the difference against
@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rxlab.cli.run_cmd import add_max_memory
+from rxlab.cli.run_cmd import add_force, add_max_memory
 from rxlab.errors import UsageError
 
 
@@ -43,6 +43,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.add_argument("--out", metavar="DIR",
                    help="write comparison.json, comparison.png and comparison.html")
+    add_force(p)
     p.add_argument("--screenshot", action="store_true",
                    help="with --out: also render comparison.html to comparison-page.png in "
                         "headless Chromium")
@@ -78,7 +79,7 @@ def _run(args) -> int:
     if args.out:
         from rxlab.report.files import check_out_dir
 
-        check_out_dir(args.out)
+        check_out_dir(args.out, force=args.force)
     if args.screenshot:
         from rxlab.report.screenshot import find_chromium
 
@@ -96,7 +97,7 @@ def _run(args) -> int:
     if args.out:
         from rxlab.compare.render import write_out
 
-        written = write_out(cmp, args.out, screenshot=args.screenshot)
+        written = write_out(cmp, args.out, screenshot=args.screenshot, force=args.force)
     if args.json:
         print(text)
     else:

@@ -149,10 +149,12 @@ def run(args) -> int:
             scenario_from_host,
             socket_flows,
         )
+        from rxlab.outfiles import check_file, write_file
         from rxlab.scenario import scenario_from_dict
 
         if not 1 <= args.max_flows <= 100000:
             raise UsageError("--max-flows: give 1 to 100000 flows")
+        check_file(args.output, "-o")  # a device or a missing folder: before reading
         info = read_host(args.netns, [args.dev] if args.dev else None)
         dev = pick_device(info, args.dev)
         data, notes = scenario_from_host(info, dev)
@@ -161,13 +163,8 @@ def run(args) -> int:
                     flows=flows, listeners=listeners, max_flows=args.max_flows)
         scenario_from_dict(data, f"export of {dev}")  # must load; a UsageError is a bug
         text = render(data, notes, info, dev)
-        if args.output == "-":
-            sys.stdout.write(text)
-        else:
-            try:
-                Path(args.output).write_text(text)
-            except OSError as err:
-                raise UsageError(f"{args.output}: cannot write: {err.strerror}") from None
+        write_file(args.output, text, "-o")  # '-': stdout, the scenario alone
+        if args.output != "-":
             print(f"wrote {args.output}: {dev}, {data['nic']['queues']} queues, "
                   f"{data['host']['cpus']} CPUs" + (f" ({len(notes)} notes in the header)"
                                                     if notes else ""))

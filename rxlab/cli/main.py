@@ -7,13 +7,15 @@ Bad input anywhere raises ``UsageError``: printed as one line, exit status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import importlib
 import importlib.util
 import os
 import sys
 
 from rxlab._cache import NOTICE_ENV
-from rxlab.errors import ConservationError, UsageError
+from rxlab.errors import ConservationError, OutputError, UsageError
 
 # subcommand modules, in the order `rxlab --help` lists them
 COMMANDS = [
@@ -76,19 +78,55 @@ def main(argv: list[str] | None = None) -> int:
         # the first simulation after an install compiles the loop: announced where a run
         # starts (rxlab._cache.announce_compile), after the command has checked its input
         os.environ[NOTICE_ENV] = str(os.getpid())
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # a full or closed stdout fails here, not in the exit hook
+        return status
     except UsageError as err:
         print(f"rxlab: error: {err}", file=sys.stderr)
         return 2
+    except OutputError as err:  # no space, read-only: the machine, not the input
+        print(f"rxlab: error: {err}", file=sys.stderr)
+        return 1
     except ConservationError as err:
         print(f"rxlab: internal error: {err}", file=sys.stderr)
         return 3
     except BrokenPipeError:  # `rxlab ... | head`: the reader left, not an error
-        sys.stderr.close()
-        return 0
+        return _reader_left()
+    except SystemExit as e:
+        if _rich_broken_pipe(e):  # rich exits 1 when the reader left; rxlab exits 0
+            return _reader_left()
+        raise
+    except OSError as err:
+        # every file rxlab writes names its path (rxlab.outfiles); a nameless one is stdout
+        if err.errno in STDOUT_ERRNOS and err.filename is None:
+            from rxlab.outfiles import stdout_failed
+
+            print(f"rxlab: error: {stdout_failed(err)}", file=sys.stderr)
+            return 1
+        raise
     except KeyboardInterrupt:
         print("rxlab: interrupted", file=sys.stderr)
         return 130
+
+
+STDOUT_ERRNOS = (errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG)
+
+
+def _reader_left() -> int:
+    """Quiet from here on: stdout to /dev/null so the exit flush cannot fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.close()
+    return 0
+
+
+def _rich_broken_pipe(e: SystemExit) -> bool:
+    """rich's Console.on_broken_pipe raised this SystemExit (the pipe's reader left)."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_name == "on_broken_pipe"
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "output folder DIR written by `rxlab sweep`.")
     p.add_argument("dir", metavar="DIR", help="the sweep's output folder")
     p.add_argument("-o", "--output", metavar="FILE",
-                   help="the HTML file to write (default: DIR/report.html)")
+                   help="the HTML file to write (default: DIR/report.html; - for "
+                        "standard output)")
     p.set_defaults(func=run)
     return p
 
@@ -20,11 +21,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args) -> int:
     from pathlib import Path
 
+    from rxlab.outfiles import check_file, write_file
     from rxlab.sweep import store
-    from rxlab.sweep.report import write_report
+    from rxlab.sweep.report import build_report
 
+    dest = check_file(args.output or Path(args.dir) / store.REPORT, "-o")
     pid = store.writer(Path(args.dir))  # a sweep still running there: say the page is partial
-    dest = write_report(args.dir, args.output)
+    write_file(dest, build_report(Path(args.dir)), "-o")
+    if str(dest) == "-":
+        return 0
     who = f"a sweep (pid {pid})" if pid else "a sweep"
     busy = "" if pid is None else (f"; {who} is still writing {args.dir}: the report has the "
                                    "runs finished so far")

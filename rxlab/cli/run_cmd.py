@@ -1,5 +1,5 @@
-"""``rxlab run [SCENARIO] [--seed N] [--duration S] [--json] [--out DIR] [--set K=V]
-[--max-memory SIZE]``."""
+"""``rxlab run [SCENARIO] [--seed N] [--duration S] [--json] [--out DIR [--force]]
+[--set K=V] [--max-memory SIZE]``."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="replay the intact prefix of a truncated capture")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--out", metavar="DIR", help="write result.json, series.csv and plots")
+    add_force(p)
     p.add_argument("--softnet", action="store_true",
                    help="print only the simulated /proc/net/softnet_stat")
     p.add_argument("--jobs", type=int, metavar="N",
@@ -35,6 +36,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_max_memory(p)
     p.set_defaults(func=run)
     return p
+
+
+def add_force(p: argparse.ArgumentParser) -> None:
+    """--force, shared by every subcommand with --out DIR."""
+    p.add_argument("--force", action="store_true",
+                   help="write into an --out folder that holds other files too (rxlab "
+                        "replaces only the files it wrote there before)")
 
 
 def add_max_memory(p: argparse.ArgumentParser) -> None:
@@ -97,7 +105,7 @@ def _run(args) -> int:
     if args.out:  # before any work: a folder that cannot be made is bad input
         from rxlab.report.files import check_out_dir
 
-        check_out_dir(args.out)
+        check_out_dir(args.out, force=args.force)
     sc = load_scenario(args.scenario)
     ov = run_overrides(args)
     if args.pcap:
@@ -123,7 +131,7 @@ def _run(args) -> int:
     if args.out:
         from rxlab.report.files import write_out
 
-        write_out(res, args.out, sc)
+        write_out(res, args.out, sc, force=args.force)
     if args.json:
         print(text)
     elif args.softnet:  # the file alone, as `cat /proc/net/softnet_stat` prints it
@@ -146,9 +154,10 @@ def _run_jobs(args, sc) -> int:
         raise UsageError("--softnet: not available with --jobs (see the runs in --json)")
     rep = replicate(sc, args.jobs)
     if args.out:
-        from rxlab.report.files import make_out_dir
+        from rxlab.outfiles import OutDir
 
-        (make_out_dir(args.out) / "replications.json").write_text(dump_json(rep) + "\n")
+        with OutDir(args.out, force=args.force) as tmp:
+            (tmp / "replications.json").write_text(dump_json(rep) + "\n")
     if args.json:
         print(dump_json(rep))
     else:

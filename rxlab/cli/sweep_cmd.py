@@ -1,4 +1,4 @@
-"""``rxlab sweep SWEEP.yaml [--jobs N] [--scheduler tcp://HOST:PORT] [--out DIR]
+"""``rxlab sweep SWEEP.yaml [--jobs N] [--scheduler tcp://HOST:PORT] [--out DIR [--force]]
 [--resume | --replace]``.
 
 Runs a base scenario over a grid (or list) of overrides times seeds, on local processes
@@ -15,7 +15,7 @@ import math
 import sys
 from pathlib import Path
 
-from rxlab.cli.run_cmd import add_max_memory
+from rxlab.cli.run_cmd import add_force, add_max_memory
 from rxlab.errors import UsageError
 
 MAX_SUMMARY_ROWS = 40
@@ -33,6 +33,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="run on an existing Dask cluster, e.g. tcp://10.0.0.5:8786")
     p.add_argument("--out", metavar="DIR",
                    help="output folder (default: sweep-NAME in the current folder)")
+    add_force(p)
     p.add_argument("--resume", action="store_true",
                    help="keep the finished runs in DIR and run only the rest")
     p.add_argument("--replace", action="store_true",
@@ -70,6 +71,8 @@ def _stopped(what: str, e: BaseException, status: int) -> int:
 def _run(args) -> int:
     from rich.console import Console
 
+    from rxlab.outfiles import check_dir
+    from rxlab.sweep import store
     from rxlab.sweep.runner import run_sweep
     from rxlab.sweep.spec import load_sweep
 
@@ -78,6 +81,7 @@ def _run(args) -> int:
         raise UsageError(f"sweep.name: {sweep.name!r} has a '/', so it cannot name the default "
                          "folder sweep-NAME; give --out DIR or a name without '/'")
     out = Path(args.out) if args.out else Path(f"sweep-{sweep.name}")
+    check_dir(out, "--out", args.force, own=store.is_own)  # before a worker starts
     err = Console(stderr=True)
     res = run_sweep(sweep, out, jobs=args.jobs, scheduler=args.scheduler, resume=args.resume,
                     replace=args.replace, console=err, show_progress=not args.quiet,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from rxlab.cli.run_cmd import add_max_memory
 from rxlab.errors import UsageError
@@ -29,7 +28,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "must improve")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("-o", "--output", metavar="FILE",
-                   help="write the scenario with the recommended settings (YAML)")
+                   help="write the scenario with the recommended settings (YAML; - for "
+                        "standard output, instead of the report)")
     p.add_argument("--form", default="explicit",
                    help="table form: explicit (any table; netlink/ioctl) or weight "
                         "(only what `ethtool -X weight` and `rxlab host apply` can write)")
@@ -75,6 +75,7 @@ def run(args) -> int:
 
 def _run(args) -> int:
     from rxlab.jsonout import dumps
+    from rxlab.outfiles import check_file, write_file
     from rxlab.scenario import load_scenario, with_overrides
     from rxlab.tune import scenario_yaml, tune
     from rxlab.tune.runs import default_jobs
@@ -86,9 +87,7 @@ def _run(args) -> int:
             raise UsageError(f"--seed {seed}: must be >= 0")
         sc = with_overrides(sc, {"seed": seed})
     duration = _num(args.duration, "--duration") if args.duration is not None else None
-    out = Path(args.output) if args.output else None
-    if out is not None and not out.parent.exists():
-        raise UsageError(f"-o {out}: directory {out.parent} does not exist")
+    out = check_file(args.output, "-o") if args.output else None  # before the runs
     quiet = args.json or not sys.stderr.isatty()
     report = tune(
         sc, objective=args.objective, dev=args.dev,
@@ -103,8 +102,10 @@ def _run(args) -> int:
         progress=None if quiet else (lambda m: print(f"rxlab tune: {m}", file=sys.stderr)),
     )
     if out is not None:
-        out.write_text(scenario_yaml(sc, report, args.form))
+        write_file(out, scenario_yaml(sc, report, args.form), "-o")
         report["scenario_file"] = str(out)
+    if str(out) == "-":  # stdout holds the scenario alone, for a pipe or a redirect
+        return 0
     if args.json:
         print(dumps(report, indent=1))
     else:

@@ -174,26 +174,24 @@ seeds, generated {_dt.datetime.now().isoformat(timespec="seconds")}.</p></footer
 """
 
 
-def write_out(cmp: dict, out: str | Path, *, screenshot: bool = False) -> list[Path]:
+def write_out(cmp: dict, out: str | Path, *, screenshot: bool = False,
+              force: bool = False) -> list[Path]:
     """comparison.json, comparison.png (if any metric is not zero everywhere),
-    comparison.html and, with ``screenshot``, comparison-page.png; each written whole."""
+    comparison.html and, with ``screenshot``, comparison-page.png; each written whole,
+    beside nothing but rxlab's own files (rxlab.outfiles)."""
     from rxlab.jsonout import dumps
-    from rxlab.report.files import make_out_dir
-    from rxlab.sweep.store import atomic_write
+    from rxlab.outfiles import OutDir
 
-    out = make_out_dir(out)
     png = figure_png(cmp)
-    written = []
-    atomic_write(out / "comparison.json", dumps(cmp, indent=1) + "\n")
-    written.append(out / "comparison.json")
-    if png is not None:
-        atomic_write(out / "comparison.png", png)
-        written.append(out / "comparison.png")
-    atomic_write(out / "comparison.html", html_page(cmp, png))
-    written.append(out / "comparison.html")
-    if screenshot:
-        from rxlab.report.screenshot import render
+    with OutDir(out, force=force) as tmp:
+        (tmp / "comparison.json").write_text(dumps(cmp, indent=1) + "\n")
+        if png is not None:
+            (tmp / "comparison.png").write_bytes(png)
+        (tmp / "comparison.html").write_text(html_page(cmp, png))
+        if screenshot:
+            from rxlab.report.screenshot import render
 
-        written.append(render(out / "comparison.html", out / "comparison-page.png"))
-    return written
-
+            render(tmp / "comparison.html", tmp / "comparison-page.png")
+        names = sorted(p.name for p in tmp.iterdir())
+    order = ["comparison.json", "comparison.png", "comparison.html", "comparison-page.png"]
+    return [Path(out) / n for n in order if n in names]

@@ -3,49 +3,24 @@ scenario the result came from (``scenario.yaml``: ``rxlab run DIR/scenario.yaml`
 same result, bit for bit, with the same rxlab; ``rxlab explain`` re-runs it for the flow
 table a result does not carry).
 
-Written into a temporary sibling folder and renamed at the end, so an error never
-leaves a half-written output folder behind.
+Written into a temporary folder beside DIR and moved into it file by file
+(``rxlab.outfiles``), so an error never leaves a half-written file behind and only
+rxlab's own files in DIR are ever replaced.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
-from rxlab.errors import UsageError
+from rxlab import outfiles
 from rxlab.report import plots
 
 
-def check_out_dir(out: str | Path, flag: str = "--out") -> Path:
-    """Refuse, before any work, an output folder that cannot be made: its first existing
-    ancestor must be a writable folder (a file, /proc or a read-only mount is not)."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"{flag}: {out} exists and is not a folder; give a folder path")
-    anc = out.absolute()
-    while not anc.exists():
-        anc = anc.parent
-    if not anc.is_dir():
-        raise UsageError(f"{flag}: {out} cannot be made: {anc} is a file; give a folder path")
-    if not os.access(anc, os.W_OK | os.X_OK) or anc.is_relative_to("/proc") or (
-            anc.is_relative_to("/sys")):
-        raise UsageError(f"{flag}: {out} cannot be made: {anc} is not writable; give a "
-                         "writable folder")
-    return out
-
-
-def make_out_dir(out: str | Path, flag: str = "--out") -> Path:
-    out = check_out_dir(out, flag)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UsageError(f"{flag}: cannot make {out} ({err.strerror}); give a writable "
-                         "folder") from None
-    return out
+def check_out_dir(out: str | Path, flag: str = "--out", force: bool = False) -> Path:
+    """Refuse, before any work, an output folder rxlab must not write (rxlab.outfiles)."""
+    return outfiles.check_dir(out, flag, force)
 
 
 SCENARIO_FILE = "scenario.yaml"
@@ -65,15 +40,8 @@ def scenario_yaml(sc) -> str:
     return head + yaml.safe_dump(data, sort_keys=False)
 
 
-def write_out(result, out: str | Path, scenario=None) -> Path:
-    out = check_out_dir(out)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    except OSError as err:
-        raise UsageError(f"--out: cannot make {out} ({err.strerror}); give a writable "
-                         "folder") from None
-    try:
+def write_out(result, out: str | Path, scenario=None, force: bool = False) -> Path:
+    with outfiles.OutDir(out, force=force) as tmp:
         d, s = result.data, result.series
         (tmp / "result.json").write_text(json.dumps(d, indent=1, sort_keys=True) + "\n")
         (tmp / "softnet_stat").write_text(result.softnet_stat)
@@ -93,10 +61,4 @@ def write_out(result, out: str | Path, scenario=None) -> Path:
         plots.plot_cpu_load(d, tmp / "cpu_load.png")
         plots.plot_latency_cdf(s, tmp / "latency_cdf.png")
         plots.plot_throughput(s, tmp / "throughput.png")
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+    return Path(out)

@@ -26,7 +26,6 @@ import io
 import json
 import math
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from rxlab.errors import UsageError
+from rxlab.outfiles import FILE_MODE, answering, replace_file
 from rxlab.sweep.metrics import mean_ci
 
 RUNS = "runs"
@@ -47,33 +47,20 @@ FIXED_COLUMNS = ["run_id", "point", "seed", "rep"]
 TAIL_COLUMNS = ["wall_s", "worker"]
 
 
-def _umask() -> int:
-    old = os.umask(0o022)
-    os.umask(old)
-    return old
+OWN = {SPEC, RUNS, TABLE, SUMMARY, PLOTS, REPORT, LOCK}  # what a sweep may find in OUT
 
 
-FILE_MODE = 0o666 & ~_umask()  # what open() would have given (mkstemp makes 0600)
+def is_own(path: Path) -> bool:
+    """A name a sweep writes in its folder (rxlab.outfiles refuses a folder holding others)."""
+    return path.name in OWN
 
 
 def atomic_write(path: Path, data: bytes | str) -> None:
-    """Write a file so that readers see the old file or the whole new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, FILE_MODE)
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    """Write a file so that readers see the old file or the whole new one, never a part;
+    a refusal of the file system is one line naming the file (rxlab.outfiles)."""
+    with answering(path, "--out"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        replace_file(path, data)
 
 
 def run_path(out: Path, run_id: str) -> Path:
