@@ -21,7 +21,7 @@ def add_parser(subparsers):
                     "for host.cost_profile. Restores every setting and removes its "
                     "namespaces, also when interrupted.")
     p.add_argument("-o", "--output", metavar="PATH", default="calibrated.yaml",
-                   help="profile to write (default calibrated.yaml)")
+                   help="profile to write (default calibrated.yaml; - for standard output)")
     p.add_argument("--quick", action="store_true",
                    help="fewer loads and shorter runs (about 40 s instead of 2 minutes)")
     p.add_argument("--base", default="modern-x86", metavar="PROFILE",
@@ -34,14 +34,13 @@ def add_parser(subparsers):
 def run(args) -> int:
     from rxlab.calibrate.profile import write
     from rxlab.calibrate.runner import calibrate
-    from rxlab.errors import UsageError
     from rxlab.host import guard
+    from rxlab.outfiles import check_file
     from rxlab.profiles import load_profile
 
-    out = os.path.abspath(args.output)
-    if os.path.isdir(out) or not os.path.isdir(os.path.dirname(out)):
-        raise UsageError(f"--output: {args.output!r} is not a file in an existing "
-                         "directory; give a path like calibrated.yaml")
+    # a device, a folder, a missing folder or /proc: refused before the measurement
+    check_file(args.output, "--output")
+    out = args.output if args.output == "-" else os.path.abspath(args.output)
     load_profile(args.base)  # a bad --base fails before anything runs
     try:
         if args.quiet:
@@ -52,7 +51,8 @@ def run(args) -> int:
         print(f"cannot run here: {err}")
         return EXIT_CANNOT_RUN
     write(prof, out)
-    _summary(prof, out)
+    if out != "-":  # with -, stdout holds the profile alone
+        _summary(prof, out)
     return 0
 
 
