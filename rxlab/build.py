@@ -88,6 +88,15 @@ class Model:
     notices: list = field(default_factory=list)  # what the run changed, for the user
 
 
+def traffic_window_ns(duration: float, interval_ns: int, n_intervals: int) -> int:
+    """The span [0, W) the run's CPU shares cover: the whole series intervals inside the
+    traffic's duration; a run shorter than one interval (a short capture) is measured
+    over its own span, not diluted by the idle rest of the interval."""
+    if duration * 1e9 < interval_ns:
+        return max(1, int(round(duration * 1e9)))
+    return max(1, min(n_intervals, int(round(duration * 1e9 / interval_ns)))) * interval_ns
+
+
 def driver_poll_params(pre: drivers.Preset, ring: int) -> dict:
     """The preset's poll and refill rules as the loop reads them (``Params.poll_*``,
     ``refill_*``)."""
@@ -370,7 +379,8 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
         ksoftirqd_defers=kb.ksoftirqd_defers, jitter_kind=jk, jitter_sigma=sigma,
         interval_ns=interval_ns, interval_inv=1.0 / interval_ns,
         warmup_ns=int(round(sc.metrics.warmup * 1e9)),
-        n_intervals=n_int, cost_ns=cost_ns, jitter_mask=jmask,
+        n_intervals=n_int, win_ns=traffic_window_ns(sc.duration, interval_ns, n_int),
+        cost_ns=cost_ns, jitter_mask=jmask,
         cost_i=(cost_ns + 0.5).astype(I64),
         irq_delay_ns=int(round(costs["irq_latency"] + sc.nic.rx_usecs * 1000)),
         nic_svc_ns=int(round(1e9 / sc.nic.max_pps)) if sc.nic.max_pps else 0,
@@ -451,7 +461,8 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
         cnt=np.zeros(N_CNT, I64), lat_sock=np.zeros(HIST_BINS, I64),
         lat_app=np.zeros(HIST_BINS, I64), lat_nic=np.zeros(HIST_BINS, I64),
         lat_sum=np.zeros(3, np.float64),
-        cpu_ns=np.zeros((ncpu, 5), I64), ts_cpu=np.zeros((n_int, ncpu, 5), I64),
+        cpu_ns=np.zeros((ncpu, 5), I64), win_cpu=np.zeros((ncpu, 5), I64),
+        ts_cpu=np.zeros((n_int, ncpu, 5), I64),
         ts_pkt=np.zeros((n_int, 4), I64), ts_drop=np.zeros((n_int, N_DROP_SLOTS), I64),
         rng=new_state(sc.seed), icache=np.zeros(3, I64),
     )

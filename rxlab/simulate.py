@@ -34,7 +34,27 @@ def in_flight(m: Model) -> int:
     return ring + backlog + sockets + cpumap
 
 
+SHARES = ("softirq", "irq", "system", "user", "idle")  # a CPU's whole time, once each
+SHARE_TOLERANCE = 1e-5  # five shares rounded to 6 decimals
+
+
+def check_cpu_time(res: Result) -> None:
+    """Per CPU, the shares of its time sum to 1 and each is in [0, 1] (ksoftirqd's is
+    part of softirq's): a CPU runs one thing at a time, so anything else is a model bug."""
+    for row in res.data["cpus"]:
+        u = row["util"]
+        total = sum(u[k] for k in SHARES)
+        bad = [k for k in u if not -SHARE_TOLERANCE <= u[k] <= 1 + SHARE_TOLERANCE]
+        if bad or abs(total - 1) > SHARE_TOLERANCE or u["ksoftirqd"] > u["softirq"]:
+            figures = ", ".join(f"{k} {u[k]:g}" for k in u)
+            raise ConservationError(
+                f"CPU time conservation broken on CPU {row['cpu']}: {figures} "
+                f"(sum {total:.6f}, must be 1 with each share in [0, 1])")
+
+
 def check_conservation(m: Model, res: Result) -> None:
+    """Every packet accounted for, and every CPU's time (check_cpu_time)."""
+    check_cpu_time(res)
     pk = res.data["packets"]
     if pk["offered"] != pk["delivered"] + pk["dropped"] + pk["forwarded"] + pk["in_flight"]:
         raise ConservationError(

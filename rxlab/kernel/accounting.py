@@ -57,27 +57,33 @@ def interval_of(s, t):
 
 
 @njit(**JIT_LEAF)
-def _account(cpu_ns, ts_cpu, interval_ns, inv, n_intervals, c, cat, t0, t1):
+def _account(cpu_ns, win_cpu, ts_cpu, interval_ns, inv, n_intervals, win_ns, c, cat, t0,
+             t1):
     if t1 <= t0:
         return
     cpu_ns[c, cat] += t1 - t0
+    # a segment is charged when it starts and may run past the traffic window or the
+    # end of the run: only its part inside each span counts there, so a CPU's shares
+    # of a window (or an interval) never sum past 1
+    if t0 < win_ns:
+        win_cpu[c, cat] += min(t1, win_ns) - t0
     t = t0
-    while t < t1:
+    t_stop = min(t1, n_intervals * interval_ns)  # past the last interval: no interval
+    while t < t_stop:
         i = _interval(interval_ns, inv, n_intervals, t)
-        end = (i + 1) * interval_ns
-        if i == n_intervals - 1 or end > t1:
-            end = t1
+        end = min((i + 1) * interval_ns, t_stop)
         ts_cpu[i, c, cat] += end - t
         t = end
 
 
 @njit(**JIT_HELPER)
 def account(s, c, cat, t0, t1):
-    """Charge CPU c's time [t0, t1) to a category, split over the series intervals."""
+    """Charge CPU c's time [t0, t1) to a category: its part inside the traffic window
+    (the run's shares) and its parts inside each series interval."""
     p = s.p
     # np.int64(): one compiled _account, not one per literal category
-    _account(s.st.cpu_ns, s.st.ts_cpu, p.interval_ns, p.interval_inv, p.n_intervals, c,
-             np.int64(cat), t0, t1)
+    _account(s.st.cpu_ns, s.st.win_cpu, s.st.ts_cpu, p.interval_ns, p.interval_inv,
+             p.n_intervals, p.win_ns, c, np.int64(cat), t0, t1)
 
 
 @njit(**JIT_LEAF)

@@ -24,7 +24,7 @@ CNT_XDP_RUNS = 11
 CNT_DROP0 = 12  # CNT_DROP0 + reason
 N_CNT = CNT_DROP0 + N_DROP_SLOTS
 
-# --- CPU time categories (Stats.cpu_ns, Stats.ts_cpu) -------------------------------
+# --- CPU time categories (Stats.cpu_ns, win_cpu, ts_cpu) ----------------------------
 CPU_CATS = ("softirq", "ksoftirqd", "hardirq", "system", "user")
 T_SOFTIRQ, T_KSOFTIRQD, T_HARDIRQ, T_SYSTEM, T_USER = range(5)
 

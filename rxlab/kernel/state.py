@@ -183,6 +183,7 @@ class Params(NamedTuple):
     interval_inv: float  # 1 / interval_ns
     warmup_ns: int
     n_intervals: int
+    win_ns: int  # the traffic window [0, win_ns) the run's CPU shares cover
     cost_ns: np.ndarray  # float64[len(STAGES)]
     cost_i: np.ndarray  # int64[len(STAGES)]: cost_ns rounded to whole ns
     jitter_mask: np.ndarray  # bool[len(STAGES)]: stage is per-packet work
@@ -383,7 +384,8 @@ class Stats(NamedTuple):
     lat_app: np.ndarray  # int64[HIST_BINS]
     lat_nic: np.ndarray  # int64[HIST_BINS]: wait in the NIC's FIFO (nic.max_pps)
     lat_sum: np.ndarray  # float64[3]: exact sums (socket, app, NIC wait) for the mean
-    cpu_ns: np.ndarray  # int64[ncpu, 5]
+    cpu_ns: np.ndarray  # int64[ncpu, 5]: every ns charged, past the run's end too
+    win_cpu: np.ndarray  # int64[ncpu, 5]: ns charged inside the traffic window
     ts_cpu: np.ndarray  # int64[n_intervals, ncpu, 5]
     ts_pkt: np.ndarray  # int64[n_intervals, 4]
     ts_drop: np.ndarray  # int64[n_intervals, N_DROP_SLOTS]

@@ -100,18 +100,13 @@ def assemble(m, in_flight: int) -> Result:
     drops = {name: int(cnt[CNT_DROP0 + i]) for i, name in enumerate(DROP_REASONS)}
     dropped = int(sum(drops.values()))
     dur = sc.duration
-    # utilisation over the traffic window [0, duration): whole intervals inside it; a
-    # run shorter than one interval (a short capture) is measured over its own span,
-    # not diluted by the idle rest of the interval
-    n_win = max(1, min(p.n_intervals, int(round(dur * 1e9 / p.interval_ns))))
-    win_ns = n_win * p.interval_ns
-    if dur * 1e9 < p.interval_ns:
-        win_ns = max(1.0, dur * 1e9)
-    busy = st.ts_cpu[:n_win].sum(axis=0)  # [ncpu, cat]
+    # CPU shares of the traffic window [0, p.win_ns) (rxlab.build.traffic_window_ns):
+    # only the time charged inside it, not the segments running on past its end
+    busy = st.win_cpu.astype(np.float64)  # [ncpu, cat]
     cpus = []
     softnet_rows = []
     for c in range(p.ncpu):
-        b = busy[c] / win_ns
+        b = busy[c] / p.win_ns
         soft = float(b[T_SOFTIRQ] + b[T_KSOFTIRQD])
         used = soft + float(b[T_HARDIRQ] + b[T_SYSTEM] + b[T_USER])
         r = sd.cpu[c]  # CPU c's struct softnet_data
