@@ -180,6 +180,9 @@ def _indirection_form(v: Any) -> Any:
     if v == "default" or isinstance(v, dict):
         return v
     if isinstance(v, list):
+        if not v:  # ethtool -X takes no empty table: the queue of a hash would be x % 0
+            raise ValueError("an empty table steers no packet; list at least one queue, "
+                             "or use default or {equal: N}")
         for k, q in enumerate(v):
             if isinstance(q, bool) or not isinstance(q, int):
                 raise ValueError(f"entry {k} ({q!r}) is not a queue number")

@@ -74,6 +74,30 @@ def _is_text(ann: Any) -> bool:
 _TEXT_FIELDS: dict[type, frozenset[str]] = {}
 
 
+def _is_number(ann: Any) -> bool:
+    """Is a field's type a number (int, float, optionally None), a list of numbers or a
+    mapping to numbers? There a YAML boolean is a mistake, not 1 or 0."""
+    if ann in (int, float):
+        return True
+    origin, args = get_origin(ann), get_args(ann)
+    if origin is list:
+        return len(args) == 1 and _is_number(args[0])
+    if origin is dict:
+        return len(args) == 2 and _is_number(args[1])
+    if origin in (Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        return bool(rest) and all(_is_number(a) for a in rest)
+    return False
+
+
+def _holds_bool(v: Any) -> bool:
+    if isinstance(v, bool):
+        return True
+    if isinstance(v, list):
+        return any(isinstance(x, bool) for x in v)
+    return isinstance(v, dict) and any(isinstance(x, bool) for x in v.values())
+
+
 def _text(v: Any) -> Any:
     return v.yaml_text if hasattr(v, "yaml_text") else v
 
@@ -93,11 +117,26 @@ class _Strict(BaseModel):
         if cls not in _TEXT_FIELDS:
             _TEXT_FIELDS[cls] = frozenset(f.alias or k for k, f in cls.model_fields.items()
                                           if _is_text(f.annotation))
+        _no_bool_numbers(cls, data)
         fields = _TEXT_FIELDS[cls]
         if not any(k in fields for k in data):
             return data
         return {k: ([_text(x) for x in v] if isinstance(v, list) else _text(v))
                 if k in fields else v for k, v in data.items()}
+
+
+_NUMBER_FIELDS: dict[type, frozenset[str]] = {}
+
+
+def _no_bool_numbers(cls: type, data: dict) -> None:
+    """pydantic's lax mode reads true as 1: ``--set duration=true`` would run a second."""
+    if cls not in _NUMBER_FIELDS:
+        _NUMBER_FIELDS[cls] = frozenset(f.alias or k for k, f in cls.model_fields.items()
+                                        if _is_number(f.annotation))
+    for k in _NUMBER_FIELDS[cls]:
+        if k in data and _holds_bool(data[k]):
+            raise PydanticCustomError("bool_number", "{field}: a boolean (true, false) is not "
+                                      "a number; give a number", {"field": k})
 
 
 def _one_of(data: object, keys: tuple[str, ...], what: str) -> object:
