@@ -84,12 +84,18 @@ def build_configs(refs: list[str], variants: list[str], common: dict,
 
 
 def _unique_names(configs: list[Config]) -> None:
-    seen: dict[str, int] = {}
+    """A repeated name gets the first free ``#k``: free of every name given, so a file
+    named ``x#2.yaml`` beside two ``x.yaml`` keeps its own figures (x, x#3, x#2)."""
+    taken = {c.name for c in configs}
+    seen: set[str] = set()
     for c in configs:
-        n = seen.get(c.name, 0) + 1
-        seen[c.name] = n
-        if n > 1:
-            c.name = f"{c.name}#{n}"
+        if c.name in seen:
+            k = 2
+            while f"{c.name}#{k}" in taken:
+                k += 1
+            c.name = f"{c.name}#{k}"
+            taken.add(c.name)
+        seen.add(c.name)
 
 
 def check_memory(configs: list[Config], jobs: int) -> tuple[int, str | None]:
