@@ -61,6 +61,8 @@ def _arfs_defaults() -> dict:
 
 
 ARFS_DEFAULTS = _arfs_defaults()
+MAX_FLOWS = 1 << 40
+MAX_DURATION_S = 60.0  # explain follows every packet: 60 s of the default is ~4 minutes
 
 
 def rows(flows: int, cnt: int, queues: int, kernel: str) -> list[dict]:
@@ -70,6 +72,9 @@ def rows(flows: int, cnt: int, queues: int, kernel: str) -> list[dict]:
 
     if flows < 2 or cnt < 2 or queues < 1:
         raise UsageError("explain arfs: --flows and --rps-flow-cnt must be >= 2, --queues >= 1")
+    if flows > MAX_FLOWS:  # the birthday estimate divides in floats: 1e300 overflows
+        raise UsageError(f"explain arfs: --flows {flows:.3g} is above {MAX_FLOWS:,} (2^40, far "
+                         "past any host's sockets); give fewer flows")
     v = parse_version(kernel)
     # net/core/net-sysfs.c: store_rps_dev_flow_table_cnt()
     limit = 1 << 27 if v >= (7, 1) else 1 << 32
@@ -146,6 +151,10 @@ def _explain(args) -> int:
                          "change the scenario with --set PATH=VALUE")
     if args.top < 1:
         raise UsageError(f"--top: {args.top} flows; give N >= 1")
+    if args.duration is not None and args.duration > MAX_DURATION_S:
+        raise UsageError(f"--duration {args.duration:g}: explain runs at most "
+                         f"{MAX_DURATION_S:g} s of traffic; give a shorter window (the "
+                         "drops of a steady state show within a second)")
     ov = run_overrides(args)
     with process_limit(args.max_memory):
         from rxlab.explain.drops import explain_drops

@@ -92,7 +92,8 @@ def run(args) -> int:
     if xfrm not in XFRMS:
         raise UsageError(f"--xfrm {xfrm!r}: choose one of {', '.join(XFRMS)}")
     try:
-        key = parse_key(args.key) if getattr(args, "key", None) else MS_RSS_KEY
+        given = getattr(args, "key", None)
+        key = MS_RSS_KEY if given is None else parse_key(given)  # an empty --key is refused
     except ValueError as e:
         raise UsageError(f"--key: {e}") from None
     data = hash_input(_row(src), _row(dst), sport, dport,

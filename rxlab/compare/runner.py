@@ -17,6 +17,8 @@ from rxlab.errors import UsageError
 from rxlab.scenario import Scenario, load_scenario, with_overrides
 
 DEFAULT_SEEDS = 5
+MAX_SEEDS = 1000  # per configuration: the interval is tight long before, and each is a run
+MAX_SEED = (1 << 64) - 1  # scenario.seed's range
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,39}$")
 
 
@@ -54,6 +56,12 @@ def build_configs(refs: list[str], variants: list[str], common: dict,
     if seeds < 2:
         raise UsageError(f"--seeds {seeds}: a 95 % interval needs at least 2 seeds "
                          f"(default {DEFAULT_SEEDS})")
+    if seeds > MAX_SEEDS:
+        raise UsageError(f"--seeds {seeds}: at most {MAX_SEEDS} per configuration (each "
+                         "is a whole run); the interval narrows as 1/sqrt(N)")
+    if first_seed is not None and not 0 <= first_seed <= MAX_SEED - seeds + 1:
+        raise UsageError(f"--seed {first_seed}: seeds run from 0 to 2^64-1, so with --seeds "
+                         f"{seeds} the first is at most {MAX_SEED - seeds + 1}")
     groups: dict[str, list[str]] = {}
     for item in variants:
         name, kv = parse_variant(item)
@@ -79,6 +87,9 @@ def build_configs(refs: list[str], variants: list[str], common: dict,
     _unique_names(configs)
     for c in configs:
         start = c.scenario.seed if first_seed is None else first_seed
+        if start + seeds - 1 > MAX_SEED:
+            raise UsageError(f"{c.name}: seed {start} + {seeds} seeds passes 2^64-1; give "
+                             "--seed S with a lower S")
         c.seeds = list(range(start, start + seeds))
     return configs
 
@@ -122,9 +133,9 @@ def run_all(configs: list[Config], jobs: int | None, console=None) -> dict[str, 
     from rxlab.sweep.runner import RunError, _Bar, run_local
     from rxlab.sweep.spec import dump_scenario
 
-    jobs = jobs or os.cpu_count() or 1
-    if jobs < 1:
+    if jobs is not None and jobs < 1:  # before the default: 0 is not 'the default'
         raise UsageError(f"--jobs {jobs}: give a number of processes >= 1")
+    jobs = jobs or os.cpu_count() or 1
     jobs, notice = check_memory(configs, jobs)
     if notice and console is not None:
         console.print(f"rxlab: {notice}", highlight=False)
