@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 
 #: Folders whose source the compiled event loop depends on. The AF_XDP forwarding model
@@ -43,12 +44,104 @@ def configure() -> None:
     key = source_key()
     given = os.environ.get("NUMBA_CACHE_DIR")
     if given and Path(given).name == key:
+        guard_cache(Path(given))
         return
     if given:
         base = Path(given)
     else:
         base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rxlab" / "numba"
     os.environ["NUMBA_CACHE_DIR"] = str(base / key)
+    guard_cache(base / key)
+
+
+# Why the compile cache is off in this process (None: on). Set by guard_cache.
+cache_off: str | None = None
+
+
+def guard_cache(folder: Path) -> None:
+    """Keep numba's cache to ``folder`` and keep a damaged entry from failing a run.
+
+    A folder that cannot be written turns caching off (every run compiles in memory):
+    numba would otherwise fall back to ``__pycache__`` beside the source, writing into
+    the installed package or the checkout. An entry that does not load (truncated,
+    zeroed, garbage) is removed and its function compiled again (``_load_or_repair``);
+    a save the file system refuses (full, read-only) keeps the code in memory.
+    """
+    global cache_off
+    import tempfile
+
+    cache_off = None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as err:
+        cache_off = f"{folder} cannot be written: {err.strerror or err}"
+    from numba.core import caching, dispatcher
+
+    if not hasattr(caching.Cache, "_rxlab_enable"):  # once per process: numba's own
+        caching.Cache._rxlab_enable = dispatcher.Dispatcher.enable_caching
+        caching.Cache.load_overload = _load_or_repair(caching.Cache.load_overload)
+        caching.Cache.save_overload = _save_or_skip(caching.Cache.save_overload)
+    dispatcher.Dispatcher.enable_caching = (
+        _no_caching if cache_off else caching.Cache._rxlab_enable)
+
+
+def _no_caching(self) -> None:
+    """Dispatcher.enable_caching when the cache folder cannot be written: keep
+    numba's NullCache, so nothing is looked up or written anywhere."""
+
+
+def _load_or_repair(load):
+    def load_overload(self, sig, target_context):
+        try:
+            return load(self, sig, target_context)
+        except Exception as err:  # noqa: BLE001 - any damage: unpickling, EOF, rebuild
+            removed = _remove_entry(self)
+            _notice(f"compiling {_func_name(self)} again: its compiled code in the cache "
+                    f"does not load ({type(err).__name__}: {err})"
+                    + ("; removed it" if removed else ""))
+            return None  # numba compiles it, and saves the new code
+    return load_overload
+
+
+def _save_or_skip(save):
+    def save_overload(self, sig, data):
+        try:
+            save(self, sig, data)
+        except Exception as err:  # noqa: BLE001 - full or read-only disk, damaged index
+            _remove_entry(self)
+            _notice(f"the compiled code of {_func_name(self)} is not saved in the cache "
+                    f"({type(err).__name__}: {err}); the next run compiles it again")
+    return save_overload
+
+
+def _remove_entry(cache) -> bool:
+    """Delete a function's index and data files (numba's IndexDataCacheFile names)."""
+    try:
+        index = Path(cache._cache_file._index_path)
+    except AttributeError:  # another numba's layout: leave the files, compile anyway
+        return False
+    stem = index.name.removesuffix(".nbi")
+    done = True
+    for f in [index, *index.parent.glob(f"{stem}.*.nbc")]:
+        try:
+            f.unlink(missing_ok=True)
+        except OSError:
+            done = False
+    return done
+
+
+def _func_name(cache) -> str:
+    f = getattr(cache, "_py_func", None)
+    return f"{f.__module__}.{f.__qualname__}" if f is not None else "a function"
+
+
+def _notice(text: str) -> None:
+    """One line on stderr from the CLI process (library users and workers stay quiet)."""
+    if os.environ.get(NOTICE_ENV) == str(os.getpid()):
+        import sys
+
+        print(f"rxlab: {text}", file=sys.stderr)
 
 
 def loop_compiled() -> bool:
@@ -78,12 +171,13 @@ def announce_compile() -> None:
     if _announced or os.environ.get(NOTICE_ENV) != str(os.getpid()):
         return
     _announced = True
-    if not loop_compiled():
-        import sys
-
-        print("rxlab: compiling the event loop for this install, once: about a minute of "
-              "CPU and 0.65 GB of memory on 2 vCPUs (later runs start in under a second)",
-              file=sys.stderr)
+    if cache_off:
+        _notice(f"compiling the event loop in memory, for this run only (the compile "
+                f"cache folder {cache_off}): about a minute of CPU and 0.65 GB of memory on 2 "
+                "vCPUs; make the folder writable, or set NUMBA_CACHE_DIR to one that is")
+    elif not loop_compiled():
+        _notice("compiling the event loop for this install, once: about a minute of "
+                "CPU and 0.65 GB of memory on 2 vCPUs (later runs start in under a second)")
 
 
 def _is_key(name: str) -> bool:
@@ -94,16 +188,35 @@ def _size(folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and not f.is_symlink())
 
 
+# what numba's cache writes: index (.nbi) and data (.nbc) files, and their temporary
+# names while a save is under way (caching.IndexDataCacheFile._open_for_write)
+_NUMBA_FILE = re.compile(r".+\.nb[ic](\.tmp\.[0-9a-f]+)?")
+
+
+def foreign_files(folder: Path) -> list[str]:
+    """What under ``folder`` numba's cache did not write (a symlink counts), as paths
+    relative to it: a folder holding any is not rxlab's to delete."""
+    out = []
+    for root, dirs, files in os.walk(folder):  # symlinked folders are listed, not entered
+        for name in sorted(dirs) + sorted(files):
+            p = Path(root) / name
+            if p.is_symlink() or (name in files and not (
+                    p.is_file() and _NUMBA_FILE.fullmatch(name))):
+                out.append(str(p.relative_to(folder)))
+    return out
+
+
 def folders(base: Path) -> list[dict]:
     """The compiled-code folders under ``base`` (one per source key), newest first:
-    name, bytes, last modified (s since the epoch) and whether it is this install's."""
+    name, bytes, last modified (s since the epoch), whether it is this install's, and
+    the files in it that numba did not write (``foreign``)."""
     key = source_key()
     rows = []
     if base.is_dir():
         for d in base.iterdir():
             if d.is_dir() and not d.is_symlink() and _is_key(d.name):
                 rows.append({"key": d.name, "bytes": _size(d), "mtime": d.stat().st_mtime,
-                             "current": d.name == key})
+                             "current": d.name == key, "foreign": foreign_files(d)})
     return sorted(rows, key=lambda r: -r["mtime"])
 
 

@@ -99,3 +99,146 @@ def test_a_cpu_over_full_is_an_internal_error_with_the_figures():
         check_cpu_time(Result({"cpus": [{"cpu": 0, "util": util}]}))
     util.update(irq=0.1, idle=0.7)
     check_cpu_time(Result({"cpus": [{"cpu": 0, "util": util}]}))
+
+
+# ----------------------------------------------------------------------- compile cache
+
+TINY = """
+import sys
+import rxlab  # noqa: F401  (installs the cache guard)
+from numba import njit
+
+@njit(cache=True)
+def plus_one(x):
+    return x + 1
+
+print(plus_one(41))
+"""
+
+DAMAGE = {
+    "truncated": lambda b: b[: len(b) // 3],
+    "zeroed": lambda b: bytes(len(b)),
+    "garbage": lambda b: os.urandom(len(b)),
+    "empty": lambda b: b"",
+}
+
+
+def _tiny(tmp_path, cache) -> subprocess.CompletedProcess:
+    (tmp_path / "tiny.py").write_text(TINY)
+    return subprocess.run([sys.executable, "tiny.py"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, env=dict(os.environ, NUMBA_CACHE_DIR=str(cache)))
+
+
+@pytest.mark.parametrize("kind", sorted(DAMAGE))
+@pytest.mark.parametrize("suffix", ["nbc", "nbi"], ids=["data", "index"])
+def test_a_damaged_cache_entry_is_removed_and_compiled_again(tmp_path, kind, suffix):
+    """A cache file truncated, zeroed, emptied or overwritten: the function compiles
+    again and the run succeeds; the entry is written anew, so the next run loads it."""
+    cache = tmp_path / "cache"
+    first = _tiny(tmp_path, cache)
+    assert first.returncode == 0 and first.stdout.strip() == "42", first.stderr
+    files = sorted(cache.rglob(f"tiny.plus_one-*.{suffix}"))
+    assert files
+    for f in files:
+        f.write_bytes(DAMAGE[kind](f.read_bytes()))
+    again = _tiny(tmp_path, cache)
+    assert again.returncode == 0 and again.stdout.strip() == "42", again.stderr
+    assert "Traceback" not in again.stderr
+    index = next(cache.rglob("tiny.plus_one-*.nbi"))
+    data = next(cache.rglob("tiny.plus_one-*.nbc"))
+    import pickle
+
+    with open(index, "rb") as fh:  # whole again: numba's version, then the index
+        pickle.load(fh)
+    pickle.loads(data.read_bytes())
+
+
+def _current_cache() -> Path:
+    import rxlab  # noqa: F401  (configures NUMBA_CACHE_DIR: <base>/<source key>)
+
+    return Path(os.environ["NUMBA_CACHE_DIR"])
+
+
+def test_a_truncated_loop_cache_file_recompiles_and_the_run_succeeds(tmp_path):
+    """The real thing: the compiled event loop's shaping function and the loop's index
+    truncated in a copy of this install's cache; `rxlab run` says it compiles them again
+    and gives the result a clean cache gives."""
+    import shutil
+
+    clean = rxlab("run", "default", "--duration", "0.001", "--json", timeout=900)
+    assert clean.returncode == 0, clean.stderr[-2000:]
+    from rxlab import _cache
+
+    cache = tmp_path / "cache"
+    shutil.copytree(_current_cache(), cache / _cache.source_key())
+    for pattern in ("rx_loop.shape-*.nbc", "rx_loop.run-*.nbi"):
+        for f in cache.rglob(pattern):
+            f.write_bytes(f.read_bytes()[:100])
+    p = rxlab("run", "default", "--duration", "0.001", "--json",
+              env={"NUMBA_CACHE_DIR": str(cache)}, timeout=900)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout == clean.stdout
+    assert "Traceback" not in p.stderr
+    assert "rxlab.kernel.rx_loop.shape again" in p.stderr, p.stderr
+    assert "rxlab.kernel.rx_loop.run again" in p.stderr, p.stderr
+    p = rxlab("run", "default", "--duration", "0.001", "--json",
+              env={"NUMBA_CACHE_DIR": str(cache)})
+    assert p.returncode == 0 and "again" not in p.stderr, p.stderr  # repaired for good
+
+
+def _numba_files(folder: Path) -> list[str]:
+    return sorted(str(p) for p in folder.rglob("*.nb[ic]"))
+
+
+def test_an_unwritable_cache_folder_compiles_in_memory_and_writes_nothing_in_the_tree(
+        tmp_path):
+    """numba falls back to __pycache__ beside the source when its folder cannot be
+    written (an editable install wrote 212 files into rxlab/**): rxlab turns caching off
+    instead. A file where the folder should be stands for a read-only folder, which
+    root could still write."""
+    (tmp_path / "afile").write_text("")
+    cache = tmp_path / "afile" / "cache"
+    tree = ROOT / "rxlab"
+    before = _numba_files(tree)
+    p = _tiny(tmp_path, cache)
+    assert p.returncode == 0 and p.stdout.strip() == "42", p.stderr
+    p = rxlab("hash", "10.0.0.1", "10.0.0.2", "1", "2", "--json",
+              env={"NUMBA_CACHE_DIR": str(cache)})
+    assert p.returncode == 0, p.stderr
+    assert _numba_files(tree) == before
+    assert _numba_files(tmp_path) == []
+
+
+def test_the_in_memory_compile_is_announced(monkeypatch, capsys):
+    from rxlab import _cache
+
+    monkeypatch.setattr(_cache, "_announced", False)
+    monkeypatch.setattr(_cache, "cache_off", "/x/y cannot be written: Read-only file system")
+    monkeypatch.setenv(_cache.NOTICE_ENV, str(os.getpid()))
+    _cache.announce_compile()
+    err = capsys.readouterr().err
+    assert err.startswith("rxlab: compiling the event loop in memory") and "/x/y" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_cache_prune_keeps_a_folder_holding_a_users_file(tmp_path):
+    """--prune --yes deleted a folder under the cache with the user's notes.txt in it:
+    a key folder is deleted only when it holds numba's files alone."""
+    numba_only, with_notes, with_link = (tmp_path / k for k in (
+        "0123456789abcdef", "fedcba9876543210", "00000000ffffffff"))
+    for d in (numba_only, with_notes, with_link):
+        (d / "kernel_x").mkdir(parents=True)
+        (d / "kernel_x" / "f-1.py311.nbi").write_bytes(b"i")
+        (d / "kernel_x" / "f-1.py311.1.nbc").write_bytes(b"d")
+        (d / "kernel_x" / "f-1.py311.nbi.tmp.0123abcd0123abcd").write_bytes(b"t")
+    (with_notes / "notes.txt").write_text("mine")
+    (with_link / "kernel_x" / "home").symlink_to(tmp_path)
+    p = rxlab("cache", "--dir", tmp_path, "--prune", "--yes", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["deleted"] == ["0123456789abcdef"]
+    assert sorted(d["kept"]) == ["00000000ffffffff", "fedcba9876543210"]
+    assert not numba_only.exists() and (with_notes / "notes.txt").read_text() == "mine"
+    assert (with_link / "kernel_x" / "home").is_symlink()
+    p = rxlab("cache", "--dir", tmp_path, "--prune")
+    assert "kept fedcba9876543210: it holds files numba did not write (notes.txt)" in p.stdout

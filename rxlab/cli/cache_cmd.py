@@ -3,7 +3,8 @@
 rxlab keys numba's cache folder by the source of its jitted code (``rxlab._cache``), so
 every upgrade or engine edit compiles into a new folder (5-60 MB each) and leaves the
 old one behind. ``--prune`` lists the folders of other versions; ``--yes`` deletes them.
-The folder of this install is never deleted.
+The folder of this install is never deleted, nor a folder holding anything but numba's
+cache files (``*.nbi``, ``*.nbc``).
 """
 
 from __future__ import annotations
@@ -42,15 +43,19 @@ def run(args) -> int:
         raise UsageError(f"cache: --dir {args.dir}: no such folder; give the folder that "
                          "holds the 16-hex-digit key folders (~/.cache/rxlab/numba)")
     rows = _cache.folders(base)
-    old = [r for r in rows if not r["current"]]
+    # a folder of another version is deleted only when it holds numba's files alone: a
+    # file the user put there (notes, a symlink) keeps the whole folder
+    kept = [r for r in rows if not r["current"] and r["foreign"]]
+    old = [r for r in rows if not r["current"] and not r["foreign"]]
     deleted = []
     if args.prune and args.yes:
         for r in old:
-            shutil.rmtree(base / r["key"])  # only 16-hex-digit folders, never a symlink
+            _delete(base / r["key"])  # only 16-hex-digit folders, never a symlink
             deleted.append(r["key"])
     if args.json:
         print(json.dumps({"folder": str(base), "key": _cache.source_key(), "folders": rows,
                           "prune": [r["key"] for r in old] if args.prune else [],
+                          "kept": [r["key"] for r in kept] if args.prune else [],
                           "deleted": deleted}, indent=1))
         return 0
     mb = lambda n: f"{n / 1e6:,.1f} MB"  # noqa: E731
@@ -60,6 +65,9 @@ def run(args) -> int:
         print(f"  {r['key']}  {mb(r['bytes']):>10}  {when}"
               f"{'  (this install)' if r['current'] else ''}")
     if args.prune:
+        for r in kept:
+            names = ", ".join(r["foreign"][:3]) + (" ..." if len(r["foreign"]) > 3 else "")
+            print(f"kept {r['key']}: it holds files numba did not write ({names})")
         freed = mb(sum(r["bytes"] for r in old))
         if deleted:
             print(f"deleted {len(deleted)} folder(s) of other versions, {freed}")
@@ -69,3 +77,13 @@ def run(args) -> int:
         else:
             print("nothing to prune")
     return 0
+
+
+def _delete(folder: Path) -> None:
+    from rxlab.errors import OutputError
+
+    try:
+        shutil.rmtree(folder)
+    except OSError as err:
+        raise OutputError(f"cache: {folder} cannot be deleted ({err.strerror or err}); "
+                          "nothing else was deleted after it") from None
