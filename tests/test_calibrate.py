@@ -50,8 +50,10 @@ def test_proc_stat_rows_add_up_to_the_kernels_total():
     with open("/proc/stat") as fh:
         text = fh.read()
     rows = procfs.parse_proc_stat(text)
+    all_cpus = rows.pop("all")  # the "cpu" line
+    total = [all_cpus[f] for f in procfs.PROC_STAT_FIELDS]
+    assert total == [int(x) for x in text.splitlines()[0].split()[1:9]]
     assert set(rows) >= set(range(len(os.sched_getaffinity(0)))) - {None}
-    total = [int(x) for x in text.splitlines()[0].split()[1:9]]  # the "cpu" line
     for i, name in enumerate(procfs.PROC_STAT_FIELDS):
         # the kernel sums the same per-CPU counters; both readings are of one instant
         assert abs(sum(r[name] for r in rows.values()) - total[i]) <= len(rows)

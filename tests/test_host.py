@@ -173,17 +173,10 @@ def masks(draw, ncpu: int):
     """(CPU set, a mask naming it in one of the forms bitmap_parse() reads: 32-bit words
     with commas, each with or without its leading zeros, extra leading zero words)."""
     cpus = draw(st.sets(st.integers(0, ncpu - 1), max_size=ncpu))
-    value = sum(1 << c for c in cpus)
-    words = []
-    while True:
-        words.append(value & 0xFFFFFFFF)
-        value >>= 32
-        if not value:
-            break
-    words += [0] * draw(st.integers(0, 2))
+    words = ["0"] * draw(st.integers(0, 2)) + cpuset.format_mask(cpus).split(",")
     texts = []
-    for w in reversed(words):
-        digits = f"{w:x}"
+    for w in words:
+        digits = f"{int(w, 16):x}"
         texts.append("0" * draw(st.integers(0, 8 - len(digits))) + digits)
     return cpus, ",".join(texts)
 

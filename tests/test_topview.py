@@ -7,9 +7,9 @@ import time
 
 import pytest
 
+from rxlab.host.procfs import parse_proc_stat
 from rxlab.report.topview import (
     STAT_FIELDS,
-    parse_proc_stat,
     proc_stat_text,
     summary_line,
     summary_of,

@@ -30,22 +30,28 @@ def softnet_delta(a: dict, b: dict) -> dict[int, dict[str, int]]:
 PROC_STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
 
-def parse_proc_stat(text: str) -> dict[int, dict[str, int]]:
-    """``cpuN`` lines of /proc/stat -> {N: {field: clock ticks (USER_HZ)}}; the kernel
-    fills them in fs/proc/stat.c show_stat() from kcpustat_cpu(N).cpustat[]."""
-    out = {}
+def parse_proc_stat(text: str) -> dict:
+    """{"all" | cpu number: {field: clock ticks (USER_HZ)}} from /proc/stat's cpu lines;
+    the kernel fills them in fs/proc/stat.c show_stat() from kcpustat_cpu(N).cpustat[]
+    (old kernels print fewer columns: the missing ones are 0). The one parser of it."""
+    out: dict = {}
     for line in text.splitlines():
         cols = line.split()
-        if not cols or not cols[0].startswith("cpu") or cols[0] == "cpu":
+        if not cols or not cols[0].startswith("cpu"):
             continue
+        key = "all" if cols[0] == "cpu" else int(cols[0][3:])
         vals = [int(x) for x in cols[1:1 + len(PROC_STAT_FIELDS)]]
-        out[int(cols[0][3:])] = dict(zip(PROC_STAT_FIELDS, vals, strict=False))
+        vals += [0] * (len(PROC_STAT_FIELDS) - len(vals))
+        out[key] = dict(zip(PROC_STAT_FIELDS, vals, strict=True))
     return out
 
 
 def proc_stat() -> dict[int, dict[str, int]]:
+    """This host's per-CPU rows of /proc/stat (the "all" row left out)."""
     with open("/proc/stat") as fh:
-        return parse_proc_stat(fh.read())
+        rows = parse_proc_stat(fh.read())
+    rows.pop("all", None)
+    return rows
 
 
 def stat_delta(a: dict, b: dict) -> dict[int, dict[str, int]]:

@@ -1,7 +1,7 @@
 """Live per-CPU softnet and per-queue packet rates (``rxlab top``).
 
-A ``Sample`` holds ``/proc/net/softnet_stat`` (parsed with
-``rxlab.metrics.softnet.parse_softnet``, rows keyed by the CPU column, not line position)
+A ``Sample`` holds ``/proc/net/softnet_stat`` (``rxlab.host.procfs.softnet``, rows keyed
+by the CPU column, not line position)
 and, per device, ``/sys/class/net/DEV/statistics`` plus the per-queue packet counters of
 ``ethtool -S`` (``rx_queue_N_packets``, ``rx-N.packets``, ``rxN_packets``; veth:
 ``rx_queue_N_xdp_packets``), read inside ``--netns`` when given, and /proc/stat for
@@ -16,10 +16,9 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from rxlab.host import ethtool
+from rxlab.host import ethtool, procfs
 from rxlab.host.netns import in_netns
-from rxlab.metrics.softnet import parse_softnet
-from rxlab.report.topview import parse_proc_stat, summary_line, top_summary
+from rxlab.report.topview import summary_line, top_summary
 
 SOFTNET_FIELDS = ("processed", "dropped", "time_squeeze", "received_rps", "flow_limit_count")
 DEV_FIELDS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped")
@@ -65,12 +64,10 @@ def _devices(names: list[str] | None, with_ethtool: bool) -> dict[str, dict]:
 
 def sample(netns: str | None = None, devices: list[str] | None = None,
            with_ethtool: bool = True) -> Sample:
-    with open("/proc/net/softnet_stat") as fh:
-        rows = parse_softnet(fh.read())
-    sn = {r["cpu"]: r for r in rows}
+    sn = {cpu: {"cpu": cpu, **row} for cpu, row in procfs.softnet().items()}
     devs = in_netns(netns, _devices, devices, with_ethtool)
     with open("/proc/stat") as fh:
-        stat = parse_proc_stat(fh.read())
+        stat = procfs.parse_proc_stat(fh.read())
     return Sample(time.monotonic(), sn, devs, stat)
 
 

@@ -25,7 +25,8 @@ shows in ``si`` and in the ksoftirqd/N row.
 
 from __future__ import annotations
 
-STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+from rxlab.host.procfs import PROC_STAT_FIELDS as STAT_FIELDS
+
 TOP_KEYS = ("us", "ni", "sy", "id", "wa", "hi", "si", "st")  # same order as STAT_FIELDS
 SHOWN = ("us", "sy", "ni", "id", "wa", "hi", "si", "st")  # top's order on screen
 
@@ -47,20 +48,6 @@ def proc_stat_text(cpus: list[dict], duration_s: float, user_hz: int = 100) -> s
     lines += [f"cpu{c} " + " ".join(str(r[f]) for f in STAT_FIELDS) + " 0 0"
               for c, r in enumerate(rows)]
     return "\n".join(lines) + "\n"
-
-
-def parse_proc_stat(text: str) -> dict:
-    """{"all" | cpu number: {field: ticks}} from /proc/stat's cpu lines."""
-    out: dict = {}
-    for line in text.splitlines():
-        parts = line.split()
-        if not parts or not parts[0].startswith("cpu"):
-            continue
-        key = "all" if parts[0] == "cpu" else int(parts[0][3:])
-        vals = [int(x) for x in parts[1:1 + len(STAT_FIELDS)]]
-        vals += [0] * (len(STAT_FIELDS) - len(vals))  # old kernels print fewer columns
-        out[key] = dict(zip(STAT_FIELDS, vals, strict=True))
-    return out
 
 
 def top_summary(before: dict, after: dict) -> dict:
