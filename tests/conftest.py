@@ -4,6 +4,12 @@ They are exposed as fixtures (``udp_group``, ``scenario_dict``) so test modules 
 import from conftest. Simulation results are computed in module-scoped fixtures of the
 modules themselves: the first ``simulate()`` of a process pays the numba compile (or
 cache load), every later one is fast.
+
+The tiers (markers registered in pyproject.toml; ``pytest -m "not slow"`` is the quick
+tier, ``-m "not root"`` what runs without root): ``TIERS`` names them per module, and a
+test that uses a veth lab (the ``lab`` fixture) is ``root`` and ``kernel`` wherever it is.
+A test that needs a kernel feature skips with the cause when the kernel lacks it
+(``rxlab.host.caps``), so the tiers say what a test needs, not whether it passes here.
 """
 
 from __future__ import annotations
@@ -64,6 +70,38 @@ def make_scenario_dict(groups: list[dict], **sections) -> dict:
         ],
     }
     return merge(base, sections)
+
+
+ROOT_KERNEL = ("root", "kernel")
+TIERS: dict[str, tuple[str, ...]] = {
+    # the real kernel in network namespaces, as root
+    "test_host_signals": (*ROOT_KERNEL, "slow"),
+    "test_host_netns_marks": ROOT_KERNEL,
+    "test_kcheck_kernel": (*ROOT_KERNEL, "slow"),
+    "test_calibrate_kernel": (*ROOT_KERNEL, "slow"),
+    # hostile inputs and drawn cases
+    "test_fuzz_cli": ("fuzz", "slow"),
+    "test_hostile_inputs": ("fuzz", "slow"),
+    "test_capture_hostile": ("fuzz",),
+    # whole commands over many runs
+    "test_readme_tour": ("slow",),
+    "test_repro": ("slow",),
+    "test_repro_claims": ("slow",),
+    "test_bench": ("slow",),
+    "test_bench_jobs": ("slow",),
+    "test_sweep_dask": ("slow",),
+    "test_screenshot": ("slow",),
+}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        name = item.module.__name__.rpartition(".")[2] if item.module else ""
+        marks = set(TIERS.get(name, ()))
+        if "lab" in getattr(item, "fixturenames", ()):
+            marks.update(ROOT_KERNEL)
+        for m in sorted(marks):
+            item.add_marker(m)
 
 
 @pytest.fixture(scope="session")
