@@ -40,6 +40,8 @@ GROUPS = {
     "rollback": "Rollback files (`host rollback FILE`)",
     "sweep": "Sweep files",
     "commands": "Other commands",
+    "outfiles": "Output folders and files (`--out`, `-o`): never replaced, refused in one line",
+    "arguments": "Numeric arguments (bounded, the limit named) and booleans",
 }
 
 

@@ -472,6 +472,74 @@ _add("out-is-file", "run --out an existing file", RUN + QUICK + ("--out", "f"), 
      files={"f": "x"})
 _add("report-not-sweep", "report on a folder that is not a sweep", ("report", "."), "usage", G)
 
+# --- output folders and files: never replaced, refused in one line (rxlab/outfiles.py)
+G = "outfiles"
+_add("out-dot", "run --out . (the current folder)", RUN + QUICK + ("--out", "."), "usage", G,
+     files={"notes.txt": "mine"})
+_add("out-parent", "run --out .. (a folder the current one lies in)",
+     RUN + QUICK + ("--out", ".."), "usage", G)
+_add("out-root", "run --out /", RUN + QUICK + ("--out", "/"), "usage", G)
+_add("out-user-file", "run --out a folder holding a file rxlab did not write",
+     RUN + QUICK + ("--out", "res"), "usage", G, files={"res/notes.txt": "mine"})
+_add("out-user-file-force", "run --out that folder with --force (rxlab's files beside it)",
+     RUN + QUICK + ("--out", "res", "--force"), "ok", G, files={"res/notes.txt": "mine"})
+_add("out-force-clash", "run --out --force where the user's own result.json lies",
+     RUN + QUICK + ("--out", "res", "--force"), "usage", G,
+     files={"res/result.json": "{\"mine\": 1}"})
+_add("jobs-out-user-file", "run --jobs 2 --out a folder holding the user's file",
+     RUN + QUICK + ("--jobs", "2", "--out", "res"), "usage", G, files={"res/notes.txt": "x"})
+_add("compare-out-dot", "compare --out .", ("compare", "--set-variant", "a:kernel.rps_cpus=f",
+     "--duration", "0.001", "--seeds", "2", "--json", "--out", "."), "usage", G)
+_add("sweep-out-user-file", "sweep --out a folder holding the user's file",
+     ("sweep", "w.yaml", "--out", "o", "-j", "1", "-q"), "usage", G,
+     files={"w.yaml": sweep_yaml({"nic.queues": [1]}), "o/notes.txt": "mine"})
+_add("out-name-max", "run --out a 300-byte name (over NAME_MAX)",
+     RUN + QUICK + ("--out", "a" * 300), "usage", G)
+_add("out-proc", "run --out /proc/self/x", RUN + QUICK + ("--out", "/proc/self/x"), "usage", G)
+_add("tune-o-folder", "tune -o a folder", ("tune", "default", "--json", "-o", "d"), "usage", G,
+     files={"d/x": "x"})
+_add("report-o-folder", "report -o a folder", ("report", ".", "-o", "d"), "usage", G,
+     files={"d/x": "x"})
+_add("report-o-proc", "report -o a path under /proc", ("report", ".", "-o", "/proc/x"),
+     "usage", G)
+_add("report-o-missing-dir", "report -o a file in a folder that does not exist",
+     ("report", ".", "-o", "no/r.html"), "usage", G)
+_add("calibrate-o-folder", "calibrate -o a folder (refused before the measurement)",
+     ("calibrate", "-o", "d"), "usage", G, files={"d/x": "x"})
+_add("calibrate-o-dev-null", "calibrate -o /dev/null (a device: never replaced)",
+     ("calibrate", "-o", "/dev/null"), "usage", G)
+_add("host-export-o-dev-null", "host export -o /dev/null", ("host", "export", "-o",
+     "/dev/null"), "usage", G)
+
+# --- numeric arguments: bounded, the limit named; booleans are not numbers
+G = "arguments"
+_VAR = ("compare", "--set-variant", "a:kernel.rps_cpus=f", "--duration", "0.001", "--json")
+_add("compare-seeds-1e9", "compare --seeds 1000000000", _VAR + ("--seeds", "1000000000"),
+     "usage", G)
+_add("compare-seeds-1e5", "compare --seeds 100000", _VAR + ("--seeds", "100000"), "usage", G)
+_add("compare-seed-2-64", "compare --seed 2^64", _VAR + ("--seed", str(1 << 64)), "usage", G)
+_add("compare-seed-top", "compare --seed 2^64-1 (its 5 seeds pass 2^64-1)",
+     _VAR + ("--seed", str((1 << 64) - 1)), "usage", G)
+_add("compare-seed-neg", "compare --seed -1", _VAR + ("--seed", "-1"), "usage", G)
+_add("compare-jobs-zero", "compare --jobs 0", _VAR + ("--jobs", "0"), "usage", G)
+_add("explain-flows-1e300", "explain arfs --flows 10^300", ("explain", "arfs", "--flows",
+     "1" + "0" * 300, "--json"), "usage", G)
+_add("explain-duration-1e6", "explain drops --duration 1e6", ("explain", "drops", "default",
+     "--duration", "1e6", "--json"), "usage", G)
+_add("hash-v6-table-0", "hash of IPv6 addresses with --table 0", ("hash", "2001:db8::1",
+     "2001:db8::2", "1", "2", "--table", "0", "--json"), "usage", G)
+_add("hash-v6-table-40", "hash of IPv6 addresses with --table 40", ("hash", "2001:db8::1",
+     "2001:db8::2", "1", "2", "--table", "40", "--json"), "ok", G)
+_add("hash-key-empty", "hash --key '' (empty)", ("hash", "10.0.0.1", "10.0.0.2", "1", "2",
+     "--key", "", "--json"), "usage", G)
+_set("set-duration-true", "--set duration=true (a boolean as seconds)", ["duration=true"],
+     "usage", G, quick=False)
+_set("set-queues-true", "--set nic.queues=true (a boolean as a count)", ["nic.queues=true"],
+     "usage", G)
+_set("set-flows-false", "--set traffic.groups.0.flows=false",
+     ["traffic.groups.0.flows=false"], "usage", G)
+_set("indir-empty", "an empty indirection table []", ["nic.rss.indirection=[]"], "usage", G)
+
 # ------------------------------------------------------------------ proven elsewhere
 
 SIGNALS = "tests/test_host_signals.py"
@@ -607,6 +675,7 @@ def judge(expect: str, out: Outcome, timeout: float = TIMEOUT_S) -> tuple[str, s
 def write_files(folder: Path, files: dict) -> None:
     for name, content in files.items():
         p = folder / name
+        p.parent.mkdir(parents=True, exist_ok=True)  # "res/notes.txt": a folder with a file
         if isinstance(content, str):
             content = content.encode()
         p.write_bytes(content)

@@ -79,7 +79,8 @@ def _run(args) -> int:
     if args.out:
         from rxlab.report.files import check_out_dir
 
-        check_out_dir(args.out, force=args.force)
+        check_out_dir(args.out, force=args.force, names=(
+            "comparison.json", "comparison.png", "comparison.html", "comparison-page.png"))
     if args.screenshot:
         from rxlab.report.screenshot import find_chromium
 

@@ -103,9 +103,10 @@ def _run(args) -> int:
     from rxlab.simulate import simulate
 
     if args.out:  # before any work: a folder that cannot be made is bad input
-        from rxlab.report.files import check_out_dir
+        from rxlab.report.files import RUN_FILES, check_out_dir
 
-        check_out_dir(args.out, force=args.force)
+        names = ("replications.json",) if args.jobs is not None else RUN_FILES
+        check_out_dir(args.out, force=args.force, names=names)
     sc = load_scenario(args.scenario)
     ov = run_overrides(args)
     if args.pcap:

@@ -17,10 +17,15 @@ from pathlib import Path
 from rxlab import outfiles
 from rxlab.report import plots
 
+RUN_FILES = ("result.json", "softnet_stat", "scenario.yaml", "series.csv", "cpu_load.png",
+             "latency_cdf.png", "throughput.png")  # what write_out puts in DIR
 
-def check_out_dir(out: str | Path, flag: str = "--out", force: bool = False) -> Path:
-    """Refuse, before any work, an output folder rxlab must not write (rxlab.outfiles)."""
-    return outfiles.check_dir(out, flag, force)
+
+def check_out_dir(out: str | Path, flag: str = "--out", force: bool = False,
+                  names: tuple[str, ...] = RUN_FILES) -> Path:
+    """Refuse, before any work, an output folder rxlab must not write (rxlab.outfiles),
+    or whose files of the user's are named like the ones it will write."""
+    return outfiles.check_dir(out, flag, force, names=names)
 
 
 SCENARIO_FILE = "scenario.yaml"
