@@ -8,6 +8,7 @@ not UTF-8 is a one-line ``UsageError`` naming the file and the byte offset.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -55,3 +56,45 @@ def read_text(path: str | Path, what: str = "file", max_bytes: int = MAX_TEXT_BY
         raise UsageError(
             f"{path}: contains a NUL byte (offset {text.index(chr(0))}); a {what} is text")
     return text
+
+
+MAX_JSON_DEPTH = 32  # rxlab's own JSON files (results, sweep records, runs) nest <= 8 deep
+
+
+def read_json(path: str | Path, what: str = "file", max_bytes: int = MAX_TEXT_BYTES,
+              fix: str = "", allow_nan: bool = False):
+    """A JSON file read as ``read_text`` reads text, nested at most MAX_JSON_DEPTH deep
+    (100,000 nested arrays raised RecursionError) and, unless ``allow_nan``, without
+    NaN or Infinity; else a one-line UsageError ending with ``fix``."""
+    text = read_text(path, what, max_bytes)
+    tail = f"; {fix}" if fix else ""
+    try:
+        data = json.loads(text, parse_constant=None if allow_nan else _no_constant)
+    except RecursionError:
+        data = None
+        deep = True
+    except ValueError as err:
+        raise UsageError(f"{path}: not a readable {what} ({err}){tail}") from None
+    else:
+        deep = _too_deep(data)
+    if deep:
+        raise UsageError(f"{path}: not a {what} (nested deeper than {MAX_JSON_DEPTH} "
+                         f"levels){tail}")
+    return data
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a value here")
+
+
+def _too_deep(data) -> bool:
+    """Containers nested past MAX_JSON_DEPTH, found without recursion."""
+    stack = [(data, 1)]
+    while stack:
+        node, d = stack.pop()
+        if isinstance(node, dict | list):
+            if d > MAX_JSON_DEPTH:
+                return True
+            stack.extend((v, d + 1) for v in (node.values() if isinstance(node, dict)
+                                               else node))
+    return False

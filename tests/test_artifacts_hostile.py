@@ -242,3 +242,113 @@ def test_cache_prune_keeps_a_folder_holding_a_users_file(tmp_path):
     assert (with_link / "kernel_x" / "home").is_symlink()
     p = rxlab("cache", "--dir", tmp_path, "--prune")
     assert "kept fedcba9876543210: it holds files numba did not write (notes.txt)" in p.stdout
+
+
+# ------------------------------------------------------------- saved results (explain)
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> Path:
+    """`rxlab run --out`'s folder: result.json and the scenario.yaml it came from."""
+    out = tmp_path_factory.mktemp("saved") / "res"
+    p = rxlab("run", "default", "--duration", "0.01", "--out", out)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return out
+
+
+def _copy(saved: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    d = tmp_path / "res"
+    shutil.copytree(saved, d)
+    return d
+
+
+def _edit(fn):
+    def write(rj: Path):
+        data = json.loads(rj.read_text())
+        fn(data)
+        rj.write_text(json.dumps(data))
+    return write
+
+
+def _deep(rj: Path):
+    rj.write_text("[" * 100_000 + "]" * 100_000)
+
+
+def _fifo(rj: Path):
+    rj.unlink()
+    os.mkfifo(rj)
+
+
+def _dev_zero(rj: Path):
+    rj.unlink()
+    rj.symlink_to("/dev/zero")
+
+
+SAVED_CASES = {
+    "no-latency": (_edit(lambda d: d.pop("latency_ns")), "no latency_ns"),
+    "no-util": (_edit(lambda d: d["cpus"][1].pop("util")), "cpus[1]: no 'util'"),
+    "string-for-object": (_edit(lambda d: d.__setitem__("packets", "x")),
+                          "packets: \"x\" where the result has an object"),
+    "config-null": (_edit(lambda d: d.__setitem__("config", None)), "config: null"),
+    "queues-int": (_edit(lambda d: d.__setitem__("queues", 5)), "queues: 5 where"),
+    "apps-null": (_edit(lambda d: d.__setitem__("apps", None)), "apps: null"),
+    "cpu-empty": (_edit(lambda d: d["cpus"].__setitem__(0, {})), "cpus[0]: no 'cpu'"),
+    "cpu-out-of-range": (_edit(lambda d: d["apps"][0].__setitem__("cpu", 99)),
+                         "apps[0].cpu: CPU 99 is not in cpus"),
+    "share-over-1": (_edit(lambda d: d["cpus"][0]["util"].__setitem__("user", 9.98)),
+                     "cpus[0].util.user: 9.98 where the result has a share"),
+    "bool-count": (_edit(lambda d: d["packets"].__setitem__("offered", True)),
+                   "packets.offered: true"),
+    "nan": (lambda rj: rj.write_text(rj.read_text().replace('"idle": 0', '"idle": NaN', 1)),
+            "NaN"),
+    "nested-100000": (_deep, "nested deeper than 32 levels"),
+    "fifo": (_fifo, "not a regular file"),
+    "dev-zero": (_dev_zero, "not a regular file"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SAVED_CASES))
+def test_explain_on_a_damaged_result_is_one_line(saved, tmp_path, case):
+    """Each was a traceback (KeyError, TypeError, RecursionError, MemoryError) or a hang
+    (a FIFO): now one line naming result.json and the field, exit 2, within seconds."""
+    d = _copy(saved, tmp_path)
+    damage, needle = SAVED_CASES[case]
+    damage(d / "result.json")
+    p = rxlab("explain", "drops", d, "--json", timeout=60)
+    usage(p, "result.json", needle)
+
+
+def _notes(p) -> str:
+    assert p.returncode == 0, p.stderr[-2000:]
+    return " ".join(json.loads(p.stdout)["notes"])
+
+
+def test_explain_replays_a_saved_result_bit_for_bit(saved):
+    assert "gives the saved result bit for bit" in _notes(
+        rxlab("explain", "drops", saved, "--json"))
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda t: t.replace("duration: 0.01", "duration: 3600"),
+     "runs 3600 s of traffic, more than explain runs (60 s): not run again"),
+    (lambda t: t.replace("duration: 0.01", "duration: 0.02"),
+     "runs 0.02 s of traffic, the result 0.01 s: not run again"),
+    (lambda t: t.replace("pps: 800000", "pps: 80000000"),
+     "offers more than the result's 7,863 packets; stopped there"),
+], ids=["3600s", "other-duration", "more-packets"])
+def test_a_tampered_scenario_is_not_replayed_past_the_result(saved, tmp_path, edit, needle):
+    """A scenario.yaml changed to a 3600 s run hung explain (the replay ran it): the
+    replay is bounded as a fresh explain run is (60 s), by the result's own duration and
+    packets, and the note says why the flows are not named."""
+    import time
+
+    d = _copy(saved, tmp_path)
+    sc = d / "scenario.yaml"
+    text = sc.read_text()
+    assert edit(text) != text
+    sc.write_text(edit(text))
+    t0 = time.monotonic()
+    notes = _notes(rxlab("explain", "drops", d, "--json", timeout=120))
+    assert needle in notes and time.monotonic() - t0 < 60

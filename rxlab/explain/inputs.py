@@ -13,6 +13,7 @@ from pathlib import Path
 
 from rxlab.errors import UsageError
 from rxlab.explain.flows import Flows, flows_of
+from rxlab.explain.saved import read_result
 
 
 @dataclass
@@ -26,7 +27,7 @@ class Subject:
 
 def _result_file(target: str) -> Path | None:
     p = Path(target)
-    if p.is_dir() and (p / "result.json").is_file():
+    if p.is_dir() and (p / "result.json").exists():  # a FIFO there: refused by read_result
         return p / "result.json"
     if p.suffix == ".json":
         return p
@@ -40,15 +41,7 @@ def load_subject(target: str, overrides: dict, max_memory=None) -> Subject:
         if overrides:
             raise UsageError(f"--set/--seed/--duration: {target} is a saved result; give the "
                              "scenario to change settings")
-        try:
-            data = json.loads(res_path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise UsageError(f"{res_path}: not a readable result.json ({err}); give a "
-                             "scenario or the result.json of `rxlab run --out DIR`") from None
-        need = ("packets", "cpus", "queues", "apps", "config")
-        if not isinstance(data, dict) or any(k not in data for k in need):
-            raise UsageError(f"{res_path}: not an rxlab result (no {', '.join(need)}); give "
-                             "the result.json of `rxlab run --out DIR`")
+        data = read_result(res_path)  # strict: one line naming the field, else a dict
         replay = _replay(str(target), res_path, data, max_memory)
         if isinstance(replay, Subject):
             return replay
@@ -73,12 +66,19 @@ def _replay(target: str, res_path: Path, data: dict, max_memory) -> Subject | st
     from rxlab.scenario import load_scenario
 
     path = res_path.parent / SCENARIO_FILE
-    if not path.is_file():
+    if not path.exists():
         return f"no {SCENARIO_FILE} beside it"
     try:
-        sub = _run(load_scenario(path), max_memory)
+        sc = load_scenario(path)
+        why = _not_this_run(sc, data)
+        if why:
+            return f"its {SCENARIO_FILE} {why}: not run again"
+        sub = _run(sc, max_memory, max_packets=data["packets"]["offered"])
     except UsageError as err:
         return f"its {SCENARIO_FILE} does not run here: {err}"
+    except _MorePackets:
+        return (f"its {SCENARIO_FILE} offers more than the result's "
+                f"{data['packets']['offered']:,} packets; stopped there")
     if json.loads(json.dumps(sub.data)) != data:
         return (f"its {SCENARIO_FILE} gives another result here: another rxlab version or "
                 "capture file")
@@ -87,13 +87,35 @@ def _replay(target: str, res_path: Path, data: dict, max_memory) -> Subject | st
     return sub
 
 
-def _run(sc, max_memory) -> Subject:
+def _not_this_run(sc, data: dict) -> str:
+    """Why the scenario cannot give the saved result, by what both record ('' if it
+    may): a replay is bounded like a fresh explain run, and by the result it replays."""
+    from rxlab.cli.explain_cmd import MAX_DURATION_S
+
+    if sc.duration > MAX_DURATION_S:
+        return f"runs {sc.duration:g} s of traffic, more than explain runs ({MAX_DURATION_S:g} s)"
+    if "duration_s" in data and sc.duration != data["duration_s"]:
+        return f"runs {sc.duration:g} s of traffic, the result {data['duration_s']:g} s"
+    if "seed" in data and sc.seed != data["seed"]:
+        return f"has seed {sc.seed}, the result seed {data['seed']}"
+    return ""
+
+
+class _MorePackets(Exception):
+    """The replay offered more packets than the saved result: not its run."""
+
+
+def _run(sc, max_memory, max_packets: int | None = None) -> Subject:
     from rxlab.build import build
     from rxlab.metrics.result import assemble
     from rxlab.simulate import check_conservation, in_flight, run_model
 
+    def bound(done: int, _t: float) -> None:
+        if max_packets is not None and done > max_packets:
+            raise _MorePackets
+
     m = build(sc, max_memory=max_memory)
-    run_model(m)
+    run_model(m, progress=bound)
     res = assemble(m, in_flight(m))
     check_conservation(m, res)
     fl = flows_of(m)
