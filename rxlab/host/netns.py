@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from rxlab.errors import UsageError
+from rxlab.host.signals import SIGNALS
 
 NETNS_RUN_DIR = "/run/netns"
 CLONE_NEWNET = 0x40000000
@@ -98,8 +99,6 @@ def _enter(ns: str, sysfs: bool = True) -> None:
     _check(libc.mount(b"sysfs", b"/sys", b"sysfs", 0, None), "mount sysfs")
 
 
-# held while forking and in the child: see in_netns
-HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def in_netns(ns: str | None, fn: Callable[..., T], *args: Any, sysfs: bool = True) -> T:
@@ -118,7 +117,7 @@ def in_netns(ns: str | None, fn: Callable[..., T], *args: Any, sysfs: bool = Tru
     before = signal.pthread_sigmask(signal.SIG_BLOCK, ())
     r, w = os.pipe()
     try:
-        signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
+        signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)  # held: see above
         pid = os.fork()
     except BaseException:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)

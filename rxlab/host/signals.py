@@ -49,12 +49,13 @@ def check_signals() -> None:
 
 
 @contextlib.contextmanager
-def _handled(handler) -> Iterator[None]:
-    """``handler`` for every signal of SIGNALS not ignored at start; the old ones after."""
+def _handled(handler, keep_ignored: bool = True) -> Iterator[None]:
+    """``handler`` for every signal of SIGNALS (but those ignored at start, with
+    ``keep_ignored``); the old handlers after."""
     old = {}
     for sig in SIGNALS:
         with contextlib.suppress(ValueError):
-            if signal.getsignal(sig) is signal.SIG_IGN:
+            if keep_ignored and signal.getsignal(sig) is signal.SIG_IGN:
                 continue
             old[sig] = signal.signal(sig, handler)
     try:
@@ -86,15 +87,8 @@ def ignore_signals() -> None:
 @contextlib.contextmanager
 def signals_ignored() -> Iterator[None]:
     """Cleanup must not be cut short by a second Ctrl-C or SIGTERM."""
-    old = {}
-    for sig in SIGNALS:
-        with contextlib.suppress(ValueError):
-            old[sig] = signal.signal(sig, signal.SIG_IGN)
-    try:
+    with _handled(signal.SIG_IGN, keep_ignored=False):
         yield
-    finally:
-        for sig, h in old.items():
-            signal.signal(sig, h)
 
 
 @contextlib.contextmanager
