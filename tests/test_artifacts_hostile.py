@@ -352,3 +352,119 @@ def test_a_tampered_scenario_is_not_replayed_past_the_result(saved, tmp_path, ed
     t0 = time.monotonic()
     notes = _notes(rxlab("explain", "drops", d, "--json", timeout=120))
     assert needle in notes and time.monotonic() - t0 < 60
+
+
+# ------------------------------------------------------------ sweep folders (report)
+
+TINY_SWEEP = """name: tiny
+base: default
+duration: 0.002
+grid:
+  nic.queues: [1, 2]
+replications: 2
+metrics: [delivered_pps, drop_fraction]
+"""
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("sweep")
+    (d / "w.yaml").write_text(TINY_SWEEP)
+    p = rxlab("sweep", d / "w.yaml", "--out", d / "sw", "-j", "1", "-q")
+    assert p.returncode == 0, p.stderr[-2000:]
+    return d / "sw"
+
+
+def _table(fn):
+    def damage(d: Path):
+        t = d / "results.parquet"
+        fn(t)
+    return damage
+
+
+def _runs_only(fn):
+    """Without the table, report reads the run files: damage the first of them."""
+    def damage(d: Path):
+        (d / "results.parquet").unlink()
+        fn(sorted((d / "runs").glob("*.json"))[0])
+    return damage
+
+
+def _run_edit(edit):
+    def fn(r: Path):
+        rec = json.loads(r.read_text())
+        edit(rec)
+        r.write_text(json.dumps(rec))
+    return fn
+
+
+def _spec_edit(edit):
+    def damage(d: Path):
+        s = json.loads((d / "sweep.json").read_text())
+        edit(s)
+        (d / "sweep.json").write_text(json.dumps(s))
+    return damage
+
+
+def _bad_types(t: Path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(t).to_pylist()
+    for r in rows:
+        r["delivered_pps"] = "lots"
+    pq.write_table(pa.Table.from_pylist(rows), t)
+
+
+def _mkfifo(p: Path):
+    p.unlink()
+    os.mkfifo(p)
+
+
+REPORT_CASES = {
+    "table-truncated": (_table(lambda t: t.write_bytes(t.read_bytes()[:200])),
+                        "results.parquet: not a readable Parquet table"),
+    "table-zeroed": (_table(lambda t: t.write_bytes(bytes(t.stat().st_size))),
+                     "results.parquet: not a readable Parquet table"),
+    "table-garbage": (_table(lambda t: t.write_bytes(os.urandom(t.stat().st_size))),
+                      "results.parquet: not a readable Parquet table"),
+    "table-empty": (_table(lambda t: t.write_bytes(b"")), "Parquet file size is 0 bytes"),
+    "table-fifo": (_table(_mkfifo), "results.parquet: not a regular file"),
+    "table-metric-text": (_table(_bad_types), "delivered_pps: 'lots' is not a number"),
+    "run-metrics-string": (_runs_only(_run_edit(lambda r: r.__setitem__("metrics", "x"))),
+                           "metrics: not an object"),
+    "run-params-null": (_runs_only(_run_edit(lambda r: r.__setitem__("params", None))),
+                        "params: not an object"),
+    "run-point-text": (_runs_only(_run_edit(lambda r: r.__setitem__("point", "zz"))),
+                       "point: 'zz' is not an integer"),
+    "run-nested": (_runs_only(lambda r: r.write_text("[" * 100_000 + "]" * 100_000)),
+                   "nested deeper than 32 levels"),
+    "run-fifo": (_runs_only(_mkfifo), "not a regular file"),
+    "spec-nested": (lambda d: (d / "sweep.json").write_text("[" * 100_000 + "]" * 100_000),
+                    "sweep.json: not a sweep record (nested deeper than 32 levels)"),
+    "spec-points-int": (_spec_edit(lambda s: s.__setitem__("points", [5])),
+                        "points[0]: not an object"),
+    "spec-metric-list": (_spec_edit(lambda s: s.__setitem__("metrics", [[1]])),
+                         "metrics[0]: not text"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REPORT_CASES))
+def test_report_on_a_damaged_sweep_folder_is_one_line(sweep_dir, tmp_path, case):
+    """Each was a traceback (ArrowInvalid, OSError from thrift, KeyError, TypeError,
+    RecursionError) or a hang (a run file that is a FIFO)."""
+    import shutil
+
+    d = tmp_path / "sw"
+    shutil.copytree(sweep_dir, d)
+    damage, needle = REPORT_CASES[case]
+    damage(d)
+    p = rxlab("report", d, "-o", tmp_path / "r.html", timeout=60)
+    usage(p, needle)
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_report_on_the_whole_folder_still_works(sweep_dir, tmp_path):
+    p = rxlab("report", sweep_dir, "-o", tmp_path / "r.html")
+    assert p.returncode == 0, p.stderr
+    assert "rxlab sweep report, 4 runs" in (tmp_path / "r.html").read_text()

@@ -9,6 +9,7 @@ import base64
 import datetime as _dt
 import html
 import json
+import os
 from pathlib import Path
 
 from rxlab.errors import UsageError
@@ -40,12 +41,13 @@ def load(out: Path) -> tuple[dict, list[dict]]:
                          "`rxlab sweep FILE --out DIR` first)")
     spec = store.read_spec(out)
     ids = [r["run_id"] for r in spec["runs"]]
-    if (out / store.TABLE).is_file():
-        rows = store.read_table(out)
+    if os.path.lexists(out / store.TABLE):  # a FIFO or a damaged table: one line
+        rows = store.read_table(out, spec["metrics"])
         planned = set(ids)
         rows = [r for r in rows if r["run_id"] in planned]
     else:
-        recs = [r for r in (store.read_run(out, i) for i in ids) if r is not None]
+        recs = [r for r in (store.read_run(out, i, strict=True) for i in ids)
+                if r is not None]
         rows = store.rows_from_records(recs, spec["param_paths"])
     if not rows:
         raise UsageError(f"{out}: the sweep has no finished runs yet")
