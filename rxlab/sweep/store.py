@@ -71,13 +71,60 @@ def write_run(out: Path, record: dict) -> None:
     atomic_write(run_path(out, record["run_id"]), json.dumps(record, sort_keys=True, indent=1))
 
 
-def read_run(out: Path, run_id: str) -> dict | None:
-    """A finished run's record, or None (missing, or not a whole record of that run)."""
-    try:
-        rec = json.loads(run_path(out, run_id).read_text())
-    except (OSError, ValueError):
+def read_run(out: Path, run_id: str, strict: bool = False) -> dict | None:
+    """A finished run's record, or None when it is missing; a file that is not a whole
+    record of that run is None too (a sweep runs it again), or with ``strict`` (a
+    report) a one-line UsageError naming the file and what is wrong."""
+    from rxlab.inputs import read_json
+
+    path = run_path(out, run_id)
+    if not strict and not path.is_file():
         return None
-    return rec if isinstance(rec, dict) and rec.get("run_id") == run_id else None
+    try:
+        if not os.path.lexists(path):
+            return None
+        rec = read_json(path, "run record", fix=REPAIR, allow_nan=True)
+        why = _bad_run(rec, run_id)
+        if why:
+            raise UsageError(f"{path}: not a run record of `rxlab sweep` ({why}); {REPAIR}")
+    except UsageError:
+        if strict:
+            raise
+        return None
+    return rec
+
+
+REPAIR = "delete it and run the sweep again with --resume"
+
+
+def _bad_run(rec, run_id: str) -> str:
+    """What is wrong with a run record ('' if nothing): the fields a table row takes."""
+    if not isinstance(rec, dict):
+        return "not a JSON object"
+    if rec.get("run_id") != run_id:
+        return f"run_id {str(rec.get('run_id'))[:40]!r}, not {run_id!r}"
+    for k in ("point", "seed", "rep"):
+        if not _count(rec.get(k)):
+            return f"{k}: {str(rec.get(k))[:40]!r} is not an integer >= 0"
+    for k in ("params", "metrics"):
+        if not isinstance(rec.get(k), dict):
+            return f"{k}: not an object"
+    bad = [m for m, v in rec["metrics"].items() if not (v is None or _number(v))]
+    if bad:
+        return f"metrics.{bad[0]}: {str(rec['metrics'][bad[0]])[:40]!r} is not a number"
+    if not (rec.get("wall_s") is None or _number(rec["wall_s"])):
+        return "wall_s is not a number"
+    if not (rec.get("worker") is None or isinstance(rec["worker"], str)):
+        return "worker is not text"
+    return ""
+
+
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _number(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
 
 
 def finished(out: Path, run_ids: list[str]) -> set[str]:
@@ -193,20 +240,39 @@ def write_spec(out: Path, spec: dict) -> None:
 
 def read_spec(out: Path) -> dict:
     """The expanded sweep recorded in ``out``; a missing or damaged file is a UsageError."""
-    from rxlab.inputs import read_text
+    from rxlab.inputs import read_json
 
     path = out / SPEC
-    try:
-        spec = json.loads(read_text(path, "sweep record"))
-    except ValueError as e:
-        raise UsageError(f"{path}: not a sweep record written by `rxlab sweep` ({e})") from None
-    lists = ("runs", "param_paths", "metrics", "points", "seeds")
-    if not isinstance(spec, dict) or not isinstance(spec.get("base"), dict) \
-            or not all(isinstance(spec.get(k), list) for k in lists) \
-            or not all(isinstance(r, dict) and isinstance(r.get("run_id"), str)
-                       for r in spec["runs"]):
-        raise UsageError(f"{path}: not a sweep record written by `rxlab sweep`")
+    spec = read_json(path, "sweep record", fix="run `rxlab sweep FILE --out DIR` again")
+    why = _bad_spec(spec)
+    if why:
+        raise UsageError(f"{path}: not a sweep record written by `rxlab sweep` ({why})")
     return spec
+
+
+def _bad_spec(spec) -> str:
+    """What is wrong with a sweep record ('' if nothing), field by field."""
+    if not isinstance(spec, dict):
+        return "not a JSON object"
+    if not isinstance(spec.get("base"), dict):
+        return "base: not an object"
+    for k, ok, what in (("param_paths", lambda v: isinstance(v, str), "text"),
+                        ("metrics", lambda v: isinstance(v, str), "text"),
+                        ("points", lambda v: isinstance(v, dict), "an object"),
+                        ("seeds", _count, "an integer >= 0"),
+                        ("runs", lambda v: isinstance(v, dict), "an object")):
+        if not isinstance(spec.get(k), list):
+            return f"{k}: not a list"
+        bad = [i for i, v in enumerate(spec[k]) if not ok(v)]
+        if bad:
+            return f"{k}[{bad[0]}]: not {what}"
+    for i, r in enumerate(spec["runs"]):
+        if not isinstance(r.get("run_id"), str) or not _count(r.get("point")) \
+                or r["point"] >= len(spec["points"]):
+            return f"runs[{i}]: no run_id, or a point that is not in points"
+    if not all(isinstance(spec.get(k, ""), str) for k in ("name", "description", "source")):
+        return "name, description or source: not text"
+    return ""
 
 
 def recorded(out: Path) -> dict | None:
@@ -256,10 +322,43 @@ def write_table(out: Path, rows: list[dict]) -> Path:
     return out / TABLE
 
 
-def read_table(out: Path) -> list[dict]:
+MAX_TABLE_BYTES = 1 << 30
+
+
+def read_table(out: Path, metrics: list[str] = ()) -> list[dict]:
+    """The Parquet table's rows; a file that is not one (cut, zeroed, garbage, a FIFO),
+    lacks the fixed columns, or holds a metric that is not a number is a one-line
+    UsageError naming it."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    return pq.read_table(out / TABLE).to_pylist()
+    from rxlab.inputs import read_bytes
+
+    path = out / TABLE
+    fix = "delete it and run `rxlab sweep FILE --out DIR --resume` to write it again"
+    data = read_bytes(path, "Parquet table", MAX_TABLE_BYTES)
+    try:
+        rows = pq.read_table(pa.BufferReader(data)).to_pylist()
+    except (pa.ArrowException, OSError, ValueError, MemoryError) as err:
+        first = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+        raise UsageError(f"{path}: not a readable Parquet table ({first}); {fix}") from None
+    for i, r in enumerate(rows):
+        why = _bad_row(r, metrics)
+        if why:
+            raise UsageError(f"{path}: row {i}: {why}; {fix}")
+    return rows
+
+
+def _bad_row(r: dict, metrics) -> str:
+    if not isinstance(r.get("run_id"), str):
+        return "no run_id"
+    bad = [k for k in ("point", "seed", "rep") if not _count(r.get(k))]
+    if bad:
+        return f"{bad[0]}: {str(r.get(bad[0]))[:40]!r} is not an integer >= 0"
+    bad = [m for m in metrics if not (r.get(m) is None or _number(r[m]))]
+    if bad:
+        return f"{bad[0]}: {str(r[bad[0]])[:40]!r} is not a number"
+    return ""
 
 
 def summarize(rows: list[dict], param_paths: list[str], metrics: list[str]) -> list[dict]:
