@@ -181,8 +181,6 @@ def _refuse_place(out: Path, flag: str) -> None:
     """``.``, ``/``, home, and any folder the current one lies in hold more than a
     result: rxlab never writes a result folder there."""
     real = Path(os.path.realpath(out))
-    if real.is_relative_to(Path.cwd().resolve()) and real != Path.cwd().resolve():
-        return
     if Path.cwd().resolve().is_relative_to(real):
         raise UsageError(f"{flag} {out}: is the current folder or one it lies in; give a "
                          "folder of its own, e.g. --out res")
