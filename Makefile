@@ -7,14 +7,19 @@ PY := $(VENV)/bin/python
 
 # `run` installs what rxlab needs; `test` adds the test tools (pytest, hypothesis, ruff,
 # SimPy, psutil, scipy: pyproject.toml [test]), so a first `make run` does not wait for them.
+# -q -q: errors only. A machine's pip config may list index folders that lack a package,
+# and pip warns once per package per folder ("Location ... is ignored"); the install
+# still reads that config (CI installs from PyPI through it), only the warnings go.
+PIP := $(VENV)/bin/pip install -q -q
+
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e .
+	$(PIP) --upgrade pip
+	$(PIP) -e .
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(VENV)/bin/pip install -q -e '.[test]'
+	$(PIP) -e '.[test]'
 	touch $@
 
 setup: $(VENV)/.installed-test

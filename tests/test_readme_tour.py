@@ -4,8 +4,9 @@ The tour is read from README.md itself, so a command added there is tested here.
 line is split at ';' and '&&' and run in order in one scratch folder (the tour's later
 commands use files its earlier ones wrote). The only changes made to a command are the
 ones that keep the suite short: a traffic duration for `run`, `--quick` for `reproduce`
-and `bench`, one refresh for `top`, and the user's own files (`my-host.yaml`,
-`capture.pcap`) stood in for by the built-in default scenario and a small capture.
+and `bench`, one refresh for `top`, and the user's capture (`capture.pcap`) stood in for
+by a small one. `my-host.yaml` is not stood in for: the tour makes it with `host export`
+before it uses it, as a new user on a fresh clone would.
 `rxlab kernel-check` and `rxlab calibrate` are not run here: they need root and the real
 kernel, and tests/test_kcheck_kernel.py and tests/test_calibrate_kernel.py run them.
 """
@@ -15,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import shutil
 import struct
 import subprocess
 import sys
@@ -58,8 +58,7 @@ def _pcap(path: Path) -> None:
 def shortened(argv: list[str], tmp: Path) -> list[str]:
     """The tour's command with the suite's short durations and stand-in files."""
     assert argv[0] == "rxlab", argv
-    args = [{"my-host.yaml": str(tmp / "my-host.yaml"),
-             "capture.pcap": str(tmp / "capture.pcap"),
+    args = [{"capture.pcap": str(tmp / "capture.pcap"),
              }.get(a, str(ROOT / a) if a.startswith("examples/") else a) for a in argv[1:]]
     cmd = args[0] if args else ""
     if cmd == "run" and "--pcap" not in args:
@@ -78,7 +77,6 @@ def shortened(argv: list[str], tmp: Path) -> list[str]:
 
 
 def test_every_tour_command_runs(tmp_path):
-    shutil.copy(ROOT / "rxlab/scenarios/default.yaml", tmp_path / "my-host.yaml")
     _pcap(tmp_path / "capture.pcap")
     cmds = tour_commands()
     assert len(cmds) >= 20  # the parser found the tour
@@ -99,3 +97,9 @@ def test_every_tour_command_runs(tmp_path):
 @pytest.mark.parametrize("name", sorted(COVERED_ELSEWHERE))
 def test_commands_covered_elsewhere_are_in_the_tour(name):
     assert any(len(a) > 1 and a[1] == name for a in tour_commands())
+
+
+def test_the_tour_makes_my_host_yaml_before_it_reads_it():
+    """A fresh clone has no my-host.yaml: the first command naming it must write it."""
+    first = next(a for a in tour_commands() if "my-host.yaml" in a)
+    assert first[1:3] == ["host", "export"] and "-o" in first, shlex.join(first)
