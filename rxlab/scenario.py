@@ -15,6 +15,7 @@ where text is meant (``host.kernel: 6.10``, ``rps_cpus: 10``) keeps its source t
 from __future__ import annotations
 
 import copy
+import difflib
 import json
 import re
 from pathlib import Path
@@ -33,7 +34,7 @@ from pydantic import (
 )
 from yaml.reader import Reader
 
-from rxlab import cpuset, drivers
+from rxlab import cpuset, drivers, knobs
 from rxlab.errors import UsageError
 from rxlab.inputs import read_text
 from rxlab.kernel.versions import parse_version
@@ -572,13 +573,66 @@ def _fmt_loc(loc: tuple) -> str:
     return out
 
 
+def _model_at(loc: tuple) -> type | None:
+    """The model that holds the last key of ``loc``, walking the schema from Scenario
+    (a union's member names itself in the path; a list index or a dict key is skipped)."""
+    by_name = {c.__name__: c for c in _all_models()}
+    model: Any = Scenario
+    for part in loc[:-1]:
+        if isinstance(part, int) or "[" in str(part) or part in ("function-after",
+                                                                 "function-before"):
+            continue
+        if part in by_name:
+            model = by_name[part]
+            continue
+        field = getattr(model, "model_fields", {}).get(part)
+        model = _first_model(field.annotation) if field else None
+        if model is None:
+            return None
+    return model
+
+
+def _all_models(cls: type = _Strict) -> list[type]:
+    out = []
+    for sub in cls.__subclasses__():
+        out += [sub, *_all_models(sub)]
+    return out
+
+
+def _first_model(ann: Any) -> type | None:
+    """The first _Strict model inside an annotation (Optional, list, Annotated, union)."""
+    if isinstance(ann, type) and issubclass(ann, _Strict):
+        return ann
+    for arg in getattr(ann, "__args__", ()) or getattr(ann, "__metadata__", ()):
+        found = _first_model(arg)
+        if found:
+            return found
+    return _first_model(ann.__origin__) if hasattr(ann, "__origin__") else None
+
+
+def _unknown_key(loc: tuple) -> str:
+    """A knob rxlab knows but does not model gets its own line; a misspelling gets the
+    nearest key of its section, so the user can tell the two apart."""
+    path = [p for p in loc if isinstance(p, str) and "[" not in p]
+    key = loc[-1]
+    if len(path) == 2 and isinstance(key, str):
+        knob = knobs.find(path[0], key)
+        if knob:
+            return knobs.refusal(knob)
+    model = _model_at(loc) if isinstance(key, str) else None
+    near = difflib.get_close_matches(key, list(model.model_fields), 1, 0.7) if model else []
+    if near:
+        return f"unknown key; did you mean {near[0]}? (docs/scenario.md lists every key)"
+    return "unknown key; check the spelling against docs/scenario.md"
+
+
 def validation_message(err: ValidationError) -> str:
     """First pydantic error as 'field.path: message' (one line)."""
     e = err.errors()[0]
     loc = _fmt_loc(tuple(x for x in e["loc"] if not str(x).startswith(("literal[", "dict["))))
     msg = e["msg"].removeprefix("Value error, ")
     if e["type"] == "extra_forbidden":
-        msg = "unknown key; check the spelling against docs/scenario.md"
+        msg = _unknown_key(tuple(e["loc"]))
     elif e["type"] == "missing":
         msg = "required field is missing"
     elif e["type"] in ("model_type", "model_attributes_type", "dict_type"):

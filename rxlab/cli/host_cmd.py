@@ -81,12 +81,15 @@ def _fmt_queues(items: list[dict], key: str) -> str:
 
 
 def format_text(info: dict) -> str:
+    from rxlab.host.read import unmodelled_lines
+
     lines = [f"host {info['hostname']}: {info['cpus']} CPUs (online {info['cpus_online']}), "
              f"kernel {info['kernel']}" + (f", netns {info['netns']}" if info["netns"] else "")]
     sc = info["sysctls"]
     lines.append("net.core: " + " ".join(f"{k}={v}" for k, v in sc.items()))
     for n in info.get("notes", []):
         lines.append(f"note: {n}")
+    lines += unmodelled_lines(info)
     for name, d in info["devices"].items():
         lines.append(f"{name}: driver {d['driver'] or '-'}, {d['rx_queues']} rx / "
                      f"{d['tx_queues']} tx queues, {d['operstate']}")
@@ -95,6 +98,9 @@ def format_text(info: dict) -> str:
             lines.append(f"  rps_flow_cnt: {_fmt_queues(d['rx'], 'rps_flow_cnt')}")
         if d["tx"]:
             lines.append(f"  xps_cpus:     {_fmt_queues(d['tx'], 'xps_cpus')}")
+        if d.get("unmodelled"):
+            lines.append("  not modelled: " + " ".join(f"{k}={v}"
+                                                       for k, v in d["unmodelled"].items()))
         if d["irqs"]:
             for i in d["irqs"]:
                 eff = i["effective_affinity_list"]

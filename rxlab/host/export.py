@@ -237,8 +237,21 @@ def render(data: dict, notes: list[str], info: dict, dev: str) -> str:
              "real workload." if data.get("traffic") == DEFAULT_TRAFFIC else
              "# The application is a default: edit it to match the real workload.")]
     head += [f"# not exported: {n}" for n in notes]
+    head += _unmodelled_header(info, dev)
     return "\n".join(head) + "\n" + yaml.safe_dump(data, sort_keys=False,
                                                    default_flow_style=None, width=100)
+
+
+def _unmodelled_header(info: dict, dev: str) -> list[str]:
+    """The settings rxlab does not model, read or not, as comment lines of at most 88."""
+    import textwrap
+
+    from rxlab.host.read import unmodelled_lines
+    out = []
+    for line in unmodelled_lines(info, [dev]):
+        out += textwrap.wrap(line, 88, initial_indent="# ", subsequent_indent="#   ",
+                             break_on_hyphens=False)
+    return out
 
 
 # --- flows: a sample of the host's sockets, or a capture ---------------------------------------

@@ -17,7 +17,7 @@ import platform
 import re
 from pathlib import Path
 
-from rxlab import cpuset
+from rxlab import cpuset, knobs
 from rxlab.host import caps, ethtool
 from rxlab.host.netns import check_dev, check_netns, in_netns
 
@@ -194,6 +194,7 @@ def read_device(dev: str, with_ethtool: bool = True) -> dict:
         else:
             fh = {"supported": True, **fh}
         info["flow_hash"] = fh
+    info["unmodelled"] = read_unmodelled("nic", dev)
     return info
 
 
@@ -233,5 +234,32 @@ def read_host(netns: str | None = None, devices: list[str] | None = None,
         "sysctls_absent": absent,
         "kernel_features": cap.summary(),
         "devices": devs,
+        "unmodelled": read_unmodelled("kernel"),
+        "not_read": {k.what: k.model for k in knobs.not_read()},
         "notes": notes,
     }
+
+
+# --------------------------------------------------------------- not modelled
+
+
+def read_unmodelled(section: str, dev: str | None = None, root: str = "/") -> dict:
+    """The receive-path settings rxlab knows but does not model (rxlab.knobs) that this
+    host shows in a file: {the kernel's name: value as read}; absent files are left out
+    (an older kernel, or a global sysctl seen from another namespace)."""
+    out: dict = {}
+    for k in knobs.readable(section):
+        v = _read(Path(root) / k.path.format(dev=dev).lstrip("/"))
+        if v is not None:
+            out[k.name] = v
+    return out
+
+
+def unmodelled_lines(info: dict, devs: list[str] = ()) -> list[str]:
+    """What ``host show`` and ``export`` say of the settings rxlab does not model: those
+    read (the global ones, and those of ``devs``) and those not read."""
+    read = [f"{k}={v}" for k, v in info.get("unmodelled", {}).items()]
+    for name in devs:
+        read += [f"{name}/{k}={v}" for k, v in info["devices"][name]["unmodelled"].items()]
+    out = [f"not modelled, read: {' '.join(read)}"] if read else []
+    return out + ["not modelled, not read: " + "; ".join(k.what for k in knobs.not_read())]
