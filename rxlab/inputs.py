@@ -74,7 +74,7 @@ def read_json(path: str | Path, what: str = "file", max_bytes: int = MAX_TEXT_BY
         data = None
         deep = True
     except ValueError as err:
-        raise UsageError(f"{path}: not a readable {what} ({err}){tail}") from None
+        raise UsageError(f"{path}: not a {what} ({err}){tail}") from None
     else:
         deep = _too_deep(data)
     if deep:

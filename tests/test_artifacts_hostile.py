@@ -441,7 +441,7 @@ REPORT_CASES = {
                    "nested deeper than 32 levels"),
     "run-fifo": (_runs_only(_mkfifo), "not a regular file"),
     "spec-nested": (lambda d: (d / "sweep.json").write_text("[" * 100_000 + "]" * 100_000),
-                    "sweep.json: not a sweep record (nested deeper than 32 levels)"),
+                    "sweep.json: not a sweep record written by `rxlab sweep` (nested deeper"),
     "spec-points-int": (_spec_edit(lambda s: s.__setitem__("points", [5])),
                         "points[0]: not an object"),
     "spec-metric-list": (_spec_edit(lambda s: s.__setitem__("metrics", [[1]])),
@@ -468,3 +468,59 @@ def test_report_on_the_whole_folder_still_works(sweep_dir, tmp_path):
     p = rxlab("report", sweep_dir, "-o", tmp_path / "r.html")
     assert p.returncode == 0, p.stderr
     assert "rxlab sweep report, 4 runs" in (tmp_path / "r.html").read_text()
+
+
+# ---------------------------------------------------------------------------- signals
+
+
+def _session(sid: int) -> list[int]:
+    import psutil
+
+    alive = []
+    for q in psutil.process_iter(["status"]):
+        try:
+            if os.getsid(q.pid) == sid and q.info["status"] != psutil.STATUS_ZOMBIE:
+                alive.append(q.pid)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return alive
+
+
+def test_sigint_ends_a_sweep_of_100000_runs_within_5_s(tmp_path):
+    """Ctrl-C (SIGINT to the process group) once the runs flow: the driver waited with
+    concurrent.futures.wait over 100,000 futures, and an interrupt inside it left their
+    locks held, so the pool's shutdown slept for good (3 of 3 tries). Now: exit 130 within
+    5 s with one line, and no process of the session left."""
+    import signal
+    import time
+
+    pytest.importorskip("psutil")
+    (tmp_path / "w.yaml").write_text(
+        "name: big\nbase: default\nduration: 0.001\nreplications: 100000\n")
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rxlab.cli.main", "sweep", str(tmp_path / "w.yaml"), "--out",
+         str(out), "--jobs", "2", "-q", "--no-plots"],
+        stdout=subprocess.DEVNULL, stderr=open(tmp_path / "stderr", "w"),
+        start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 600
+        while len(list((out / "runs").glob("*.json")) if (out / "runs").is_dir() else []) < 4:
+            assert proc.poll() is None, (tmp_path / "stderr").read_text()
+            assert time.monotonic() < deadline, "no run finished in 600 s"
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        code = proc.wait(timeout=30)
+        assert time.monotonic() - t0 < 5
+        assert code == 130
+        deadline = time.monotonic() + 5
+        while _session(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _session(proc.pid) == []
+    finally:
+        for pid in _session(proc.pid):
+            os.kill(pid, signal.SIGKILL)
+        proc.wait()
+    err = cli_error((tmp_path / "stderr").read_text())
+    assert err.startswith("rxlab: interrupted") and "of 100000 runs finished" in err

@@ -123,7 +123,7 @@ OnResult = Callable[[dict], None]
 def run_local(tasks: list[Task], jobs: int, on_result: OnResult) -> int:
     """Run tasks on ``jobs`` local processes; returns how many times the pool broke."""
     import multiprocessing as mp
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
     from rxlab._cache import announce_compile
@@ -134,28 +134,25 @@ def run_local(tasks: list[Task], jobs: int, on_result: OnResult) -> int:
     ctx = _context(mp)
     while pending:
         parent = _start_forkserver(ctx)
-        ex = ProcessPoolExecutor(max_workers=max(1, min(jobs, len(pending))), mp_context=ctx,
+        workers = max(1, min(jobs, len(pending)))
+        ex = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
                                  initializer=_init_local_worker, initargs=(parent,))
         broken = False
         try:
-            with _stops_held():
-                futs = {ex.submit(execute_run, t): rid for rid, t in pending.items()}
-            waiting = set(futs)
-            while waiting:
-                done, waiting = wait(waiting, return_when=FIRST_COMPLETED)
-                for f in done:
-                    try:
-                        out = f.result()
-                    except BrokenProcessPool:
-                        broken = True
-                        continue
-                    except Exception as e:
-                        raise RunError(futs[f], e) from e
-                    on_result(out)
-                    pending.pop(futs[f], None)
-                    fruitless = 0
-                if broken:
+            feed = _Feed(ex, list(pending.items()), IN_FLIGHT_PER_WORKER * workers)
+            while feed.running:
+                f, rid = feed.next_done()
+                try:
+                    out = f.result()
+                except BrokenProcessPool:
+                    broken = True  # every future of the pool ends so: resubmit the rest
                     break
+                except Exception as e:
+                    raise RunError(rid, e) from e
+                on_result(out)
+                pending.pop(rid, None)
+                fruitless = 0
+                feed.top_up()
         except BaseException:
             _kill_pool(ex)
             raise
@@ -169,6 +166,54 @@ def run_local(tasks: list[Task], jobs: int, on_result: OnResult) -> int:
         else:
             ex.shutdown(wait=True)
     return breaks
+
+
+IN_FLIGHT_PER_WORKER = 2  # runs queued per worker: it never waits, the driver never hoards
+
+
+class _Feed:
+    """The runs on a pool, a few per worker at a time, their completions on a queue.
+
+    A sweep of 100,000 runs once submitted them all and waited with
+    ``concurrent.futures.wait``, which takes every future's lock on each call: Ctrl-C
+    inside it left locks held, and the shutdown waited on them for good. Here the pool
+    holds a few futures, each reports itself through ``add_done_callback``, and the
+    driver waits on a queue, where Ctrl-C and SIGTERM leave no lock behind.
+    """
+
+    def __init__(self, ex, items: list, limit: int):
+        import queue
+
+        self.ex, self.items, self.limit = ex, iter(items), limit
+        self.done = queue.SimpleQueue()
+        self.futs: dict = {}  # future -> run id, while on the pool
+        self.top_up()
+
+    @property
+    def running(self) -> bool:
+        return bool(self.futs)
+
+    def top_up(self) -> None:
+        # the pool forks its workers inside submit: stops wait for the batch (_stops_held)
+        with _stops_held():
+            while len(self.futs) < self.limit:
+                item = next(self.items, None)
+                if item is None:
+                    return
+                f = self.ex.submit(execute_run, item[1])
+                self.futs[f] = item[0]
+                f.add_done_callback(self.done.put)
+
+    def next_done(self):
+        """(future, run id) of the next run to finish; a signal interrupts the wait."""
+        import queue
+
+        while True:
+            try:
+                f = self.done.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            return f, self.futs.pop(f)
 
 
 def _context(mp):

@@ -83,7 +83,7 @@ def read_run(out: Path, run_id: str, strict: bool = False) -> dict | None:
     try:
         if not os.path.lexists(path):
             return None
-        rec = read_json(path, "run record", fix=REPAIR, allow_nan=True)
+        rec = read_json(path, "run record of `rxlab sweep`", fix=REPAIR, allow_nan=True)
         why = _bad_run(rec, run_id)
         if why:
             raise UsageError(f"{path}: not a run record of `rxlab sweep` ({why}); {REPAIR}")
@@ -243,7 +243,8 @@ def read_spec(out: Path) -> dict:
     from rxlab.inputs import read_json
 
     path = out / SPEC
-    spec = read_json(path, "sweep record", fix="run `rxlab sweep FILE --out DIR` again")
+    spec = read_json(path, "sweep record written by `rxlab sweep`",
+                     fix="run `rxlab sweep FILE --out DIR` again")
     why = _bad_spec(spec)
     if why:
         raise UsageError(f"{path}: not a sweep record written by `rxlab sweep` ({why})")
