@@ -79,15 +79,16 @@ def _check_name(path: Path, flag: str) -> None:
     """A name longer than the file system takes fails now, not after the work."""
     for part in path.parts:
         if len(os.fsencode(part)) > NAME_MAX:
-            raise UsageError(f"{flag} {str(path)[:60]}...: a name in it is longer than "
-                             f"{NAME_MAX} bytes; give a shorter name")
+            shown = str(path) if len(str(path)) <= 60 else str(path)[:57] + "..."
+            raise UsageError(f"{flag} {shown}: a name in it is longer than {NAME_MAX} "
+                             "bytes; give a shorter name")
 
 
 def _check_pseudo(path: Path, flag: str) -> None:
     real = Path(os.path.realpath(path))
     if any(real.is_relative_to(p) for p in PSEUDO_FS):
-        raise UsageError(f"{flag} {path}: is under {real.parts[1] and '/' + real.parts[1]} "
-                         "(kernel files, not results); give a path elsewhere")
+        raise UsageError(f"{flag} {path}: is under /{real.parts[1]} (kernel files, not "
+                         "results); give a path elsewhere")
 
 
 # ---------------------------------------------------------------- -o FILE
@@ -189,6 +190,13 @@ def _refuse_place(out: Path, flag: str) -> None:
                          "folder of its own, e.g. --out ~/res")
 
 
+def _read_only(folder: Path) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def own_files(out: Path) -> set[str]:
     """The names rxlab's manifest in ``out`` lists (none if it is missing or damaged)."""
     try:
@@ -232,6 +240,8 @@ def check_dir(out: str | Path, flag: str = "--out", force: bool = False,
     if not anc.is_dir():
         what = "is a file" if anc.is_file() else "is not a folder"
         raise UsageError(f"{flag} {out}: cannot be made: {anc} {what}; give a folder path")
+    if _read_only(anc):  # the machine's state, not the path's: exit 1
+        raise OutputError(f"{flag} {out}: cannot write: {anc} is on a read-only file system")
     if not os.access(anc, os.W_OK | os.X_OK):
         raise UsageError(f"{flag} {out}: cannot be made: {anc} is not writable; give a "
                          "writable folder")
@@ -265,7 +275,6 @@ class OutDir:
     def __init__(self, out: str | Path, flag: str = "--out", force: bool = False):
         self.out, self.flag, self.force = Path(out), flag, force
         self.tmp: Path | None = None
-        self.written: list[str] = []
 
     def __enter__(self) -> Path:
         out = check_dir(self.out, self.flag, self.force)
@@ -288,14 +297,15 @@ class OutDir:
     def _commit(self) -> None:
         names = sorted(os.listdir(self.tmp))
         check_dir(self.out, self.flag, self.force, names=tuple(names))  # it may have changed
+        old = own_files(self.out) if self.out.is_dir() else set()
+        # the manifest is the last file to take space, and the first to move in: whatever
+        # stops the moves, every file it names is rxlab's
+        record = {"written_by": "rxlab", "files": sorted(old | set(names))}
+        replace_file(self.tmp / MANIFEST, json.dumps(record, indent=1) + "\n")
         for n in names:  # every byte is on disk before any name changes
             _fsync_file(self.tmp / n)
-        old = own_files(self.out) if self.out.is_dir() else set()
         self.out.mkdir(exist_ok=True)
-        # the manifest first: whatever stops the moves, every file named there is rxlab's
-        record = {"written_by": "rxlab", "files": sorted(old | set(names))}
-        replace_file(self.out / MANIFEST, json.dumps(record, indent=1) + "\n")
-        for n in names:
+        for n in [MANIFEST, *names]:
             os.replace(self.tmp / n, self.out / n)
         stale = sorted(old - set(names))  # a previous run's files this run did not write
         for n in stale:
@@ -306,7 +316,6 @@ class OutDir:
                 replace_file(self.out / MANIFEST, json.dumps(
                     {"written_by": "rxlab", "files": names}, indent=1) + "\n")
         _fsync_dir(self.out)
-        self.written = names
 
 
 def _fsync_file(path: Path) -> None:

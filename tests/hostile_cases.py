@@ -544,6 +544,7 @@ _set("indir-empty", "an empty indirection table []", ["nic.rss.indirection=[]"],
 
 SIGNALS = "tests/test_host_signals.py"
 LOCK = "tests/test_sweep_lock.py"
+OUTFILES = "tests/test_output_files.py"
 DELEGATED = [
     Delegated("apply-sigint-sigterm", "host apply --yes interrupted by SIGINT or SIGTERM at "
               "every step of a 13-step plan in a network namespace: the host is as before, "
@@ -569,6 +570,33 @@ DELEGATED = [
               f"{LOCK}::test_another_sweeps_folder_is_refused_unless_replaced", "sweeps"),
     Delegated("sweep-orphans", "SIGTERM or SIGKILL of the sweep driver leaves no process",
               f"{LOCK}::test_killed_driver_leaves_no_process", "sweeps"),
+    Delegated("out-refused-intact", "--out a folder with the user's file, ., .., a symlink or "
+              "a dangling one (run, run --jobs, compare): one line, exit 2, the folder "
+              "byte for byte as before",
+              f"{OUTFILES}::test_refused_out_leaves_the_folder_as_it_was", "output files"),
+    Delegated("o-char-device", "-o onto a character device made with mknod (report, tune, "
+              "calibrate, host export): refused, still the same device",
+              f"{OUTFILES}::test_o_onto_a_character_device_leaves_it_a_device", "output files"),
+    Delegated("full-disk", "a full 64 KiB tmpfs under run --out, run --jobs --out, compare "
+              "--out, sweep --out, host export -o: one line, exit 1, nothing half-written",
+              f"{OUTFILES}::test_a_full_disk_is_one_line_and_nothing_half_written",
+              "output files"),
+    Delegated("read-only", "a read-only file system under run --out, host export -o, sweep "
+              "--out, tune -o: one line, exit 1, nothing written",
+              f"{OUTFILES}::test_a_read_only_file_system_is_one_line_exit_1", "output files"),
+    Delegated("path-refusals", "-o and --out through a symlink loop, a 300-byte name, /proc, "
+              "/sys: one line, exit 2, the folder as before",
+              f"{OUTFILES}::test_the_file_systems_refusals_of_the_users_path_are_exit_2",
+              "output files"),
+    Delegated("stdout-dev-full", "/dev/full as standard output: one line, exit 1",
+              f"{OUTFILES}::test_dev_full_as_stdout_is_one_line", "output files"),
+    Delegated("closed-pipe", "a closed pipe as standard output (rxlab run | head): exit 0, "
+              "nothing on stderr", f"{OUTFILES}::test_a_closed_pipe_exits_0_quietly",
+              "output files"),
+    Delegated("compare-same-names", "compare a/x.yaml b/x.yaml x#2.yaml: x, x#3, x#2, every "
+              "figure under the configuration that produced it",
+              f"{OUTFILES}::test_compare_names_are_unique_and_each_figure_is_its_own",
+              "output files"),
 ]
 
 

@@ -214,6 +214,38 @@ def test_a_full_disk_is_one_line_and_nothing_half_written(tmp_path, argv, target
         nothing_half_written(disk)
 
 
+@root_only
+def test_a_read_only_file_system_is_one_line_exit_1(tmp_path):
+    (tmp_path / "w.yaml").write_text(sweep_yaml({"nic.queues": [1]}))
+    (tmp_path / "ro").mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(tmp_path / "ro")],
+                   check=True)
+    try:
+        for argv in ((*RUN, "--out", "ro/r"), ("host", "export", "-o", "ro/h.yaml"),
+                     ("sweep", "w.yaml", "-j", "1", "-q", "--out", "ro/s"),
+                     ("tune", "default", "-o", "ro/t.yaml")):
+            out = rxlab(tmp_path, *argv)
+            assert out.rc == 1, (argv, out.rc, out.stderr)
+            line = cli_error(_no_notice(out.stderr))
+            assert "read-only file system" in line.lower(), line
+        assert not list((tmp_path / "ro").iterdir())
+    finally:
+        subprocess.run(["umount", "-l", str(tmp_path / "ro")], check=False)
+
+
+@pytest.mark.parametrize("target,needle", [("loop/x", "Too many levels of symbolic links"),
+                                           ("n" * 300, "longer than 255 bytes"),
+                                           ("/proc/x", "under /proc"),
+                                           ("/sys/x", "under /sys")])
+def test_the_file_systems_refusals_of_the_users_path_are_exit_2(tmp_path, target, needle):
+    (tmp_path / "loop").symlink_to("loop2")
+    (tmp_path / "loop2").symlink_to("loop")
+    before = snapshot(tmp_path)
+    refused(rxlab(tmp_path, "host", "export", "-o", target), needle)
+    refused(rxlab(tmp_path, *RUN, "--out", target), "--out", target[:20])
+    assert snapshot(tmp_path) == before
+
+
 # ---------------------------------------------------------------- standard output
 def test_dev_full_as_stdout_is_one_line(tmp_path):
     with open("/dev/full", "w") as full:
