@@ -524,3 +524,68 @@ def test_sigint_ends_a_sweep_of_100000_runs_within_5_s(tmp_path):
         proc.wait()
     err = cli_error((tmp_path / "stderr").read_text())
     assert err.startswith("rxlab: interrupted") and "of 100000 runs finished" in err
+
+
+# ----------------------------------------------------------- the terminal, the locale
+
+
+def _scenario(tmp_path: Path, name: str) -> Path:
+    import yaml
+
+    data = yaml.safe_load((ROOT / "rxlab" / "scenarios" / "default.yaml").read_text())
+    data["name"], data["duration"] = name, 0.001
+    data["apps"][0]["name"] = name
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data, allow_unicode=False))  # \uDC80 as an escape
+    return path
+
+
+def _raw_controls(text: str) -> list[str]:
+    return sorted({c for c in text if (ord(c) < 32 and c not in "\n") or 0x7f <= ord(c) < 0xa0})
+
+
+@pytest.mark.parametrize("name, shown", [
+    ("evil\x1b[31mRED\x1b[0m\x07", "evil\\x1b[31mRED\\x1b[0m\\x07"),
+    ("csi\x9b2J", "csi\\x9b2J"),
+    ("two\nlines\r", "two\\nlines\\r"),
+    ("sur\udc80x", "sur\\udc80x"),
+    ("a[/]b[bold]c", "a[/]b[bold]c"),
+], ids=["ansi-bell", "c1-csi", "newline-cr", "lone-surrogate", "rich-markup"])
+def test_a_hostile_scenario_name_is_escaped_on_the_terminal(tmp_path, name, shown):
+    """An ANSI escape recoloured the terminal, a lone surrogate raised
+    UnicodeEncodeError, '[/]' raised rich's MarkupError: the tables show each as typed,
+    escaped; --json keeps the name itself (JSON escapes it)."""
+    s = _scenario(tmp_path, name)
+    p = rxlab("run", s, env={"PYTHONIOENCODING": "utf-8"})
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert _raw_controls(p.stdout) == []
+    assert shown in p.stdout
+    assert p.stdout.count(shown) >= 2  # the title and the app's row
+    p = rxlab("run", s, "--json")
+    assert p.returncode == 0 and json.loads(p.stdout)["scenario"] == name
+    p = rxlab("explain", "drops", s, "--duration", "0.001")
+    assert p.returncode == 0 and _raw_controls(p.stdout) == [] and shown.split("[")[0] in p.stdout
+
+
+def test_an_error_line_escapes_control_characters(tmp_path):
+    p = rxlab("run", tmp_path / "no\x1b[31mpe\nx.yaml")
+    line = usage(p, "no\\x1b[31mpe\\nx.yaml: no such scenario file")
+    assert _raw_controls(line) == []
+
+
+@pytest.mark.parametrize("argv", [
+    ("run", "default", "--duration", "0.001"),
+    ("run", "{s}"),
+    ("explain", "drops", "{s}", "--duration", "0.001"),
+    ("list",),
+], ids=["run", "run-unicode-name", "explain", "list"])
+def test_an_ascii_locale_works(tmp_path, argv):
+    """PYTHONIOENCODING=ascii gave a UnicodeEncodeError traceback: what ASCII cannot show
+    is written as a backslash escape."""
+    s = _scenario(tmp_path, "caf\xe9 \u2603")
+    p = rxlab(*(str(s) if a == "{s}" else a for a in argv),
+              env={"PYTHONIOENCODING": "ascii"})
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert p.stdout.isascii()
+    if "{s}" in argv:
+        assert "caf\\xe9 \\u2603" in p.stdout

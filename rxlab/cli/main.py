@@ -16,6 +16,7 @@ import sys
 
 from rxlab._cache import NOTICE_ENV
 from rxlab.errors import ConservationError, OutputError, UsageError
+from rxlab.report.printable import printable
 
 # subcommand modules, in the order `rxlab --help` lists them
 COMMANDS = [
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    _tolerant_streams()
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -82,13 +84,13 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # a full or closed stdout fails here, not in the exit hook
         return status
     except UsageError as err:
-        print(f"rxlab: error: {err}", file=sys.stderr)
+        print(f"rxlab: error: {printable(err)}", file=sys.stderr)
         return 2
     except OutputError as err:  # no space, read-only: the machine, not the input
-        print(f"rxlab: error: {err}", file=sys.stderr)
+        print(f"rxlab: error: {printable(err)}", file=sys.stderr)
         return 1
     except ConservationError as err:
-        print(f"rxlab: internal error: {err}", file=sys.stderr)
+        print(f"rxlab: internal error: {printable(err)}", file=sys.stderr)
         return 3
     except BrokenPipeError:  # `rxlab ... | head`: the reader left, not an error
         return _reader_left()
@@ -107,6 +109,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("rxlab: interrupted", file=sys.stderr)
         return 130
+
+
+def _tolerant_streams() -> None:
+    """What the terminal's encoding cannot show (PYTHONIOENCODING=ascii, a name with a
+    lone surrogate) is written as a backslash escape instead of raising
+    UnicodeEncodeError halfway through a table."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, ValueError):  # not a TextIOWrapper
+            stream.reconfigure(errors="backslashreplace")
 
 
 STDOUT_ERRNOS = (errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG)

@@ -99,6 +99,7 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
+    from rxlab.report.printable import terminal_result
     from rxlab.report.tables import print_result
     from rxlab.simulate import simulate
 
@@ -138,7 +139,7 @@ def _run(args) -> int:
     elif args.softnet:  # the file alone, as `cat /proc/net/softnet_stat` prints it
         sys.stdout.write(res.softnet_stat)
     else:
-        print_result(res.data)
+        print_result(terminal_result(res.data))  # names escaped; --json keeps them
         if args.out:
             print(f"wrote {args.out}/ (result.json, scenario.yaml, series.csv, softnet_stat, "
                   "*.png)")

@@ -9,6 +9,7 @@ from rich.console import Console
 from rxlab.cpuset import format_cpulist
 from rxlab.explain.common import pct
 from rxlab.report.fit import fmt_count, print_fitted
+from rxlab.report.printable import printable
 
 FLOW_HEADERS = ["flow", "share", "of all", "packets", "not delivered", "RSS bucket",
                 "queue", "IRQ CPU", "backlog CPU", "socket", "thread CPU"]
@@ -16,7 +17,8 @@ FLOW_HEADERS = ["flow", "share", "of all", "packets", "not delivered", "RSS buck
 
 def _say(console: Console, text: str, indent: int = 0, hang: int = 2) -> None:
     """One paragraph wrapped at the console's width, continuation lines indented."""
-    lines = textwrap.wrap(text, max(20, console.width - 1), initial_indent=" " * indent,
+    # a user's name may hold control characters: escaped before wrap turns \n to ' '
+    lines = textwrap.wrap(printable(text), max(20, console.width - 1), initial_indent=" " * indent,
                           subsequent_indent=" " * (indent + hang), break_long_words=False,
                           break_on_hyphens=False) or [""]
     for line in lines:  # markup off: 5-tuples with IPv6 addresses hold brackets
