@@ -36,6 +36,7 @@ TMP_TAG = ".rxlab-tmp-"  # in every temporary name, beside the target
 ENVIRONMENT = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG}
 PSEUDO_FS = ("/proc", "/sys")  # writing there reconfigures the kernel, never a result
 NAME_MAX = 255
+PATH_MAX = 4096  # linux/limits.h, the terminating NUL included
 
 
 def _umask() -> int:
@@ -51,10 +52,15 @@ FILE_MODE = 0o666 & ~_umask()  # what open() would have given (mkstemp makes 060
 def fs_error(err: OSError, path, flag: str) -> Exception:
     """An OSError from writing ``path`` as one line: OutputError for the machine's state
     (exit 1), UsageError for the path the user chose (exit 2)."""
-    cause = err.strerror or str(err)
+    cause, path = err.strerror or str(err), _short(path)
     if err.errno in ENVIRONMENT:
         return OutputError(f"{flag} {path}: cannot write: {cause}")
     return UsageError(f"{flag} {path}: cannot write: {cause}; give another path")
+
+
+def _short(path) -> str:
+    text = str(path)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @contextlib.contextmanager
@@ -76,12 +82,14 @@ def _kind(mode: int) -> str:
 
 
 def _check_name(path: Path, flag: str) -> None:
-    """A name longer than the file system takes fails now, not after the work."""
+    """A name or path longer than the file system takes fails now, not after the work."""
     for part in path.parts:
         if len(os.fsencode(part)) > NAME_MAX:
-            shown = str(path) if len(str(path)) <= 60 else str(path)[:57] + "..."
-            raise UsageError(f"{flag} {shown}: a name in it is longer than {NAME_MAX} "
+            raise UsageError(f"{flag} {_short(path)}: a name in it is longer than {NAME_MAX} "
                              "bytes; give a shorter name")
+    if len(os.fsencode(str(path.absolute()))) >= PATH_MAX:
+        raise UsageError(f"{flag} {_short(path)}: the path is longer than {PATH_MAX - 1} "
+                         "bytes; give a shorter path")
 
 
 def _check_pseudo(path: Path, flag: str) -> None:
@@ -227,6 +235,11 @@ def check_dir(out: str | Path, flag: str = "--out", force: bool = False,
     ``names`` is refused). ``own(name)`` may widen what counts as rxlab's (a sweep's)."""
     out = Path(out)
     _check_name(out, flag)
+    with answering(out, flag):  # a folder we may not even look into, say
+        return _check_dir(out, flag, force, names, own)
+
+
+def _check_dir(out: Path, flag: str, force: bool, names: tuple[str, ...], own) -> Path:
     if out.is_symlink():
         raise UsageError(f"{flag} {out}: is a symlink; give the folder itself "
                          f"({os.path.realpath(out)}) or a new one")

@@ -81,7 +81,10 @@ def _run(args) -> int:
         raise UsageError(f"sweep.name: {sweep.name!r} has a '/', so it cannot name the default "
                          "folder sweep-NAME; give --out DIR or a name without '/'")
     out = Path(args.out) if args.out else Path(f"sweep-{sweep.name}")
-    check_dir(out, "--out", args.force, own=store.is_own)  # before a worker starts
+    # before a worker starts; in a sweep's own folder the user's files may stay (a sweep,
+    # even --replace, removes only the names it writes), and --resume/--replace decide
+    ours = (out / store.SPEC).is_file() and not out.is_symlink()
+    check_dir(out, "--out", args.force or ours, own=store.is_own)
     err = Console(stderr=True)
     res = run_sweep(sweep, out, jobs=args.jobs, scheduler=args.scheduler, resume=args.resume,
                     replace=args.replace, console=err, show_progress=not args.quiet,
@@ -100,8 +103,10 @@ def _run(args) -> int:
 
 def print_summary(console, sweep, res) -> None:
     from rxlab.report.fit import fmt_metric, print_fitted
+    from rxlab.report.tables import plus_minus
     from rxlab.sweep.plots import fmt
 
+    pm = plus_minus(console)
     headers = [*sweep.param_paths, "n", *sweep.metrics]
     rows = []
     for e in res.summary[:MAX_SUMMARY_ROWS]:
@@ -109,9 +114,9 @@ def print_summary(console, sweep, res) -> None:
         for m in sweep.metrics:
             mean, ci = e["stats"][m]
             cells.append(fmt_metric(m, mean) + ("" if math.isnan(ci) else
-                                                 f" ± {fmt_metric(m, ci, ci=True)}"))
+                                                 f" {pm} {fmt_metric(m, ci, ci=True)}"))
         rows.append(cells)
-    print_fitted(console, f"sweep {sweep.name}: mean ± 95% CI over {len(sweep.seeds)} seed(s)",
+    print_fitted(console, f"sweep {sweep.name}: mean {pm} 95% CI over {len(sweep.seeds)} seed(s)",
                  headers, rows, keys=len(sweep.param_paths))
     if len(res.summary) > MAX_SUMMARY_ROWS:
         console.print(f"... {len(res.summary) - MAX_SUMMARY_ROWS} more points in summary.csv")
