@@ -589,3 +589,17 @@ def test_an_ascii_locale_works(tmp_path, argv):
     assert p.stdout.isascii()
     if "{s}" in argv:
         assert "caf\\xe9 \\u2603" in p.stdout
+
+
+def test_a_sweep_named_with_a_surrogate_and_an_escape_reports(tmp_path):
+    """The HTML report raised UnicodeEncodeError on a lone surrogate in the sweep's
+    name; both it and an ANSI escape are shown escaped."""
+    (tmp_path / "w.yaml").write_text('name: "s\\udc80\\e[31mw"\nbase: default\n'
+                                     "duration: 0.001\ngrid: {nic.queues: [1, 2]}\n")
+    p = rxlab("sweep", tmp_path / "w.yaml", "--out", tmp_path / "sw", "-j", "1", "-q")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert _raw_controls(p.stdout) == []
+    p = rxlab("report", tmp_path / "sw", "-o", tmp_path / "r.html")
+    assert p.returncode == 0, p.stderr[-2000:]
+    page = (tmp_path / "r.html").read_text()
+    assert "s\\udc80\\x1b[31mw" in page and "\x1b" not in page

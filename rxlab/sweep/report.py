@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rxlab.errors import UsageError
 from rxlab.report.fit import fmt_metric
+from rxlab.report.printable import printable
 from rxlab.sweep import store
 from rxlab.sweep.metrics import METRICS
 from rxlab.sweep.plots import fmt, make_plots, varying
@@ -55,7 +56,9 @@ def load(out: Path) -> tuple[dict, list[dict]]:
 
 
 def _e(x) -> str:
-    return html.escape(str(x))
+    # a sweep or parameter name may hold control characters or a lone surrogate, which
+    # no UTF-8 file can hold: shown escaped (rxlab.report.printable)
+    return html.escape(printable(str(x)))
 
 
 def _table(head: list[str], body: list[list[str]], pcols: int, cls: str, tid: str) -> str:

@@ -540,6 +540,8 @@ class _Bar:
 
 def _progress(console, show: bool, sweep: Sweep, total: int, completed: int,
               scheduler: str | None, jobs: int | None) -> _Bar:
+    from rxlab.report.printable import for_rich  # the name is the user's: no raw ESC
+
     where = f"dask {scheduler}" if scheduler else f"{jobs or os.cpu_count() or 1} processes"
-    return _Bar(console, show, total, completed, f"{sweep.name} ({where})")
+    return _Bar(console, show, total, completed, f"{for_rich(sweep.name)} ({where})")
 

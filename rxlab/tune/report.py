@@ -70,7 +70,9 @@ def render(r: dict, console: Console | None = None) -> None:
     from rxlab.report.tables import make_console
 
     con = console or make_console()
-    con.print(f"[bold]rxlab tune {r['scenario']}[/bold]: objective {r['objective']} "
+    from rxlab.report.printable import for_rich  # the scenario's name: the user's text
+
+    con.print(f"[bold]rxlab tune {for_rich(r['scenario'])}[/bold]: objective {r['objective']} "
               f"({NAMES[r['metric']]}), {r['flows']:,} {r['flows_source']} flows, {r['queues']} "
               f"queues, {r['cpus']} CPUs, kernel {r['kernel']}, {r['duration_s']} s per run; "
               f"runs: {', '.join(r['runs'])}")
