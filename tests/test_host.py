@@ -502,8 +502,9 @@ def test_apply_dry_run_then_yes_then_rollback(lab, sysctl_lock, capsys, tmp_path
         assert f"ip netns exec {lab.ns_rx} ethtool -L {lab.dev_rx} rx 2    # now rx 4" in out
         assert f"echo 3 > /sys/class/net/{lab.dev_rx}/queues/rx-1/rps_cpus" in out
         assert f"echo 100 > /sys/class/net/{lab.dev_rx}/queues/rx-0/rps_flow_cnt" in out
+        flat = out.replace("\n      # ", "    # ")  # a comment past 80 columns: next line
         assert (f"sysctl -w net.core.rps_sock_flow_entries=1000    # now 0; machine-wide, "
-                f"not only netns {lab.ns_rx}\n") in out
+                f"not only netns {lab.ns_rx}\n") in flat
         # the sysctls, not the device's own values
         assert out.count("machine-wide") == 3 + len(flow_limit)
         assert "sysctl -w net.core.netdev_max_backlog=1234" in out

@@ -61,3 +61,56 @@ def test_units_by_magnitude():
     assert fmt_metric("cpus.0.util.idle", 0.3) == "30.0 %"
     assert fmt_metric("throughput.delivered_pps", 3e6) == "3 Mpps"
     assert fmt_metric("packets.dropped", 31840) == "31,840"
+
+
+def test_a_pipe_takes_columns_from_the_environment_else_80(monkeypatch):
+    from rxlab.report.tables import console_width, make_console
+
+    monkeypatch.setattr("sys.stdout", io.StringIO())  # not a terminal
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert console_width() == 80 and make_console().width == 80
+    monkeypatch.setenv("COLUMNS", "100")
+    assert make_console().width == 100
+    monkeypatch.setenv("COLUMNS", "7")
+    assert console_width() == 40  # no table holds a key and a value in fewer
+    monkeypatch.setenv("COLUMNS", "wide")
+    assert console_width() == 80
+
+
+def test_a_pipe_gets_ascii_tables_whose_bytes_are_their_columns(monkeypatch):
+    from rxlab.report.tables import make_console, plus_minus
+
+    buf = io.StringIO()
+    monkeypatch.setattr("sys.stdout", buf)
+    monkeypatch.setenv("COLUMNS", "60")
+    con = make_console(file=buf)
+    print_fitted(con, "t", ["key", "value"], [["a", "1,234"]])
+    assert buf.getvalue().isascii() and plus_minus(con) == "+-"
+    assert max(len(line) for line in buf.getvalue().splitlines()) <= 60
+
+
+def test_print_wrapped_indents_its_later_lines_and_keeps_long_words():
+    from rxlab.report.fit import print_wrapped
+
+    buf = io.StringIO()
+    con = Console(file=buf, width=40, color_system=None)
+    path = "drivers/net/ethernet/mellanox/mlx5/core/en_arfs.c"
+    print_wrapped(con, f"one two three four five six seven eight {path} nine", "  add   ")
+    lines = buf.getvalue().splitlines()
+    assert lines[0].startswith("  add   one") and all(x.startswith(" " * 8) for x in lines[1:])
+    assert any(path in x for x in lines)  # a path longer than the line stays whole
+    assert all(len(x) <= 40 for x in lines if path not in x)
+
+
+def test_explain_arfs_cuts_no_cell_at_80_columns():
+    import os
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "rxlab.cli.main", "explain", "arfs", "--flows",
+                        "16384", "--rps-flow-cnt", "512", "--queues", "144"],
+                       capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"})
+    assert p.returncode == 0, p.stderr
+    assert "…" not in p.stdout and "hash_32(hash, log)" in p.stdout
+    assert "rps_flow_cnt" in p.stdout
+    assert max(len(line.encode()) for line in p.stdout.splitlines()) <= 80

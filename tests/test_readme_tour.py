@@ -1,4 +1,5 @@
-"""Every command of the README's tour runs, as a user would type it, with short durations.
+"""Every command of the README's tour runs, as a user would type it, with short durations,
+and its output fits 80 columns (COLUMNS=80, in a pipe).
 
 The tour is read from README.md itself, so a command added there is tested here. Each
 line is split at ';' and '&&' and run in order in one scratch folder (the tour's later
@@ -14,6 +15,7 @@ kernel, and tests/test_kcheck_kernel.py and tests/test_calibrate_kernel.py run t
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import struct
@@ -76,6 +78,17 @@ def shortened(argv: list[str], tmp: Path) -> list[str]:
     return [sys.executable, "-m", "rxlab.cli.main", *args]
 
 
+WIDTH = 80  # COLUMNS=80 rxlab ... | awk 'length > 80' prints nothing
+
+
+def assert_fits(cmd: str, out: str) -> None:
+    """Every line within COLUMNS, counted in bytes as awk counts them (a pipe's tables
+    are drawn in ASCII). --json is data, and --softnet is /proc/net/softnet_stat as the
+    kernel prints it (134 columns for 15 fields): neither is wrapped."""
+    long = [line for line in out.splitlines() if len(line.encode()) > WIDTH]
+    assert not long, f"{cmd}: {len(long)} line(s) over {WIDTH} columns:\n" + "\n".join(long[:5])
+
+
 def test_every_tour_command_runs(tmp_path):
     _pcap(tmp_path / "capture.pcap")
     cmds = tour_commands()
@@ -85,10 +98,13 @@ def test_every_tour_command_runs(tmp_path):
         if len(argv) > 1 and argv[1] in COVERED_ELSEWHERE:
             continue
         full = shortened(argv, tmp_path)
-        p = subprocess.run(full, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        p = subprocess.run(full, cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                           env={**os.environ, "COLUMNS": str(WIDTH)})
         assert p.returncode == 0, f"{shlex.join(argv)} -> exit {p.returncode}\n{p.stderr[-2000:]}"
         if "--json" in full:
             json.loads(p.stdout)
+        elif "--softnet" not in full:
+            assert_fits(shlex.join(argv), p.stdout)
         ran.append(shlex.join(argv))
     assert (tmp_path / "r.html").is_file() and (tmp_path / "host.yaml").is_file()
     print(f"\nREADME tour: {len(ran)} commands ran, kernel-check covered elsewhere")

@@ -135,64 +135,65 @@ def _m(x: float | None) -> str:
     return "n/a" if x is None else f"{x / 1e6:,.2f} M"
 
 
-def format_text(r: dict) -> list:
-    """Rich renderables for the terminal."""
-    from rich.table import Table
+def print_text(r: dict, console) -> None:
+    """The figures as a table that fits the console (no name or value cut), then the
+    checks and notes."""
+    from rxlab.report.fit import print_fitted, print_wrapped
+    from rxlab.report.tables import plus_minus
 
     m = r["machine"]
-    t = Table(title=f"rxlab bench{' --quick' if r['quick'] else ''}: {m['cpu_model']}, "
-                    f"{m['cpus']} CPUs, numpy {m['numpy']}, numba {m['numba']}, "
-                    f"simpy {m['simpy']}")
-    t.add_column("figure", style="bold")
-    t.add_column("value", justify="right")
-    t.add_column("target", justify="right")
-    t.add_column("detail")
+    pm = plus_minus(console)
+    rows: list[tuple] = []
     fl = r["engine_flow_limit"]
-    t.add_row("engine_pps (flow-limit)", f"{_m(r['engine_pps'])}pps",
-              f">= {_m(TARGETS['engine_pps'])}",
-              f"{fl['packets']:,} packets, best of {len(fl['walls_s'])}: {fl['best_wall_s']} s")
+    rows.append(("engine_pps (flow-limit)", f"{_m(r['engine_pps'])}pps",
+                 f">= {_m(TARGETS['engine_pps'])}",
+                 f"{fl['packets']:,} packets, best of {len(fl['walls_s'])}: {fl['best_wall_s']} s"))
     if r["engine_pps_arfs"] is not None:
         ar = r["engine_arfs_flow_match"]
-        t.add_row("engine_pps (arfs-flow-match)", f"{_m(r['engine_pps_arfs'])}pps",
-                  f">= {_m(TARGETS['engine_pps_arfs'])}",
-                  f"{ar['case']}: {ar['packets']:,} packets, {ar['best_wall_s']} s")
+        rows.append(("engine_pps (arfs-flow-match)", f"{_m(r['engine_pps_arfs'])}pps",
+                     f">= {_m(TARGETS['engine_pps_arfs'])}",
+                     f"{ar['case']}: {ar['packets']:,} packets, {ar['best_wall_s']} s"))
     else:
-        t.add_row("engine_pps (arfs-flow-match)", "n/a", f">= {_m(TARGETS['engine_pps_arfs'])}",
-                  "; ".join(r["notes"]))
+        rows.append(("engine_pps (arfs-flow-match)", "n/a", f">= {_m(TARGETS['engine_pps_arfs'])}",
+                     "; ".join(r["notes"])))
     ref = r["reference"]
-    t.add_row("rxlab pps (reference)", f"{_m(r['rxlab_pps_reference'])}pps", "",
-              f"{ref['rxlab']['packets']:,} packets")
-    t.add_row("simpy_pps (reference)", f"{r['simpy_pps'] / 1e3:,.1f} k pps", "",
-              f"{ref['simpy']['packets']:,} packets in {ref['simpy']['wall_s']} s")
-    t.add_row("ratio_vs_simpy", f"{r['ratio_vs_simpy']:,.1f} x", "",
-              "whole simulate() vs env.run()")
-    t.add_row("ratio_vs_simpy_loop", f"{r['ratio_vs_simpy_loop']:,.1f} x",
-              f">= {TARGETS['ratio_vs_simpy_loop']:g} x",
-              f"loop alone, prepared inputs: {_m(r['rxlab_loop_pps_reference'])}pps")
+    rows.append(("rxlab pps (reference)", f"{_m(r['rxlab_pps_reference'])}pps", "",
+                 f"{ref['rxlab']['packets']:,} packets"))
+    rows.append(("simpy_pps (reference)", f"{r['simpy_pps'] / 1e3:,.1f} k pps", "",
+                 f"{ref['simpy']['packets']:,} packets in {ref['simpy']['wall_s']} s"))
+    rows.append(("ratio_vs_simpy", f"{r['ratio_vs_simpy']:,.1f} x", "",
+                 "whole simulate() vs env.run()"))
+    rows.append(("ratio_vs_simpy_loop", f"{r['ratio_vs_simpy_loop']:,.1f} x",
+                 f">= {TARGETS['ratio_vs_simpy_loop']:g} x",
+                 f"loop alone, prepared inputs: {_m(r['rxlab_loop_pps_reference'])}pps"))
     a = r["agreement"]
-    t.add_row("drops rxlab / simpy",
-              f"{a['drop_fraction']['rxlab']:.2%} / {a['drop_fraction']['simpy']:.2%}",
-              f"±{a['tolerance']['drop_fraction_abs']:.0%} pt or ±"
-              f"{a['tolerance']['drop_rel']:.0%}", "of offered packets")
-    t.add_row("mean latency rxlab / simpy",
-              f"{a['mean_latency_ns']['rxlab'] / 1e3:,.1f} / "
-              f"{a['mean_latency_ns']['simpy'] / 1e3:,.1f} us",
-              f"±{a['tolerance']['latency_rel']:.0%}", "NIC arrival to socket")
-    t.add_row("models agree", "yes" if a["agree"] else "NO", "yes", "")
+    rows.append(("drops rxlab / simpy",
+                 f"{a['drop_fraction']['rxlab']:.2%} / {a['drop_fraction']['simpy']:.2%}",
+                 f"{pm}{a['tolerance']['drop_fraction_abs']:.0%} pt or {pm}"
+                 f"{a['tolerance']['drop_rel']:.0%}", "of offered packets"))
+    rows.append(("mean latency rxlab / simpy",
+                 f"{a['mean_latency_ns']['rxlab'] / 1e3:,.1f} / "
+                 f"{a['mean_latency_ns']['simpy'] / 1e3:,.1f} us",
+                 f"{pm}{a['tolerance']['latency_rel']:.0%}", "NIC arrival to socket"))
+    rows.append(("models agree", "yes" if a["agree"] else "NO", "yes", ""))
     if r["toeplitz_hps"] is not None:
-        t.add_row("toeplitz_hps (rxlab softrss)", f"{_m(r['toeplitz_hps'])}/s", "",
-                  "12-byte IPv4 4-tuples")
-        t.add_row("c_toeplitz_hps", f"{_m(r['c_toeplitz_hps'])}/s", "",
-                  f"table-driven C, {r['toeplitz_c_compiler']}")
-        t.add_row("toeplitz_ratio_vs_c", f"{r['toeplitz_ratio_vs_c']:.2f} x", ">= 0.8 x",
-                  "equal hashes" if r["toeplitz_c_equal"] else "HASHES DIFFER")
+        rows.append(("toeplitz_hps (rxlab softrss)", f"{_m(r['toeplitz_hps'])}/s", "",
+                     "12-byte IPv4 4-tuples"))
+        rows.append(("c_toeplitz_hps", f"{_m(r['c_toeplitz_hps'])}/s", "",
+                     f"table-driven C, {r['toeplitz_c_compiler']}"))
+        rows.append(("toeplitz_ratio_vs_c", f"{r['toeplitz_ratio_vs_c']:.2f} x", ">= 0.8 x",
+                     "equal hashes" if r["toeplitz_c_equal"] else "HASHES DIFFER"))
     mem = r["memory"]
-    t.add_row("peak_rss_mb", f"{r['peak_rss_mb']:,.0f} MB", "< 2048 MB",
-              f"{mem['offered']:,} packets (after import: {mem['rss_after_import_mb']:,.0f} MB)")
-    out = [t]
+    rows.append(("peak_rss_mb", f"{r['peak_rss_mb']:,.0f} MB", "< 2048 MB",
+                 f"{mem['offered']:,} packets (after import: "
+                 f"{mem['rss_after_import_mb']:,.0f} MB)"))
+    print_fitted(console, f"rxlab bench{' --quick' if r['quick'] else ''}: "
+                 f"{m['cpu_model']}, {m['cpus']} CPUs, numpy {m['numpy']}, numba "
+                 f"{m['numba']}, simpy {m['simpy']}", ("figure", "value", "target", "detail"),
+                 rows, justify=["left", "right", "right", "left"])
     bad = [k for k, ok in r["checks"].items() if not ok]
-    out.append(f"checks: {len(r['checks']) - len(bad)}/{len(r['checks'])} met"
-               + (f"; not met: {', '.join(bad)}" if bad else "")
-               + f"  (bench took {r['bench_wall_s']} s; load avg {m['load_avg']})")
-    out.extend(r["notes"])
-    return out
+    print_wrapped(console, f"checks: {len(r['checks']) - len(bad)}/{len(r['checks'])} met"
+                  + (f"; not met: {', '.join(bad)}" if bad else "")
+                  + f"  (bench took {r['bench_wall_s']} s; load avg {m['load_avg']})")
+    for note in r["notes"]:
+        print_wrapped(console, note)

@@ -25,7 +25,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args) -> int:
     import importlib.util
 
-    from rxlab.bench.runner import format_text, run_bench
+    from rxlab.bench.runner import print_text, run_bench
     from rxlab.errors import UsageError
 
     if importlib.util.find_spec("simpy") is None:
@@ -38,13 +38,12 @@ def run(args) -> int:
 
         print(dumps(res, indent=1, sort_keys=True))
         return 0
-    from rich.console import Console
+    from rxlab.report.tables import make_console
 
-    console = Console()
+    console = make_console()
     with console.status("benchmarking") as status:
         res = run_bench(args.quick, log=lambda msg: status.update(f"benchmarking: {msg}"),
                         skip_arfs=args.skip_arfs)
-    for item in format_text(res):
-        console.print(item)
+    print_text(res, console)
     sys.stdout.flush()
     return 0

@@ -115,24 +115,22 @@ def run(args) -> int:
         print(dumps({"topic": "arfs", "flows": args.flows, "queues": args.queues,
                      "kernel": args.kernel, "tables": data, "drivers": as_json()}, indent=1))
         return 0
-    from rich.table import Table
-
+    from rxlab.report.fit import print_fitted, print_wrapped
     from rxlab.report.tables import make_console
 
-    t = Table(title=f"aRFS filter collisions (ice before the 2025 fix): {args.flows:,} flows, "
-                    f"{args.queues} queues, kernel {args.kernel}")
-    for col in ("rps_flow_cnt", "flow_id rule", "colliding pairs", "flows sharing a filter",
-                "share", "memory (tables)"):
-        t.add_column(col, justify="right")
-    for r in data:
-        t.add_row(f"{r['rps_flow_cnt']:,}", r["flow_id_rule"], f"{r['colliding_pairs']:,.1f}",
-                  f"{r['flows_sharing_a_filter']:,.1f}", f"{100 * r['share_of_flows']:.2f}%",
-                  f"{r['memory_bytes'] / 2**20:,.1f} MiB")
     console = make_console()
-    console.print(t)
-    print("Model: two flows share an ice filter when they agree on hash & 1023 (bucket) and "
-          "on flow_id; memory: rps_dev_flow entries per queue plus a socket table of "
-          "queues x rps_flow_cnt entries (scaling.rst's rule).")
+    # print_fitted: a value is never cut ("hash_32(ha…"); columns that do not fit move on
+    print_fitted(console, f"aRFS filter collisions (ice before the 2025 fix): "
+                 f"{args.flows:,} flows, {args.queues} queues, kernel {args.kernel}",
+                 ("rps_flow_cnt", "flow_id rule", "colliding pairs", "flows sharing a filter",
+                  "share", "memory (tables)"),
+                 [(f"{r['rps_flow_cnt']:,}", r["flow_id_rule"], f"{r['colliding_pairs']:,.1f}",
+                   f"{r['flows_sharing_a_filter']:,.1f}", f"{100 * r['share_of_flows']:.2f}%",
+                   f"{r['memory_bytes'] / 2**20:,.1f} MiB") for r in data],
+                 justify=["right", "left", "right", "right", "right", "right"])
+    print_wrapped(console, "Model: two flows share an ice filter when they agree on hash & "
+                  "1023 (bucket) and on flow_id; memory: rps_dev_flow entries per queue plus "
+                  "a socket table of queues x rps_flow_cnt entries (scaling.rst's rule).")
     from rxlab.report.arfs_drivers import print_drivers
 
     console.print("\nThe drivers' filter paths (ndo_rx_flow_steer, then the deferred "

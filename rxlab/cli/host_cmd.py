@@ -188,6 +188,23 @@ def run(args) -> int:
     raise UsageError("host: give an action: show, export, apply or rollback")
 
 
+def _wrapped(line: str, rest: str) -> str:
+    """``line`` within the width (COLUMNS, the terminal's, 80 in a pipe), continued under
+    ``rest``. A command is never broken: its comment moves to the next line instead."""
+    import textwrap
+
+    from rxlab.report.tables import text_width
+
+    width = text_width()
+    if len(line) <= width:
+        return line
+    if "    # " in line and rest.endswith("# "):
+        cmd, comment = line.split("    # ", 1)
+        return cmd + "\n" + _wrapped(rest + comment, rest)
+    return "\n".join(textwrap.wrap(line, width, subsequent_indent=rest,
+                                    break_long_words=False, break_on_hyphens=False))
+
+
 def _warn(line: str | None) -> None:
     if line:
         print(f"rxlab: warning: {line}", file=sys.stderr)
@@ -208,7 +225,7 @@ def _apply(args) -> int:
     steps, notes, _ = plan(sc, args.dev, args.netns)
     where = f" in netns {args.netns}" if args.netns else ""
     for n in notes:
-        print(f"note: {n}")
+        print(_wrapped(f"note: {n}", "      "))
     if not steps:
         print(f"{args.dev}{where} already matches {args.scenario}: nothing to change")
         return 0
@@ -216,7 +233,8 @@ def _apply(args) -> int:
     for s in steps:
         wide = (f"; machine-wide, not only netns {args.netns}"
                 if args.netns and s.machine_wide else "")
-        print(f"  {s.command(args.dev, args.netns)}    # now {s.shown(s.old)}{wide}")
+        print(_wrapped(f"  {s.command(args.dev, args.netns)}    # now {s.shown(s.old)}{wide}",
+                       "      # "))
     if not args.yes:
         print("dry run: nothing changed; add --yes to apply (previous values are saved to a "
               "rollback file first)")

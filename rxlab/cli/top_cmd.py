@@ -70,10 +70,11 @@ def run(args) -> int:
             print(json.dumps(top.rates(prev, cur)), flush=True)
             prev, n = cur, n + 1
         return 0
-    from rich.console import Console
     from rich.live import Live
 
-    console = Console()
+    from rxlab.report.tables import make_console
+
+    console = make_console()
     n = 0
     with Live(top.render(top.rates(prev, prev), title), console=console,
               auto_refresh=False, transient=False) as live:

@@ -98,14 +98,16 @@ DRIVERS = [
 
 
 def print_drivers(console) -> None:
+    from rxlab.report.fit import print_wrapped
+
     for d in DRIVERS:
         console.print(f"[bold]{d['driver']}[/bold] (nic.arfs.model: {', '.join(d['models'])})",
                       highlight=False)
-        console.print(f"  table: {d['table']}", highlight=False)
-        console.print(f"  lock:  {d['lock']}", highlight=False)
+        print_wrapped(console, d["table"], "  table: ")
+        print_wrapped(console, d["lock"], "  lock:  ")
         for name, where, kernel, model in d["steps"]:
-            console.print(f"  {name:8s}{kernel}", highlight=False)
-            console.print(f"          [dim]{where}; rxlab: {model}[/dim]", highlight=False)
+            print_wrapped(console, kernel, f"  {name:8s}")
+            print_wrapped(console, f"{where}; rxlab: {model}", " " * 10, style="dim")
 
 
 def as_json() -> list[dict]:

@@ -98,27 +98,49 @@ def _print_records(console: Console, title: str, headers: Sequence[str],
             console.print(f"  {h}: {v}", highlight=False, soft_wrap=True)
 
 
+def print_wrapped(console: Console, text: str, first: str = "", rest: str | None = None,
+                  style: str | None = None) -> None:
+    """A paragraph within ``console.width``, its later lines indented by ``rest`` (rich
+    alone wraps at the edge with no indent, so a step's text runs into the next step's
+    name). A word longer than the line (a path) is kept whole."""
+    import textwrap
+
+    rest = " " * len(first) if rest is None else rest
+    lines = textwrap.wrap(" ".join(text.split()), console.width, initial_indent=first,
+                          subsequent_indent=rest, break_long_words=False,
+                          break_on_hyphens=False) or [first]
+    for line in lines:
+        console.print(line, style=style, highlight=False, markup=False, soft_wrap=True)
+
+
 # ---------------------------------------------------------------- units ------------
 def fmt_time_ns(ns: float | None) -> str:
     """850 ns, 12.3 us, 4.56 ms, 1.23 s."""
     if ns is None or (isinstance(ns, float) and math.isnan(ns)):
         return "–"
-    a = abs(ns)
-    for div, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "us")):
-        if a >= div:
-            return f"{ns / div:.3g} {unit}"
-    return f"{ns:.0f} ns"
+    return _scaled(ns, ((1e9, "s"), (1e6, "ms"), (1e3, "us"), (1, "ns")))
 
 
 def fmt_rate(pps: float | None) -> str:
     """950 pps, 12.3 Kpps, 1.64 Mpps."""
     if pps is None or (isinstance(pps, float) and math.isnan(pps)):
         return "–"
-    a = abs(pps)
-    for div, unit in ((1e9, "Gpps"), (1e6, "Mpps"), (1e3, "Kpps")):
-        if a >= div:
-            return f"{pps / div:.3g} {unit}"
-    return f"{pps:.0f} pps"
+    return _scaled(pps, ((1e9, "Gpps"), (1e6, "Mpps"), (1e3, "Kpps"), (1, "pps")))
+
+
+def _scaled(v: float, units: tuple) -> str:
+    """``v`` in the largest unit it reaches, to 3 digits; one that rounds up to 1000 of
+    a unit is 1 of the next (999,999.9 pps is "1 Mpps", not "1e+03 Kpps")."""
+    a = abs(v)
+    for i, (div, unit) in enumerate(units):
+        if a >= div or div == 1:
+            text = f"{v / div:.3g}" if div != 1 else f"{v:.0f}"
+            if i and abs(float(text)) >= 1000:
+                return f"{v / units[i - 1][0]:.3g} {units[i - 1][1]}"
+            if abs(float(text)) >= 1000:  # the largest unit: whole, not "1e+03 s"
+                text = f"{v / div:,.0f}"
+            return f"{text} {unit}"
+    return f"{v:.0f} {units[-1][1]}"
 
 
 def fmt_count(n: float | None) -> str:

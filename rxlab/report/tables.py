@@ -100,11 +100,48 @@ def print_xdp(d: dict, console: Console) -> None:
                                   "bulk avg", "kthread processed", "wakeups"), rows)
 
 
-def make_console() -> Console:
-    """A terminal keeps its width; a pipe or file gets 140 columns, not rich's 80."""
+MIN_WIDTH = 40  # narrower, no table holds a key column and a value beside it
+
+
+def console_width() -> int | None:
+    """``COLUMNS`` when set, in a pipe too (``COLUMNS=80 rxlab run | less``); else 80 in
+    a pipe or file, and None on a terminal: rich reads its width."""
+    import os
     import sys
 
-    return Console() if sys.stdout.isatty() else Console(width=140)
+    cols = os.environ.get("COLUMNS", "").strip()
+    if cols.isdigit() and int(cols) > 0:
+        return max(MIN_WIDTH, int(cols))
+    return None if sys.stdout.isatty() else 80
+
+
+def text_width() -> int:
+    """The width plain ``print`` text is wrapped to: ``console_width``, or the terminal's."""
+    import shutil
+
+    return console_width() or shutil.get_terminal_size().columns
+
+
+def plus_minus(console: Console) -> str:
+    """'±' where the console draws Unicode, '+-' in a pipe (one byte, one column)."""
+    return "±" if console.encoding.startswith("utf") else "+-"
+
+
+class _PlainConsole(Console):
+    """A pipe's or file's console: tables drawn in ASCII, so that a line's bytes are its
+    columns (``awk 'length > 80'``, ``cut -c``, a mail) as they are on the screen."""
+
+    @property
+    def encoding(self) -> str:
+        return "ascii"  # rich's ascii_only: ASCII boxes and bars
+
+
+def make_console(**kwargs) -> Console:
+    """The console every table is printed on: see ``console_width``."""
+    import sys
+
+    cls = Console if sys.stdout.isatty() else _PlainConsole
+    return cls(width=console_width(), **kwargs)
 
 
 def print_result(d: dict, console: Console | None = None) -> None:
