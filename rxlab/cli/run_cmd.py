@@ -177,8 +177,10 @@ def _simulate_with_progress(simulate, sc, quiet: bool):
 
     expected = sum(g.rate.pps * (min(g.stop or sc.duration, sc.duration) - g.start)
                    for g in sc.traffic.groups) if sc.traffic.pcap is None else 0
-    if quiet or expected < PROGRESS_MIN_PACKETS or not sys.stderr.isatty():
+    if expected < PROGRESS_MIN_PACKETS:
         return simulate(sc)
+    if quiet or not sys.stderr.isatty():  # --json, or stderr to a pipe or file: no bar
+        return simulate(sc, progress=EstimateLine(expected))
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     with Progress(TextColumn("[bold]simulating"), BarColumn(),
@@ -186,6 +188,53 @@ def _simulate_with_progress(simulate, sc, quiet: bool):
                   TimeRemainingColumn(), transient=True) as bar:
         task = bar.add_task("run", total=expected)
         return simulate(sc, progress=lambda n, t: bar.update(task, completed=n))
+
+
+class EstimateLine:
+    """A progress callback for a run with no bar: once the loop's speed on this machine
+    has been measured over ``MEASURE_S`` of simulating, a run whose remaining time
+    exceeds ``LONG_S`` says so in one line on stderr: a pipe or --json is not silent
+    for hours."""
+
+    MEASURE_S = 0.25  # a chunk or two (1 << 18 packets each): the line comes in seconds
+    LONG_S = 10.0
+
+    def __init__(self, expected: float, out=None):
+        import time
+
+        self.expected, self.out, self.clock = expected, out, time.monotonic
+        self.start: tuple[float, int] | None = None  # the first chunk's end: its time
+        # holds numba's loading of the compiled loop, not the loop's speed
+        self.said = False
+
+    def __call__(self, done: int, _sim_s: float) -> None:
+        if self.said:
+            return
+        now = self.clock()
+        if self.start is None:
+            self.start = (now, done)
+            return
+        t0, n0 = self.start
+        if now - t0 < self.MEASURE_S or done <= n0:
+            return
+        self.said = True
+        rate = (done - n0) / (now - t0)
+        left = (self.expected - done) / rate
+        if left > self.LONG_S:
+            from rxlab.report.fit import fmt_rate
+
+            print(f"rxlab: simulating {self.expected:,.0f} packets: about {_duration(left)} "
+                  f"more at {fmt_rate(rate)} (this machine's speed so far)",
+                  file=self.out or sys.stderr, flush=True)
+
+
+def _duration(s: float) -> str:
+    """12 s, 4 min 10 s, 2 h 05 min."""
+    if s < 60:
+        return f"{s:.0f} s"
+    if s < 3600:
+        return f"{int(s // 60)} min {int(s % 60):02d} s"
+    return f"{int(s // 3600)} h {int(s % 3600 // 60):02d} min"
 
 
 def dump_json(obj) -> str:
