@@ -235,6 +235,7 @@ def test_a_read_only_file_system_is_one_line_exit_1(tmp_path):
 
 @pytest.mark.parametrize("target,needle", [("loop/x", "Too many levels of symbolic links"),
                                            ("n" * 300, "longer than 255 bytes"),
+                                           ("/".join(["d" * 250] * 20), "longer than 4095"),
                                            ("/proc/x", "under /proc"),
                                            ("/sys/x", "under /sys")])
 def test_the_file_systems_refusals_of_the_users_path_are_exit_2(tmp_path, target, needle):
