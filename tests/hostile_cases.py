@@ -545,6 +545,7 @@ _set("indir-empty", "an empty indirection table []", ["nic.rss.indirection=[]"],
 SIGNALS = "tests/test_host_signals.py"
 LOCK = "tests/test_sweep_lock.py"
 OUTFILES = "tests/test_output_files.py"
+ARTIFACTS = "tests/test_artifacts_hostile.py"
 DELEGATED = [
     Delegated("apply-sigint-sigterm", "host apply --yes interrupted by SIGINT or SIGTERM at "
               "every step of a 13-step plan in a network namespace: the host is as before, "
@@ -597,6 +598,65 @@ DELEGATED = [
               "figure under the configuration that produced it",
               f"{OUTFILES}::test_compare_names_are_unique_and_each_figure_is_its_own",
               "output files"),
+    Delegated("saved-result-damaged", "explain on a saved result.json without latency_ns or "
+              "a CPU's util, a string for an object, config/apps null, queues an int, an "
+              "empty CPU, a CPU out of range, a share of 9.98, NaN, 100,000 nested arrays, a "
+              "FIFO, /dev/zero: one line naming the file and field, exit 2",
+              f"{ARTIFACTS}::test_explain_on_a_damaged_result_is_one_line", "saved artifacts"),
+    Delegated("saved-scenario-replay", "a saved scenario.yaml changed to 3600 s, to another "
+              "duration, to 100x the packets: the replay is not run (or stopped at the "
+              "result's packets) and the note says why",
+              f"{ARTIFACTS}::test_a_tampered_scenario_is_not_replayed_past_the_result",
+              "saved artifacts"),
+    Delegated("sweep-folder-damaged", "report on results.parquet cut, zeroed, garbage, empty, "
+              "a FIFO, a metric as text; a run file with bad metrics/params/point, nested "
+              "100,000 deep, a FIFO; sweep.json nested 100,000 deep or with bad lists: one "
+              "line naming the file, exit 2, no page written",
+              f"{ARTIFACTS}::test_report_on_a_damaged_sweep_folder_is_one_line",
+              "saved artifacts"),
+    Delegated("cache-damaged", "a numba cache file (data or index) truncated, zeroed, emptied "
+              "or garbage: removed and compiled again, the run succeeds",
+              f"{ARTIFACTS}::test_a_damaged_cache_entry_is_removed_and_compiled_again",
+              "compile cache"),
+    Delegated("cache-damaged-loop", "the event loop's cached index and shaping code truncated: "
+              "rxlab run says it compiles them again and gives the clean result",
+              f"{ARTIFACTS}::test_a_truncated_loop_cache_file_recompiles_and_the_run_succeeds",
+              "compile cache"),
+    Delegated("cache-unwritable", "a cache folder that cannot be written: compiled in memory, "
+              "no numba file written into rxlab/** or anywhere",
+              f"{ARTIFACTS}::test_an_unwritable_cache_folder_compiles_in_memory_and_writes_"
+              "nothing_in_the_tree", "compile cache"),
+    Delegated("cache-prune-user-file", "cache --prune --yes beside a key folder holding the "
+              "user's notes.txt or a symlink: that folder kept and named",
+              f"{ARTIFACTS}::test_cache_prune_keeps_a_folder_holding_a_users_file",
+              "compile cache"),
+    Delegated("cpu-time-short-capture", "a one-packet capture and a 2 us burst (irq 300.0, "
+              "system 433.0 before): per CPU, shares in [0, 1] summing to 1",
+              f"{ARTIFACTS}::test_short_captures_give_shares_that_sum_to_one", "CPU time"),
+    Delegated("cpu-time-max-costs", "user_ns, stage costs and cost jitter at their maxima "
+              "without drain (user 200.0 before): shares in [0, 1] summing to 1",
+              f"{ARTIFACTS}::test_maximal_costs_give_shares_that_sum_to_one", "CPU time"),
+    Delegated("cpu-time-checked", "every run checks CPU time as it checks packets: a CPU "
+              "over full is an internal error (exit 3) with the figures",
+              f"{ARTIFACTS}::test_a_cpu_over_full_is_an_internal_error_with_the_figures",
+              "CPU time"),
+    Delegated("sweep-sigint-100000", "SIGINT to a sweep of 100,000 runs: exit 130 within 5 s, "
+              "one line, no process left",
+              f"{ARTIFACTS}::test_sigint_ends_a_sweep_of_100000_runs_within_5_s", "signals"),
+    Delegated("name-escaped", "a scenario named with an ANSI escape and a bell, a C1 CSI, a "
+              "newline, a lone surrogate, rich markup '[/]': run and explain show it "
+              "escaped, --json keeps it",
+              f"{ARTIFACTS}::test_a_hostile_scenario_name_is_escaped_on_the_terminal",
+              "terminal"),
+    Delegated("error-escaped", "an error naming a path with an ESC and a newline: one line, "
+              "escaped", f"{ARTIFACTS}::test_an_error_line_escapes_control_characters",
+              "terminal"),
+    Delegated("locale-ascii", "PYTHONIOENCODING=ascii: run, a non-ASCII name, explain, list: "
+              "exit 0, ASCII output", f"{ARTIFACTS}::test_an_ascii_locale_works", "terminal"),
+    Delegated("sweep-name-surrogate", "a sweep named with a lone surrogate and an ESC: the "
+              "progress bar and the HTML report show it escaped",
+              f"{ARTIFACTS}::test_a_sweep_named_with_a_surrogate_and_an_escape_reports",
+              "terminal"),
 ]
 
 
