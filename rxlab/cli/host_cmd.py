@@ -74,7 +74,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def _fmt_queues(items: list[dict], key: str) -> str:
-    vals = [str(q.get(key)) for q in items]
+    # None: the file could not be read (xps_cpus on a device without XPS), not a value
+    vals = [str(q.get(key)) if q.get(key) is not None else "unreadable" for q in items]
     if vals and all(v == vals[0] for v in vals):
         return f"{vals[0]} (all {len(vals)})"
     return " ".join(f"{q['queue']}:{q.get(key)}" for q in items)

@@ -33,6 +33,8 @@ def fmt_value(kind: str, v: float | None, *, signed: bool = False) -> str:
         s = fmt_rate(v)
     elif kind == "fraction":
         s = f"{100 * v:.2f} %" if abs(v) < 0.01 else f"{100 * v:.1f} %"
+        if v and abs(100 * v) < 0.005:  # not "+0.00 %" beside a mark that says it is not 0
+            s = f"{100 * v:.2g} %"
     else:
         s = fmt_count(v)
     return f"+{s}" if signed and v > 0 else s

@@ -30,6 +30,19 @@ def now(sub: Subject, key: str, i: int | None = None) -> str:
     return "" if v is None else f" (now {v})"
 
 
+def batched_reads(sub: Subject, sock: int) -> str:
+    """How a reader of socket ``sock`` takes more per wake-up: recvmmsg is UDP's (a TCP
+    socket is a byte stream: one larger read takes more), so the protocol decides."""
+    protos = set()
+    if sub.flows is not None:
+        protos = {int(p) for p in np.unique(sub.flows.table.proto[sub.flows.sock == sock])}
+    if protos == {6}:
+        return "larger TCP reads (recv buffer size)"
+    if 6 in protos:
+        return "recvmmsg batch (UDP) or larger reads (TCP)"
+    return "recvmmsg batch"
+
+
 def rps_masks(sub: Subject) -> list[str]:
     nq = len(sub.data["queues"])
     m = sub.data["config"].get("rps_cpus") or [""] * nq

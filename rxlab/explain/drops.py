@@ -13,6 +13,7 @@ backlog CPU (RPS/RFS), its socket (SO_REUSEPORT).
 from __future__ import annotations
 
 from rxlab.explain.common import (
+    batched_reads,
     cpu_roles,
     describe_cpu,
     flows_at,
@@ -336,7 +337,7 @@ def _socket(sub: Subject, dev: str, top: int) -> list[dict]:
                                    "fewer bytes per read release it (and run the backlog) "
                                    "sooner; the limit also grows with SO_RCVBUF"))
         else:
-            sets.append(setting(f"recvmmsg batch / apps[].batch{now(sub, 'batch', t)}",
+            sets.append(setting(f"{batched_reads(sub, t)} / apps[].batch{now(sub, 'batch', t)}",
                                 "more packets per wake-up, fewer wake-ups"))
         out.append({"reason": reason, "where": f"socket {t}", "packets": n,
                     "title": f"{reason} on socket {t} (thread on CPU {c}): {n:,}",
@@ -381,11 +382,26 @@ def squeeze(sub: Subject) -> list[dict]:
                             "longer softirq runs (latency for the CPU's threads, no more "
                             "capacity)")]
         else:
-            why = (f"0: every net_rx_action emptied its poll list before {lim}"
-                   + (f" although CPU {c} dropped {sn['dropped']:,} in its backlog: the "
-                      "backlog filled between runs (RPS producers outpace it in bursts), "
-                      "not because a run was cut short" if sn["dropped"] else ""))
+            # time_squeeze counts runs cut short; 0 says no more than that: a CPU busy
+            # in softirq back to back (ksoftirqd) ends every run and still drops
+            why = (f"0: no net_rx_action run stopped at {lim} with polls left"
+                   + _saturated(c, u)
+                   + (f"; CPU {c} dropped {sn['dropped']:,} in its backlog: the backlog "
+                      "filled between runs (RPS producers outpace it in bursts), not "
+                      "because a run was cut short" if sn["dropped"] else ""))
             sets = []
         out.append({"cpu": c, "time_squeeze": ts, "softirq": u["softirq"], "why": why,
                     "settings": sets})
     return out
+
+
+SATURATED = 0.9  # softirq share of a CPU above which its runs follow one another
+
+
+def _saturated(c: int, u: dict) -> str:
+    """What a time_squeeze of 0 means on a CPU that softirq keeps busy."""
+    if u["softirq"] < SATURATED:
+        return ""
+    return (f"; yet CPU {c} spends {pct(u['softirq'])} of its time in softirq "
+            f"({pct(u.get('ksoftirqd', 0.0))} in ksoftirqd): each run ends, the next "
+            "follows at once, so the CPU's speed, not the budget, limits it")

@@ -12,7 +12,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from rxlab.explain.common import cpu_roles, describe_cpu, flows_at, now, pct, setting
+from rxlab.explain.common import (
+    batched_reads,
+    cpu_roles,
+    describe_cpu,
+    flows_at,
+    now,
+    pct,
+    setting,
+)
 from rxlab.explain.inputs import Subject
 from rxlab.report.fit import fmt_time_ns
 
@@ -136,7 +144,7 @@ def _socket_wait(sub: Subject, ts: dict, ta: dict, top: int) -> dict:
         if _busy(roles["util"]) > 0.1:
             sets.append(setting(f"taskset -pc <cpus> <tid>  (apps[].cpus without CPU {c})",
                                 "softirq preempts the reader on its CPU"))
-        sets.append(setting(f"recvmmsg batch / apps[].batch{now(sub, 'batch', t)}",
+        sets.append(setting(f"{batched_reads(sub, t)} / apps[].batch{now(sub, 'batch', t)}",
                             "fewer wake-ups per packet (each costs a scheduler wake-up)"))
         sets.append(setting("apps[].cpus (more reader threads, one SO_REUSEPORT socket "
                             "each)", "fewer packets per socket"))

@@ -53,6 +53,21 @@ def summary_table(d: dict) -> Table:
     return t
 
 
+def nothing_delivered(pk: dict) -> str | None:
+    """A word under 'delivered 0': why, so that a flood that is meant to reach no socket
+    (the built-in cpumap scenario) does not read as a broken run."""
+    if pk["delivered"] or not pk["offered"] or pk.get("forwarded"):
+        return None
+    reasons = {r: n for r, n in pk["dropped_by_reason"].items() if n}
+    if not reasons:
+        return None
+    top = max(reasons, key=reasons.get)
+    if top == "no_socket":
+        return ("delivered 0: no socket is bound to these flows' port (no_socket), as in a "
+                "UdpNoPorts flood, which measures the path up to the socket lookup")
+    return f"delivered 0: every packet was dropped, most for {top}"
+
+
 def print_cpus(d: dict, console: Console) -> None:
     headers = ("cpu", "softirq %", "ksoftirqd %", "irq %", "system %", "user %", "idle %",
                "processed", "dropped", "time_squeeze", "received_rps", "flow_limit_count")
@@ -147,6 +162,11 @@ def make_console(**kwargs) -> Console:
 def print_result(d: dict, console: Console | None = None) -> None:
     console = console or make_console()
     console.print(summary_table(d))
+    note = nothing_delivered(d["packets"])
+    if note:
+        from rxlab.report.fit import print_wrapped
+
+        print_wrapped(console, note)
     print_cpus(d, console)
     print_queues(d, console)
     print_xdp(d, console)

@@ -1,0 +1,84 @@
+"""Words and units that are true (issue 34, item 7): a claim about polls says what
+happened, a read batching names the protocol's call, a count of 0 delivered says why,
+an unreadable file is not printed as a value, a mark of significance never sits beside
+a figure that reads 0, and a unit never shows 1000 of itself."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+
+from rxlab.compare.table import fmt_interval, fmt_value
+from rxlab.explain.common import batched_reads
+from rxlab.report.fit import fmt_rate, fmt_time_ns
+from rxlab.report.tables import nothing_delivered
+
+
+def _cli(*args: str) -> str:
+    p = subprocess.run([sys.executable, "-m", "rxlab.cli.main", *args], capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def test_a_cpu_saturated_in_softirq_is_not_said_to_empty_its_poll_lists():
+    d = json.loads(_cli("explain", "drops", "cpumap", "--duration", "0.005", "--json"))
+    text = json.dumps(d)
+    assert "emptied its poll list" not in text
+    cpu0 = next(r for r in d["softirq_budget"] if r["cpu"] == 0)
+    assert cpu0["time_squeeze"] == 0
+    assert "no net_rx_action run stopped" in cpu0["why"]
+    assert "in ksoftirqd" in cpu0["why"] and "not the budget" in cpu0["why"]
+
+
+def _subject(protos, socks):
+    table = SimpleNamespace(proto=np.array(protos, np.uint8))
+    return SimpleNamespace(flows=SimpleNamespace(table=table, sock=np.array(socks)))
+
+
+def test_recvmmsg_is_named_for_udp_only():
+    assert batched_reads(_subject([17, 17], [0, 0]), 0) == "recvmmsg batch"
+    assert "recvmmsg" not in batched_reads(_subject([6, 6, 17], [0, 0, 1]), 0)
+    assert "TCP" in batched_reads(_subject([6, 17], [0, 0]), 0)
+    assert batched_reads(SimpleNamespace(flows=None), 0) == "recvmmsg batch"
+
+
+def test_delivered_0_says_why():
+    pk = {"offered": 10, "delivered": 0, "forwarded": 0,
+          "dropped_by_reason": {"ring_full": 3, "no_socket": 7}}
+    assert "no socket is bound" in nothing_delivered(pk)
+    assert "most for ring_full" in nothing_delivered(
+        {**pk, "dropped_by_reason": {"ring_full": 9, "no_socket": 1}})
+    assert nothing_delivered({**pk, "delivered": 1}) is None
+    assert "delivered 0: no socket" in _cli("run", "cpumap", "--duration", "0.002")
+
+
+def test_host_show_prints_no_none():
+    from rxlab.cli.host_cmd import format_text
+
+    info = {"hostname": "h", "cpus": 2, "cpus_online": "0-1", "kernel": "6.1", "netns": None,
+            "sysctls": {}, "notes": [], "unmodelled": {},
+            "devices": {"eth0": {"driver": "x", "rx_queues": 1, "tx_queues": 1,
+                                 "operstate": "up", "irqs": [], "unmodelled": {},
+                                 "rx": [{"queue": 0, "rps_cpus": "0", "rps_flow_cnt": 0}],
+                                 "tx": [{"queue": 0, "xps_cpus": None}]}}}
+    text = format_text(info)
+    assert "None" not in text and "xps_cpus:     unreadable" in text
+    assert "None" not in _cli("host", "show")
+
+
+def test_significance_is_never_marked_beside_a_figure_that_reads_0():
+    s = fmt_interval("fraction", {"estimate": 3e-6, "ci95": 0.0, "significant": True},
+                     diff=True)
+    assert s.startswith("+0.0003 %") and s.endswith("*")
+    assert fmt_value("fraction", 0.0) == "0.00 %"
+    assert fmt_value("fraction", 0.002) == "0.20 %"
+
+
+def test_a_unit_never_shows_1000_of_itself():
+    assert fmt_rate(999_999.9) == "1 Mpps" and fmt_time_ns(999_999.9) == "1 ms"
+    assert fmt_rate(999.7) == "1 Kpps" and fmt_time_ns(3.6e12) == "3,600 s"
