@@ -149,15 +149,14 @@ def _to_stdout(data: str | bytes) -> None:
     sys.stdout.flush()
 
 
-def replace_file(path: Path, data: str | bytes, verify=None, mode: int | None = None) -> None:
+def replace_file(path: Path, data: str | bytes, verify=None) -> None:
     """The atomic write itself: readers see the old file or the whole new one, never a
     part. Raises OSError (callers say which flag it was)."""
     raw = data.encode() if isinstance(data, str) else data
-    if mode is None:
-        try:
-            mode = stat.S_IMODE(os.stat(path).st_mode)  # an existing file keeps its mode
-        except FileNotFoundError:
-            mode = FILE_MODE
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)  # an existing file keeps its mode
+    except FileNotFoundError:
+        mode = FILE_MODE
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:40]}{TMP_TAG}", suffix=".tmp",
                                dir=path.parent)
     try:
