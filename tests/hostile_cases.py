@@ -530,6 +530,9 @@ _add("hash-v6-table-0", "hash of IPv6 addresses with --table 0", ("hash", "2001:
      "2001:db8::2", "1", "2", "--table", "0", "--json"), "usage", G)
 _add("hash-v6-table-40", "hash of IPv6 addresses with --table 40", ("hash", "2001:db8::1",
      "2001:db8::2", "1", "2", "--table", "40", "--json"), "ok", G)
+_add("hash-v6-within-0", "hash --to-queue varying an IPv6 address over ::/0 (2^128 values)",
+     ("hash", "2001:db8::1", "2001:db8::2", "1", "2", "--table", "40", "--to-queue", "39",
+      "--vary", "dst", "--within", "::/0", "--json"), "ok", G)
 _add("hash-key-empty", "hash --key '' (empty)", ("hash", "10.0.0.1", "10.0.0.2", "1", "2",
      "--key", "", "--json"), "usage", G)
 _set("set-duration-true", "--set duration=true (a boolean as seconds)", ["duration=true"],

@@ -116,7 +116,8 @@ class Coset:
     x0: int
     basis: list[int]  # fully reduced, leading bit descending
 
-    def __len__(self) -> int:
+    @property
+    def size(self) -> int:  # not __len__: len() must fit in 64 bits, a /64 has 2^64 values
         return 1 << len(self.basis)
 
     def at(self, k: int) -> int:
@@ -127,8 +128,8 @@ class Coset:
         return x
 
     def first_at_least(self, lo: int) -> int:
-        """Smallest k with at(k) >= lo (len(self) if none)."""
-        a, b = 0, len(self)
+        """Smallest k with at(k) >= lo (self.size if none)."""
+        a, b = 0, self.size
         while a < b:
             mid = (a + b) // 2
             if self.at(mid) >= lo:
@@ -204,7 +205,7 @@ def find(flow: Flow, vary: str, table: np.ndarray, queue: int, *, lo: int, hi: i
         heap = []
         for i, c in enumerate(cs):
             k = c.first_at_least(lo)
-            if k < len(c):
+            if k < c.size:
                 heapq.heappush(heap, (c.at(k), i, k))
         xs = []
         while heap and len(xs) < count:
@@ -212,7 +213,7 @@ def find(flow: Flow, vary: str, table: np.ndarray, queue: int, *, lo: int, hi: i
             if x > hi:
                 break
             xs.append(x)
-            if k + 1 < len(cs[i]):
+            if k + 1 < cs[i].size:
                 heapq.heappush(heap, (cs[i].at(k + 1), i, k + 1))
         method = "GF(2) solve"
     else:
