@@ -524,6 +524,8 @@ _add("compare-seed-neg", "compare --seed -1", _VAR + ("--seed", "-1"), "usage", 
 _add("compare-jobs-zero", "compare --jobs 0", _VAR + ("--jobs", "0"), "usage", G)
 _add("explain-flows-1e300", "explain arfs --flows 10^300", ("explain", "arfs", "--flows",
      "1" + "0" * 300, "--json"), "usage", G)
+_add("explain-kernel-99", "explain arfs --kernel 99.99 (no such release)", ("explain", "arfs",
+     "--kernel", "99.99", "--json"), "usage", G)
 _add("explain-duration-1e6", "explain drops --duration 1e6", ("explain", "drops", "default",
      "--duration", "1e6", "--json"), "usage", G)
 _add("hash-v6-table-0", "hash of IPv6 addresses with --table 0", ("hash", "2001:db8::1",

@@ -69,12 +69,17 @@ def rows(flows: int, cnt: int, queues: int, kernel: str) -> list[dict]:
     from rxlab.kernel.hashfn import roundup_pow_of_two
     from rxlab.kernel.versions import parse_version
     from rxlab.nic.collisions import birthday, memory_bytes
+    from rxlab.scenario import _kernel_version as kernel_version
 
     if flows < 2 or cnt < 2 or queues < 1:
         raise UsageError("explain arfs: --flows and --rps-flow-cnt must be >= 2, --queues >= 1")
     if flows > MAX_FLOWS:  # the birthday estimate divides in floats: 1e300 overflows
         raise UsageError(f"explain arfs: --flows {flows:.3g} is above {MAX_FLOWS:,} (2^40, far "
                          "past any host's sockets); give fewer flows")
+    try:  # the releases host.kernel takes: 99.99 would be answered with 7.1's rules
+        kernel_version(kernel)
+    except ValueError as err:
+        raise UsageError(f"explain arfs: --kernel {err}") from None
     v = parse_version(kernel)
     # net/core/net-sysfs.c: store_rps_dev_flow_table_cnt()
     limit = 1 << 27 if v >= (7, 1) else 1 << 32
