@@ -543,6 +543,8 @@ _set("set-queues-true", "--set nic.queues=true (a boolean as a count)", ["nic.qu
      "usage", G)
 _set("set-flows-false", "--set traffic.groups.0.flows=false",
      ["traffic.groups.0.flows=false"], "usage", G)
+_set("rps-cpus-bool-key", "kernel.rps_cpus keyed by a boolean ({true: f})",
+     ["kernel.rps_cpus={true: f}"], "usage", G)
 _set("indir-empty", "an empty indirection table []", ["nic.rss.indirection=[]"], "usage", G)
 
 # ------------------------------------------------------------------ proven elsewhere
@@ -645,8 +647,8 @@ DELEGATED = [
               "over full is an internal error (exit 3) with the figures",
               f"{ARTIFACTS}::test_a_cpu_over_full_is_an_internal_error_with_the_figures",
               "CPU time"),
-    Delegated("sweep-sigint-100000", "SIGINT to a sweep of 100,000 runs: exit 130 within 5 s, "
-              "one line, no process left",
+    Delegated("sweep-sigint-100000", "SIGINT (SIGTERM) to a sweep of 100,000 runs: exit 130 "
+              "(143) within 5 s, one line, no process left",
               f"{ARTIFACTS}::test_sigint_ends_a_sweep_of_100000_runs_within_5_s", "signals"),
     Delegated("name-escaped", "a scenario named with an ANSI escape and a bell, a C1 CSI, a "
               "newline, a lone surrogate, rich markup '[/]': run and explain show it "
