@@ -153,6 +153,20 @@ def test_a_damaged_cache_entry_is_removed_and_compiled_again(tmp_path, kind, suf
     pickle.loads(data.read_bytes())
 
 
+def test_a_cache_entry_that_cannot_be_removed_or_saved_runs_from_memory(tmp_path):
+    """The index is a folder: it neither loads, nor goes, nor takes a save; the function
+    still compiles and runs (the code stays in memory), every time."""
+    cache = tmp_path / "cache"
+    assert _tiny(tmp_path, cache).returncode == 0
+    for index in cache.rglob("tiny.plus_one-*.nbi"):
+        index.unlink()
+        index.mkdir()
+    for _ in range(2):
+        p = _tiny(tmp_path, cache)
+        assert p.returncode == 0 and p.stdout.strip() == "42", p.stderr
+        assert "Traceback" not in p.stderr
+
+
 def _current_cache() -> Path:
     import rxlab  # noqa: F401  (configures NUMBA_CACHE_DIR: <base>/<source key>)
 
