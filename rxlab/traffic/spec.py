@@ -90,6 +90,16 @@ def _is_number(ann: Any) -> bool:
     return False
 
 
+def _int_keyed(ann: Any) -> bool:
+    """Does a field's type take a mapping keyed by numbers (a queue's, a CPU's)?"""
+    origin, args = get_origin(ann), get_args(ann)
+    if origin is dict:
+        return bool(args) and args[0] is int
+    if origin in (Union, types.UnionType):
+        return any(_int_keyed(a) for a in args)
+    return False
+
+
 def _holds_bool(v: Any) -> bool:
     if isinstance(v, bool):
         return True
@@ -126,6 +136,7 @@ class _Strict(BaseModel):
 
 
 _NUMBER_FIELDS: dict[type, frozenset[str]] = {}
+_KEYED_FIELDS: dict[type, frozenset[str]] = {}
 
 
 def _no_bool_numbers(cls: type, data: dict) -> None:
@@ -133,10 +144,16 @@ def _no_bool_numbers(cls: type, data: dict) -> None:
     if cls not in _NUMBER_FIELDS:
         _NUMBER_FIELDS[cls] = frozenset(f.alias or k for k, f in cls.model_fields.items()
                                         if _is_number(f.annotation))
+        _KEYED_FIELDS[cls] = frozenset(f.alias or k for k, f in cls.model_fields.items()
+                                       if _int_keyed(f.annotation))
     for k in _NUMBER_FIELDS[cls]:
         if k in data and _holds_bool(data[k]):
             raise PydanticCustomError("bool_number", "{field}: a boolean (true, false) is not "
                                       "a number; give a number", {"field": k})
+    for k in _KEYED_FIELDS[cls]:
+        if isinstance(data.get(k), dict) and any(isinstance(q, bool) for q in data[k]):
+            raise PydanticCustomError("bool_key", "{field}: a boolean (true, false) is not a "
+                                      "queue or CPU number; key it by number", {"field": k})
 
 
 def _one_of(data: object, keys: tuple[str, ...], what: str) -> object:
