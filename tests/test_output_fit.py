@@ -114,3 +114,21 @@ def test_explain_arfs_cuts_no_cell_at_80_columns():
     assert "…" not in p.stdout and "hash_32(hash, log)" in p.stdout
     assert "rps_flow_cnt" in p.stdout
     assert max(len(line.encode()) for line in p.stdout.splitlines()) <= 80
+
+
+def test_kernel_check_table_fits_the_pipe_and_keeps_words_whole(monkeypatch, capsys):
+    from rxlab.cli.kcheck_cmd import print_table
+
+    monkeypatch.setenv("COLUMNS", "80")
+    rep = {"checks": [
+        {"name": "rps_spread", "status": "ran", "agree": True, "criteria": [
+            {"what": "packets per CPU after RPS to CPUs 1-3", "ok": True,
+             "kernel": [123456, 234567, 345678, 456789, 567890, 678901, 789012],
+             "model": [123450, 234560, 345670, 456780, 567890, 678900, 789010]}]},
+        {"name": "flow_limit", "status": "skipped", "agree": None,
+         "reason": "kernel built without CONFIG_NET_FLOW_LIMIT"}], "seconds": 12.3}
+    print_table(rep)
+    out = capsys.readouterr().out
+    assert max(len(line.encode()) for line in out.splitlines()) <= 80
+    for word in ("CONFIG_NET_FLOW_LIMIT", "123456,", "789012]", "789010]"):
+        assert word in out, word

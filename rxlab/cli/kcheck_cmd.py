@@ -53,16 +53,19 @@ def _fmt(v) -> str:
     if v is None:
         return "-"
     if isinstance(v, (list, dict)):
-        return escape(json.dumps(v, separators=(",", ":")))
+        return escape(json.dumps(v, separators=(", ", ":")))  # a long list wraps by item
     return escape(str(v))
 
 
 def print_table(report: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
-    t = Table(title="rxlab kernel-check: kernel vs model", show_lines=True)
-    for col in ("check", "criterion", "kernel", "model", "agree"):
-        t.add_column(col, overflow="fold")
+
+    from rxlab.report.tables import make_console
+    t = Table(title="rxlab kernel-check: kernel vs model", show_lines=True, expand=True)
+    t.add_column("check", no_wrap=True)  # names and verdicts are short: whole
+    for col, share in (("criterion", 3), ("kernel", 2), ("model", 2)):
+        t.add_column(col, overflow="fold", ratio=share)  # wrap at spaces: a list by item
+    t.add_column("agree", no_wrap=True)
     for chk in report["checks"]:
         crit = chk.get("criteria")
         if chk["status"] != "ran" or not crit:
@@ -72,7 +75,7 @@ def print_table(report: dict) -> None:
         for i, c in enumerate(crit):
             t.add_row(chk["name"] if i == 0 else "", c["what"], _fmt(c["kernel"]),
                       _fmt(c["model"]), "yes" if c["ok"] else "NO")
-    console = Console(width=max(120, Console().width))
+    console = make_console()  # COLUMNS, the terminal's width, or 80 in a pipe
     console.print(t)
     ran = [c for c in report["checks"] if c["status"] == "ran"]
     agree = sum(c["agree"] for c in ran)

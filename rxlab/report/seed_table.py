@@ -71,7 +71,7 @@ def ratio_rows(table: dict) -> list[list[str]]:
 def print_seed_table(table: dict, console: Console, width: int = 80) -> None:
     """The seed's table beside the model's: one part per rps_flow_cnt, then the 512/2048
     ratios, then the units; every part within ``width`` columns."""
-    narrow = Console(file=console.file, width=min(width, console.width),
+    narrow = type(console)(file=console.file, width=min(width, console.width),  # ASCII stays
                      color_system=console.color_system, force_terminal=console.is_terminal,
                      highlight=False)
     kern = ", ".join(table.get("kernels") or []) or "?"
