@@ -82,3 +82,22 @@ def test_significance_is_never_marked_beside_a_figure_that_reads_0():
 def test_a_unit_never_shows_1000_of_itself():
     assert fmt_rate(999_999.9) == "1 Mpps" and fmt_time_ns(999_999.9) == "1 ms"
     assert fmt_rate(999.7) == "1 Kpps" and fmt_time_ns(3.6e12) == "3,600 s"
+
+
+def test_sweep_plot_titles_carry_the_unit_of_their_axis():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from rxlab.sweep.plots import heatmap_figure, line_figure
+
+    rows = [{"params": {"nic.queues": q, "kernel.rps_cpus": r}, "n": 2,
+             "stats": {"latency_p99_ns": (v, 100.0)}, "latency_p99_ns": v}
+            for q, r, v in ((1, "0", 2500.0), (2, "0", 3500.0), (1, "f", 2000.0),
+                            (2, "f", 2600.0))]
+    fig = line_figure(rows, "nic.queues", "latency_p99_ns", ["kernel.rps_cpus"])
+    titles = [fig._suptitle.get_text() if fig._suptitle else ""] + [
+        ax.get_title() for ax in fig.axes]
+    assert any("latency_p99 (us) vs nic.queues" in t for t in titles), titles
+    assert not any("latency_p99_ns" in t for t in titles), titles
+    fig = heatmap_figure(rows, "nic.queues", "kernel.rps_cpus", "latency_p99_ns")
+    assert any("latency_p99 (us): mean over seeds" in ax.get_title() for ax in fig.axes)

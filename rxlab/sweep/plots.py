@@ -241,12 +241,12 @@ def line_figure(rows: list[dict], param: str, metric: str, others: list[str],
     if n == 1:
         axs[0].set_xlabel(xlabel)
         axs[0].set_ylabel(ylabel)
-        axs[0].set_title(f"{metric} vs {param} (mean over seeds, 95% CI band)")
+        axs[0].set_title(f"{ylabel} vs {param} (mean over seeds, 95% CI band)")
     else:
         for ax in axs[:n]:  # supxlabel would sit under the legend
             ax.set_xlabel(xlabel)
         fig.supylabel(ylabel)
-        fig.suptitle(f"{metric} vs {param} (mean over seeds, 95% CI band)")
+        fig.suptitle(f"{ylabel} vs {param} (mean over seeds, 95% CI band)")
     labels = [lbl for lbl in handles if lbl]
     if labels:  # beside the axes (right, or below the panels): never over a line
         if n == 1:
@@ -319,7 +319,7 @@ def heatmap_figure(rows: list[dict], px: str, py: str, metric: str, others: list
                             color="black" if light else "white")
     for ax in axs[n:]:
         ax.set_visible(False)
-    title = f"{metric}: mean over seeds"
+    title = f"{clabel}: mean over seeds"  # the cells' unit: a time is not in ns
     if n == 1:
         axs[0].set_title(title)
     else:
