@@ -132,3 +132,20 @@ def test_kernel_check_table_fits_the_pipe_and_keeps_words_whole(monkeypatch, cap
     assert max(len(line.encode()) for line in out.splitlines()) <= 80
     for word in ("CONFIG_NET_FLOW_LIMIT", "123456,", "789012]", "789010]"):
         assert word in out, word
+
+
+def test_claims_wrap_under_their_text():
+    from rxlab.report.tables import print_claims
+
+    exp = {"seeds": 5, "claims": [{
+        "held": False, "basis": "predicted", "calibrated_from": None,
+        "claim": "with flow_limit the server processes its complete load (>= 97 % of the "
+                 "baseline's served requests per second)",
+        "figures": [{"figure": "served with flow_limit / baseline", "held": False,
+                     "op": ">=", "bound": 0.97, "mean": 0.5, "ci95": [0.49, 0.51]}]}]}
+    buf = io.StringIO()
+    print_claims(exp, Console(file=buf, width=60, color_system=None))
+    lines = buf.getvalue().splitlines()
+    head = next(i for i, x in enumerate(lines) if "NOT held" in x)
+    assert all(len(x) <= 60 for x in lines)
+    assert all(x.startswith(" " * 14) for x in lines[head + 1:]), lines  # none at column 0

@@ -197,19 +197,33 @@ def print_experiment(exp: dict, console: Console) -> None:
 def print_claims(exp: dict, console: Console) -> None:
     """Each claim with its verdict and basis, then every figure that judged it: the mean
     and 95 % interval over the seeds against the claimed bound."""
+    import textwrap
+
+    from rich.text import Text
+
+    from rxlab.report.fit import print_wrapped
+
     n = exp.get("seeds")
-    console.print(f"Claims of the seed, judged on 95 % Student-t intervals over {n} traffic "
-                  "seeds (calibrated: a cost was set from that figure of the seed; "
-                  "predicted: the model's output)", highlight=False)
+    print_wrapped(console, f"Claims of the seed, judged on 95 % Student-t intervals over {n} "
+                  "traffic seeds (calibrated: a cost was set from that figure of the seed; "
+                  "predicted: the model's output)")
+    pad = " " * 14  # a claim's later lines and its figures sit under its text, not at 0
     for c in exp["claims"]:
-        mark = "[green]held[/green]    " if c["held"] else "[red]NOT held[/red]"
-        console.print(f"  {mark}  [bold]{c['basis']}[/bold]  {c['claim']}", highlight=False)
+        head = f"  {'held    ' if c['held'] else 'NOT held'}  {c['basis']}  {c['claim']}"
+        for i, line in enumerate(textwrap.wrap(head, console.width, subsequent_indent=pad,
+                                               break_long_words=False,
+                                               break_on_hyphens=False)):
+            t = Text(line)
+            if i == 0:  # the verdict in colour, the basis in bold, as before
+                t.stylize("green" if c["held"] else "red", 2, 10)
+                t.stylize("bold", 12, 12 + len(c["basis"]))
+            console.print(t, soft_wrap=True)
         if c.get("calibrated_from"):
-            console.print(f"              calibrated from: {c['calibrated_from']}",
-                          highlight=False, style="dim")
+            print_wrapped(console, f"calibrated from: {c['calibrated_from']}", pad,
+                          style="dim")
         for f in c["figures"]:
-            console.print(f"              {'ok ' if f['held'] else 'NO '} {figure_text(f)}",
-                          highlight=False)
+            print_wrapped(console, figure_text(f), f"{pad}{'ok ' if f['held'] else 'NO '} ",
+                          pad + "    ")
 
 
 def figure_text(f: dict) -> str:
