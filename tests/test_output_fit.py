@@ -149,3 +149,19 @@ def test_claims_wrap_under_their_text():
     head = next(i for i, x in enumerate(lines) if "NOT held" in x)
     assert all(len(x) <= 60 for x in lines)
     assert all(x.startswith(" " * 14) for x in lines[head + 1:]), lines  # none at column 0
+
+
+def test_a_wide_key_is_numbered_with_a_legend_rather_than_repeated_in_every_part():
+    keys = [f"udp 10.207.252.{i}:25154 -> 192.168.0.10:11211" for i in range(5)]
+    headers = ["flow", "share", "of all", "packets", "not delivered", "RSS bucket", "queue",
+               "IRQ CPU", "backlog CPU", "socket", "thread CPU"]
+    rows = [[k, "89.4%", "20.8%", "6,219", "1,510", "66", "2", "2", "2", "0", "0"]
+            for k in keys]
+    out = _render(80, headers, rows)
+    assert all(len(line) <= 80 for line in out.splitlines()), out
+    assert out.count("(1/") == 1 and "(3/" not in out  # two parts, not four
+    for i, k in enumerate(keys):
+        assert f"#{i + 1} {k}" in out  # the legend holds each key whole, once
+        assert out.count(k) == 1
+    narrow = _render(200, headers, rows)
+    assert "#1" not in narrow and keys[0] in narrow  # nothing to save: keys as they are

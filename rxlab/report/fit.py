@@ -74,6 +74,11 @@ def print_fitted(console: Console, title: str, headers: Sequence[str],
     widths = _widths(headers, rows)
     justify = list(justify or ["left"] * keys + ["right"] * (len(headers) - keys))
     parts = _parts(widths, keys, console.width)
+    legend = _abbreviated(headers, rows, keys, console.width, parts)
+    if legend:
+        rows = [[f"#{i + 1}", *r[1:]] for i, r in enumerate(rows)]
+        widths = _widths(headers, rows)
+        parts = _parts(widths, keys, console.width)
     if parts is None:
         _print_records(console, title, headers, rows, keys)
         return
@@ -86,6 +91,22 @@ def print_fitted(console: Console, title: str, headers: Sequence[str],
         for r in rows:
             t.add_row(*(r[i] for i in cols))
         console.print(t)
+    for i, key in enumerate(legend):
+        print_wrapped(console, key, f"  #{i + 1:<{len(str(len(legend)))}} ")
+
+
+def _abbreviated(headers: Sequence[str], rows: list[list[str]], keys: int, width: int,
+                 parts: list | None) -> list[str]:
+    """The key cells, when numbering them (#1, #2, ... and a legend below the table)
+    saves a part: a wide key such as a flow's 5-tuple repeated in every part of a split
+    table takes the room of the values. [] when numbering does not help."""
+    if keys != 1 or not rows or (parts is not None and len(parts) == 1):
+        return []
+    short = [[f"#{i + 1}", *r[1:]] for i, r in enumerate(rows)]
+    fewer = _parts(_widths(headers, short), keys, width)
+    if fewer is None or (parts is not None and len(fewer) >= len(parts)):
+        return []
+    return [r[0] for r in rows]
 
 
 def _print_records(console: Console, title: str, headers: Sequence[str],
