@@ -165,3 +165,18 @@ def test_a_wide_key_is_numbered_with_a_legend_rather_than_repeated_in_every_part
         assert out.count(k) == 1
     narrow = _render(200, headers, rows)
     assert "#1" not in narrow and keys[0] in narrow  # nothing to save: keys as they are
+
+
+def test_run_at_120_columns_keeps_its_cpu_table_whole():
+    """A counter's name may break after an underscore when only that saves a part: at 120
+    columns flow_limit_count no longer stands alone in a second part."""
+    from rxlab.report.tables import print_result
+    from rxlab.simulate import simulate
+
+    d = json.loads(simulate("default", duration=0.002).to_json())
+    buf = io.StringIO()
+    print_result(d, Console(file=buf, width=120, color_system=None))
+    out = buf.getvalue()
+    assert max(len(line) for line in out.splitlines()) <= 120
+    assert "(2/2)" not in out and "flow_" in out and "count" in out
+    assert "ring_full" in out  # a table with room keeps its names whole

@@ -23,27 +23,58 @@ _COLUMN_OVERHEAD, _TABLE_OVERHEAD = 3, 1
 _HEADER_BREAK = re.compile(r"\s+")  # rich wraps headers at spaces only
 
 
-def _header_min(h: str) -> int:
-    return max((len(w) for w in _HEADER_BREAK.split(h)), default=0)
+def _pieces(word: str) -> list[str]:
+    """A header word cut after each underscore ('flow_limit_count' -> 'flow_', 'limit_',
+    'count'): a counter's name may break there, so its column is as wide as its values,
+    not its name (run's table at 120 columns kept a lone flow_limit_count part)."""
+    return re.findall(r"[^_]*_|[^_]+$", word) or [word]
+
+
+def _header_min(h: str, cut: bool = False) -> int:
+    """The narrowest the header may be: its longest word, or with ``cut`` its longest
+    piece between underscores."""
+    words = _HEADER_BREAK.split(h)
+    return max((len(p) for w in words for p in (_pieces(w) if cut else [w])), default=0)
 
 
 def _wrap_header(h: str, width: int) -> str:
-    """The header's words greedily on lines of ``width`` (rich then needs no wrapping)."""
+    """The header's words greedily on lines of ``width`` (rich then needs no wrapping),
+    a word broken after an underscore only when it does not fit whole."""
     lines: list[str] = []
     for w in _HEADER_BREAK.split(h):
         if lines and len(lines[-1]) + 1 + len(w) <= width:
             lines[-1] += " " + w
-        else:
+        elif len(w) <= width:
             lines.append(w)
+        else:
+            for j, p in enumerate(_pieces(w)):
+                if j and len(lines[-1]) + len(p) <= width:
+                    lines[-1] += p
+                else:
+                    lines.append(p)
     return "\n".join(lines)
 
 
-def _widths(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[int]:
+def _widths(headers: Sequence[str], rows: Sequence[Sequence[str]],
+            cut: bool = False) -> list[int]:
     out = []
     for i, h in enumerate(headers):
         cell = max((len(r[i]) for r in rows), default=0)
-        out.append(max(cell, min(len(h), max(cell, _header_min(h)))))
+        out.append(max(cell, min(len(h), max(cell, _header_min(h, cut)))))
     return out
+
+
+def _fewer_parts(headers, rows, keys: int, width: int, widths: list[int],
+                 parts: list | None) -> tuple[list[int], list | None]:
+    """Names cut after underscores, when only that saves a part (a wide console keeps
+    'ring_full' whole)."""
+    if parts is not None and len(parts) == 1:
+        return widths, parts
+    cut = _widths(headers, rows, cut=True)
+    fewer = _parts(cut, keys, width)
+    if fewer is not None and (parts is None or len(fewer) < len(parts)):
+        return cut, fewer
+    return widths, parts
 
 
 def _parts(widths: list[int], keys: int, width: int) -> list[list[int]] | None:
@@ -79,6 +110,7 @@ def print_fitted(console: Console, title: str, headers: Sequence[str],
         rows = [[f"#{i + 1}", *r[1:]] for i, r in enumerate(rows)]
         widths = _widths(headers, rows)
         parts = _parts(widths, keys, console.width)
+    widths, parts = _fewer_parts(headers, rows, keys, console.width, widths, parts)
     if parts is None:
         _print_records(console, title, headers, rows, keys)
         return
