@@ -101,3 +101,30 @@ def test_sweep_plot_titles_carry_the_unit_of_their_axis():
     assert not any("latency_p99_ns" in t for t in titles), titles
     fig = heatmap_figure(rows, "nic.queues", "kernel.rps_cpus", "latency_p99_ns")
     assert any("latency_p99 (us): mean over seeds" in ax.get_title() for ax in fig.axes)
+
+
+def test_run_plots_show_offered_over_delivered_and_keep_the_legend_off_the_bars(
+        tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rxlab.report import plots
+
+    figs = []
+    monkeypatch.setattr(plt, "close", lambda fig: figs.append(fig))
+    t = [0.0, 0.01, 0.02]
+    plots.plot_throughput({"t_s": t, "offered_pps": [1e5] * 3, "delivered_pps": [1e5] * 3,
+                           "dropped_pps": [0.0] * 3}, tmp_path / "t.png")
+    lines = {ln.get_label(): ln for ln in figs[-1].axes[0].get_lines()}
+    assert lines["offered"].get_linestyle() == "--"
+    assert lines["offered"].get_zorder() > lines["delivered"].get_zorder()
+    d = {"cpus": [{"cpu": c, "util": {"softirq": 1.0, "irq": 0.0, "system": 0.0,
+                                      "user": 0.0}} for c in range(4)]}
+    plots.plot_cpu_load(d, tmp_path / "c.png")
+    fig = figs[-1]
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent()
+    assert legend.y1 <= ax.get_window_extent().y0  # below the axes, not on a full bar

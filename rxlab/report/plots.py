@@ -32,7 +32,9 @@ def plot_cpu_load(d: dict, path: Path) -> None:
     ax.set_xlabel("CPU")
     ax.set_ylabel("fraction of time")
     ax.set_title("Per-CPU load")
-    ax.legend(fontsize=8, ncol=4)
+    # below the axes: inside, it covers the bars of a saturated CPU
+    ax.legend(fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.18),
+              frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -64,8 +66,12 @@ def plot_throughput(series: dict, path: Path) -> None:
     plt = _plt()
     t = np.asarray(series["t_s"])
     fig, ax = plt.subplots(figsize=(6, 3.5))
+    # offered dashed and on top: when nothing drops, delivered lies on it and hid it
+    style = {"offered_pps": {"linestyle": "--", "linewidth": 2.0, "zorder": 3},
+             "delivered_pps": {"linewidth": 1.2, "zorder": 2},
+             "dropped_pps": {"linewidth": 1.2, "zorder": 2}}
     for key in ("offered_pps", "delivered_pps", "dropped_pps"):
-        ax.plot(t, np.asarray(series[key]) / 1e3, label=key.replace("_pps", ""))
+        ax.plot(t, np.asarray(series[key]) / 1e3, label=key.replace("_pps", ""), **style[key])
     ax.set_xlabel("time (s)")
     ax.set_ylabel("kpps")
     ax.set_title("Throughput and drops")
