@@ -128,3 +128,22 @@ def test_run_plots_show_offered_over_delivered_and_keep_the_legend_off_the_bars(
     ax = fig.axes[0]
     legend = ax.get_legend().get_window_extent()
     assert legend.y1 <= ax.get_window_extent().y0  # below the axes, not on a full bar
+
+
+def test_the_ksoftirqd_column_says_it_is_part_of_softirq():
+    import io
+
+    from rich.console import Console
+
+    from rxlab.report.tables import print_cpus
+    from rxlab.simulate import simulate
+
+    d = json.loads(simulate("default", duration=0.002).to_json())
+    buf = io.StringIO()
+    print_cpus(d, Console(file=buf, width=200, color_system=None))
+    out = buf.getvalue()
+    assert "of it in" in out and "ksoftirqd" in out and "idle = 100" in out
+    for c in d["cpus"]:
+        u = c["util"]
+        assert abs(sum(u[k] for k in ("softirq", "irq", "system", "user", "idle")) - 1) < 1e-3
+        assert u["ksoftirqd"] <= u["softirq"] + 1e-9

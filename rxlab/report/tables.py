@@ -69,7 +69,9 @@ def nothing_delivered(pk: dict) -> str | None:
 
 
 def print_cpus(d: dict, console: Console) -> None:
-    headers = ("cpu", "softirq %", "ksoftirqd %", "irq %", "system %", "user %", "idle %",
+    # ksoftirqd's time is part of softirq's, not beside it: the header says so
+    headers = ("cpu", "softirq %", "of it in ksoftirqd %", "irq %", "system %", "user %",
+               "idle %",
                "processed", "dropped", "time_squeeze", "received_rps", "flow_limit_count")
     rows = []
     for c in d["cpus"]:
@@ -78,8 +80,8 @@ def print_cpus(d: dict, console: Console) -> None:
                      _pct(u["system"]), _pct(u["user"]), _pct(u["idle"]), _n(s["processed"]),
                      _n(s["dropped"]), _n(s["time_squeeze"]), _n(s["received_rps"]),
                      _n(s["flow_limit_count"])])
-    print_fitted(console, "Per-CPU load (% of time; ksoftirqd = softirq run by ksoftirqd) "
-                 "and softnet_stat", headers, rows)
+    print_fitted(console, "Per-CPU load (% of time: softirq + irq + system + user + idle = "
+                 "100) and softnet_stat", headers, rows)
 
 
 def print_queues(d: dict, console: Console) -> None:
