@@ -10,6 +10,7 @@ without it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import stat
@@ -22,7 +23,8 @@ import yaml
 from hostile_cases import ROOT, run_cli, sweep_yaml
 from one_line import cli_error
 
-from rxlab.outfiles import MANIFEST, TMP_TAG
+from rxlab.errors import OutputError, UsageError
+from rxlab.outfiles import MANIFEST, TMP_TAG, fs_error, write_file
 from rxlab.sweep.store import LOCK
 
 QUICK = ("--duration", "0.001")
@@ -289,3 +291,28 @@ def test_compare_names_are_unique_and_each_figure_is_its_own(tmp_path):
     for m in cmp["metrics"]:
         assert sorted(m["values"]) == sorted(names)
         assert all(len(v) == 2 and None not in v for v in m["values"].values()), m["key"]
+
+
+# ---------------------------------------------------------------- the classes, in process
+@pytest.mark.parametrize("code,kind", [
+    (errno.ENOSPC, OutputError), (errno.EDQUOT, OutputError), (errno.EROFS, OutputError),
+    (errno.EIO, OutputError), (errno.EACCES, UsageError), (errno.EPERM, UsageError),
+    (errno.ENAMETOOLONG, UsageError), (errno.ELOOP, UsageError), (errno.EISDIR, UsageError)])
+def test_the_machine_is_exit_1_the_users_path_exit_2(code, kind):
+    err = fs_error(OSError(code, os.strerror(code)), "out/x.yaml", "-o")
+    assert isinstance(err, kind) and "\n" not in str(err)
+    assert str(err).startswith("-o out/x.yaml: cannot write: " + os.strerror(code))
+
+
+def test_a_failed_rename_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    target = tmp_path / "r.yaml"
+    target.write_text("old")
+
+    def refuse(src, dst):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(UsageError, match="Permission denied"):
+        write_file(target, "new", "-o")
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["r.yaml"]
