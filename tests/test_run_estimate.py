@@ -62,3 +62,24 @@ def test_an_hour_of_traffic_in_a_pipe_says_how_long_within_seconds(tmp_path, jso
     line = err.read_text()
     assert "2,880,000,000 packets" in line and " more at " in line, (line, took)
     assert took < limit
+
+
+def test_a_plan_of_runs_says_how_long_from_the_runs_after_the_first():
+    from rxlab.cli.run_cmd import PlanLine
+
+    out = io.StringIO()
+    plan = PlanLine("reproduce x", out)
+    now = [0.0]
+    plan.clock = lambda: now[0]
+    for done, t in ((1, 30.0), (2, 32.0), (3, 34.0), (4, 36.0)):  # the first run loads
+        now[0] = t
+        plan(done, 40, "case")
+    # 2 s a run after the first: 38 runs left at the estimate (done 2) -> 76 s
+    assert out.getvalue() == "rxlab: reproduce x: 40 runs, about 1 min 16 s more (2 done)\n"
+    quick = io.StringIO()
+    plan = PlanLine("reproduce y", quick)
+    plan.clock = lambda: now[0]
+    for done in range(1, 6):
+        now[0] += 1.5
+        plan(done, 6, "case")
+    assert quick.getvalue() == ""  # the rest takes less than 10 s: nothing said

@@ -50,8 +50,12 @@ def _run(args) -> int:
     if args.kernel:
         parse_version(args.kernel)
     jobs = default_jobs(args.quick) if args.jobs is None else args.jobs
+    from rxlab.cli.run_cmd import PlanLine
+
+    plan = PlanLine(f"reproduce {mod.NAME}")  # a pipe or --json: no spinner, one line
     if args.json:
-        exp = run_experiment(mod, args.quick, args.kernel, seeds=args.seeds, jobs=jobs)
+        exp = run_experiment(mod, args.quick, args.kernel, seeds=args.seeds, jobs=jobs,
+                             progress=plan)
         out = {k: exp[k] for k in ("experiment", "title", "kernels", "cases", "claims", "quick",
                                   "seed_file", "seeds", "seed_table") if k in exp}
         print(dumps(out, indent=1, sort_keys=True))
@@ -59,10 +63,16 @@ def _run(args) -> int:
     from rxlab.report.tables import make_console, print_claims, print_experiment
 
     console = make_console()
+    tty = sys.stderr.isatty() and sys.stdout.isatty()  # the spinner is seen
+
+    def progress(i: int, n: int, name: str) -> None:
+        status.update(f"running {mod.NAME}: run {i + 1}/{n} ({name})")
+        if not tty:
+            plan(i, n, name)
+
     with console.status(f"running {mod.NAME}") as status:
         exp = run_experiment(mod, args.quick, args.kernel, seeds=args.seeds, jobs=jobs,
-                             progress=lambda i, n, name: status.update(
-                                 f"running {mod.NAME}: run {i + 1}/{n} ({name})"))
+                             progress=progress)
     print_experiment(exp, console)
     notes = getattr(mod, "notes", None)
     for line in notes(exp) if notes else ():

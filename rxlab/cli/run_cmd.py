@@ -228,6 +228,38 @@ class EstimateLine:
                   file=self.out or sys.stderr, flush=True)
 
 
+class PlanLine:
+    """The same for a plan of runs (``reproduce``): the runs after the first (which
+    loads the compiled loop) give, after a second, the time of the rest; more than
+    ``EstimateLine.LONG_S`` is said once on stderr. Called as
+    ``progress(done, total, name)``."""
+
+    MEASURE_S = 1.0
+
+    def __init__(self, what: str, out=None):
+        import time
+
+        self.what, self.out, self.clock = what, out, time.monotonic
+        self.start: tuple[float, int] | None = None
+        self.said = False
+
+    def __call__(self, done: int, total: int, _name: str = "") -> None:
+        if self.said or done < 1:
+            return
+        now = self.clock()
+        if self.start is None:
+            self.start = (now, done)
+            return
+        t0, d0 = self.start
+        if now - t0 < self.MEASURE_S or done <= d0:
+            return
+        self.said = True
+        left = (now - t0) / (done - d0) * (total - done)
+        if left > EstimateLine.LONG_S:
+            print(f"rxlab: {self.what}: {total} runs, about {_duration(left)} more "
+                  f"({done} done)", file=self.out or sys.stderr, flush=True)
+
+
 def _duration(s: float) -> str:
     """12 s, 4 min 10 s, 2 h 05 min."""
     if s < 60:
