@@ -145,7 +145,11 @@ def run(args) -> int:
         info = read_host(args.netns, args.dev)
         for dev in info["devices"]:
             _warn(pending(dev, args.netns))
-        print(json.dumps(info, indent=1) if args.json else format_text(info))
+        if args.json:
+            print(json.dumps(info, indent=1))
+        else:  # each line within the width, its rest indented under it
+            print("\n".join(_wrapped(line, " " * (len(line) - len(line.lstrip()) + 4))
+                            for line in format_text(info).splitlines()))
         return 0
     if action == "export":
         from rxlab.host.export import (
