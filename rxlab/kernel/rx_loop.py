@@ -128,6 +128,10 @@ def dispatch(s, c, t):
             account(s, c, ctx, t0, t)
         elif kind == SEG_APP:
             t = app_after_read(s, c, sd.cpu[c].seg_arg, t)
+            if sd.cpu[c].bh_inline:
+                # the read's local_bh_enable runs the pending softirq (socket.py
+                # bh_enable_runs_softirq): inline, whether or not ksoftirqd is awake
+                sd.cpu[c].ksoftirqd = 0
         elif kind == SEG_CPUMAP:
             cpumap_after_batch(s, sd.cpu[c].seg_arg, t)
         elif kind == SEG_KWORKER:
@@ -147,6 +151,8 @@ def dispatch(s, c, t):
             t += sd.cpu[c].irq_debt
             sd.cpu[c].irq_debt = 0
         who, vmin = pick_next(s, c)
+        if who != SCHED_SOFTIRQ:
+            sd.cpu[c].bh_inline = 0  # the reader's do_softirq has returned
         if who != SCHED_SOFTIRQ and who != SCHED_KSOFTIRQD:
             run_thread(s, c, who, t)
             return
@@ -210,6 +216,8 @@ def softirq_segment(s, c, t, t_end, napi, ctx, was_ks, vmin):
     sd.cpu[c].seg_ctx = ctx  # also the context of wake-ups it owes (rxlab.kernel.wake)
     if was_ks:
         sd.cpu[c].ks_vrt += t_end - t
+    elif sd.cpu[c].bh_inline:
+        sd.cpu[c].app_vrt += t_end - t  # inside the reader's syscall: its runtime
     if sd.cpu[c].ksoftirqd and not was_ks:
         sd.cpu[c].ks_vrt = vmin  # a woken thread starts level in CFS
     if napi >= 0:

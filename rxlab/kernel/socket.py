@@ -176,6 +176,26 @@ def thread_woken(s, th, waker):
 
 
 @njit(**JIT_STATE)
+def bh_enable_runs_softirq(s, th):
+    """__skb_recv_udp() ends each datagram with spin_unlock_bh(): local_bh_enable runs a
+    pending NET_RX softirq inline in the reader's syscall (kernel/softirq.c
+    __local_bh_enable_ip -> do_softirq), unless ksoftirqd is running and the kernel
+    defers to it (v4.9-v6.4, ``ksoftirqd_running()``; reverted in v6.5 by d15121be7485).
+    The reader's read ends after one datagram and the softirq runs next, on its time
+    (with an empty queue too: the lock is taken and released all the same)."""
+    p, so, sd = s.p, s.so, s.sd
+    c = so.sock[th].thread_cpu
+    if so.sock[so.sock[th].thread_sock].sock_tcp:
+        return False
+    if not (sd.cpu[c].softirq_pending or sd.cpu[c].in_rx_action):
+        return False  # (in_rx_action: ksoftirqd's run, which no thread preempts midway)
+    if sd.cpu[c].ksoftirqd and p.ksoftirqd_defers:
+        return False
+    sd.cpu[c].bh_inline = 1
+    return True
+
+
+@njit(**JIT_STATE)
 def app_read(s, th, t):
     """A thread reads up to its batch of visible packets (recvmsg + user work).
 
@@ -187,6 +207,7 @@ def app_read(s, th, t):
     n = 0
     sys_ns = np.int64(0)
     user_ns = np.int64(0)
+    bh_softirq = bh_enable_runs_softirq(s, th)  # what is pending now stays so meanwhile
     while (n < so.sock[th].thread_batch
            and so.sock[sk].so_head < so.sock[sk].so_tail):
         slot = p.sock_off[sk] + (so.sock[sk].so_head & so.sock[sk].sock_mask)
@@ -214,6 +235,8 @@ def app_read(s, th, t):
         st.cnt[CNT_DELIVERED] += 1
         st.ts_pkt[interval_of(s, t), TS_DELIVERED] += 1
         n += 1
+        if bh_softirq:
+            break  # this datagram's spin_unlock_bh runs the softirq
     so.sock[th].th_served += n
     if so.sock[sk].sock_tcp:
         # lock_sock .. release_sock around the copies (accounted first, as system)

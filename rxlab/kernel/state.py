@@ -292,6 +292,8 @@ SOFTNET_DATA = struct(
     ("hs_active", np.int64),  # inside handle_softirqs (inline)
     ("hs_end_j", np.int64), ("hs_restart", np.int64),
     ("ksoftirqd", np.int64),  # softirq work deferred to ksoftirqd/<cpu>
+    # a thread's local_bh_enable runs the pending softirq inline (its runtime pays)
+    ("bh_inline", np.int64),
     ("ks_vrt", np.int64),  # ksoftirqd runtime (CFS share against threads)
     ("app_vrt", np.int64),
     # the segment the CPU is running
