@@ -169,8 +169,9 @@ def _fake_sweep(out: Path, spec: dict, finished: int) -> list[str]:
     sw = parse_sweep(spec)
     out.mkdir(parents=True, exist_ok=True)
     store.write_spec(out, sw.to_json())
-    for r in sw.runs[:finished]:
-        store.write_run(out, {"run_id": r.run_id})
+    for r in sw.runs[:finished]:  # whole records: a sweep reruns a partial one
+        store.write_run(out, {"run_id": r.run_id, "point": r.point, "seed": r.seed,
+                              "rep": r.rep, "params": r.params, "metrics": {}})
     for name in (store.TABLE, store.SUMMARY, store.REPORT, f"{store.PLOTS}/a.png"):
         store.atomic_write(out / name, b"x")
     return [r.run_id for r in sw.runs]

@@ -267,10 +267,11 @@ def _bad_spec(spec) -> str:
         bad = [i for i, v in enumerate(spec[k]) if not ok(v)]
         if bad:
             return f"{k}[{bad[0]}]: not {what}"
-    for i, r in enumerate(spec["runs"]):
-        if not isinstance(r.get("run_id"), str) or not _count(r.get("point")) \
-                or r["point"] >= len(spec["points"]):
-            return f"runs[{i}]: no run_id, or a point that is not in points"
+    for i, r in enumerate(spec["runs"]):  # a report reads the run ids alone
+        if not isinstance(r.get("run_id"), str):
+            return f"runs[{i}]: no run_id"
+        if "point" in r and not (_count(r["point"]) and r["point"] < len(spec["points"])):
+            return f"runs[{i}].point: {str(r['point'])[:40]!r} is not a point of points"
     if not all(isinstance(spec.get(k, ""), str) for k in ("name", "description", "source")):
         return "name, description or source: not text"
     return ""
