@@ -620,6 +620,11 @@ def test_a_sweep_named_with_a_surrogate_and_an_escape_reports(tmp_path):
     p = rxlab("sweep", tmp_path / "w.yaml", "--out", tmp_path / "sw", "-j", "1", "-q")
     assert p.returncode == 0, p.stderr[-2000:]
     assert _raw_controls(p.stdout) == []
+    (tmp_path / "m.yaml").write_text('name: "m[/]x"\nbase: default\nduration: 0.001\n'
+                                     "grid: {nic.queues: [1, 2]}\n")
+    p = rxlab("sweep", tmp_path / "m.yaml", "--out", tmp_path / "m", "-j", "1")
+    assert p.returncode == 0 and "sweep m[/]x: mean" in p.stdout, p.stderr[-2000:]
+    assert _raw_controls(p.stderr) == []  # the progress bar: ESC only from rich, if any
     p = rxlab("report", tmp_path / "sw", "-o", tmp_path / "r.html")
     assert p.returncode == 0, p.stderr[-2000:]
     page = (tmp_path / "r.html").read_text()

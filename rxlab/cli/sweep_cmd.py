@@ -103,6 +103,7 @@ def _run(args) -> int:
 
 def print_summary(console, sweep, res) -> None:
     from rxlab.report.fit import fmt_metric, print_fitted
+    from rxlab.report.printable import for_rich
     from rxlab.report.tables import plus_minus
     from rxlab.sweep.plots import fmt
 
@@ -116,7 +117,8 @@ def print_summary(console, sweep, res) -> None:
             cells.append(fmt_metric(m, mean) + ("" if math.isnan(ci) else
                                                  f" {pm} {fmt_metric(m, ci, ci=True)}"))
         rows.append(cells)
-    print_fitted(console, f"sweep {sweep.name}: mean {pm} 95% CI over {len(sweep.seeds)} seed(s)",
+    name = for_rich(sweep.name)  # the user's text: no raw ESC, '[/]' as typed
+    print_fitted(console, f"sweep {name}: mean {pm} 95% CI over {len(sweep.seeds)} seed(s)",
                  headers, rows, keys=len(sweep.param_paths))
     if len(res.summary) > MAX_SUMMARY_ROWS:
         console.print(f"... {len(res.summary) - MAX_SUMMARY_ROWS} more points in summary.csv")
