@@ -147,3 +147,13 @@ def test_the_ksoftirqd_column_says_it_is_part_of_softirq():
         u = c["util"]
         assert abs(sum(u[k] for k in ("softirq", "irq", "system", "user", "idle")) - 1) < 1e-3
         assert u["ksoftirqd"] <= u["softirq"] + 1e-9
+
+
+def test_the_compare_page_lets_its_table_headers_wrap():
+    from rxlab.compare.render import html_page
+
+    cfg = [{"name": n, "source": "default", "overrides": {}, "kernel": "6.19",
+            "duration_s": 0.005, "seeds": [1, 2]} for n in ("default", "a-long-variant-name")]
+    cmp = {"configurations": cfg, "baseline": "default", "paired": True, "metrics": []}
+    html = html_page(cmp, None)
+    assert "#comparison-table th{white-space:normal" in html

@@ -155,11 +155,14 @@ def html_page(cmp: dict, png: bytes | None) -> str:
            "same seeds, so a seed's traffic is shared)" if cmp["paired"] else
            "Welch t interval (the configurations ran different seeds)")
     title = f"rxlab compare: {', '.join(names)}"
+    # the comparison table's headers wrap (names, "Δ name"): with 4 configurations the
+    # page scrolled sideways for headers alone; the cells are two short lines each
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{_e(title)}</title><style>{CSS}
-td.sig{{font-weight:bold;color:{SIG_COLOR}}}figure img{{max-width:100%}}</style></head>
+td.sig{{font-weight:bold;color:{SIG_COLOR}}}figure img{{max-width:100%}}
+#comparison-table th{{white-space:normal;overflow-wrap:anywhere;min-width:4.5em}}</style></head>
 <body>
 <h1 id="title">{_e(title)}</h1>
 <section id="overview"><h2>Configurations</h2>{conf_html}</section>
