@@ -19,6 +19,8 @@ matching check can disagree:
 
 from __future__ import annotations
 
+import os
+import platform
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -277,7 +279,7 @@ WEIGHTS = [8, 1, 1, 1]
 BACKLOG = 64
 
 
-def slow_run(ctx: Ctx, bitmap: str) -> Run:
+def slow_run(ctx: Ctx, bitmap: str, recv_cpu: int = TARGET_CPU) -> Run:
     """RPS sends everything to cpu1, whose processing is slowed by 800 u32 filters;
     netdev_max_backlog 64; one heavy flow (8 sends per round) and three light ones.
 
@@ -289,7 +291,7 @@ def slow_run(ctx: Ctx, bitmap: str) -> Run:
     which keeps cpu1 100 % in softirq, so the process reads almost nothing until the
     traffic stops and each socket keeps only what its receive buffer holds (16 MiB,
     about 20 000 packets); the rest are UDP RcvbufErrors (``run.sockets``)."""
-    key = ("slow", bitmap)
+    key = ("slow", bitmap) if recv_cpu == TARGET_CPU else ("slow", bitmap, recv_cpu)
     if key not in ctx.cache:
         ctx.configure(rps_cpus="2", backlog=BACKLOG, flow_limit=bitmap)
         ctx.lab.add_clsact(ctx.lab.ns_rx, ctx.lab.dev_rx)
@@ -299,7 +301,7 @@ def slow_run(ctx: Ctx, bitmap: str) -> Run:
         b.record(side="tx")
         ctx.log(f"  slowed-consumer run, flow_limit_cpu_bitmap={bitmap}")
         run = run_traffic(ctx.lab, HEAVY + LIGHT, WEIGHTS, duration=ctx.duration,
-                          send_cpu=SEND_CPU, recv_cpu=TARGET_CPU)
+                          send_cpu=SEND_CPU, recv_cpu=recv_cpu)
         run.recorded = {side: b.packets(side) for side in ("tx", "rx")}
         ctx.close_bpf()
         ctx.cache[key] = run
@@ -333,7 +335,8 @@ def calibrated_cost(ctx: Ctx) -> float:
     return cost
 
 
-def _slow_model(ctx: Ctx, run: Run, bitmap: str, stack_rx: float, backlog: int) -> dict:
+def _slow_model(ctx: Ctx, run: Run, bitmap: str, stack_rx: float, backlog: int,
+                app_cpu: int = SEND_CPU, duration: float | None = None) -> dict:
     """The model's offered load per group is what the kernel's recorder saw enter the
     receive path (equal to what the sender counted as sent, on every run so far)."""
     groups = [model.group("heavy", HEAVY, _entered_rate(run, HEAVY)),
@@ -344,7 +347,7 @@ def _slow_model(ctx: Ctx, run: Run, bitmap: str, stack_rx: float, backlog: int) 
     # got past the backlog, which in the model is what a reader with CPU to spare reads.
     return model.scenario(groups, {"rps_cpus": "2", "netdev_max_backlog": backlog,
                                    "flow_limit_cpu_bitmap": bitmap},
-                          app_cpu=SEND_CPU, duration=min(ctx.duration, 0.5),
+                          app_cpu=app_cpu, duration=duration or min(ctx.duration, 0.5),
                           costs={"stack_rx": stack_rx})
 
 
@@ -505,6 +508,84 @@ def backlog_drop_accounting(ctx: Ctx) -> dict:
     return c.result("backlog_drop_accounting", kernel, mdl)
 
 
+# --- reader_on_rps_cpu -----------------------------------------------------------------------
+
+def _reader_figures(run: Run) -> dict:
+    """cpu1's softirq and user time as shares of the sending time (/proc/stat ticks; the
+    counters' window also holds 0.2 s after the traffic), the reader's own CPU time over
+    the window (its rusage: without CONFIG_IRQ_TIME_ACCOUNTING the softirq it runs inline
+    is its stime as well as /proc/stat's softirq), and its sockets' drops."""
+    t = run.cpu_ticks.get(TARGET_CPU, {})
+    ticks = max(1.0, run.send_seconds * os.sysconf("SC_CLK_TCK"))
+    reader = run.recv_rusage.get("utime", 0.0) + run.recv_rusage.get("stime", 0.0)
+    return {"cpu1_softirq": _r(min(1.0, t.get("softirq", 0) / ticks)),
+            "cpu1_user": _r(t.get("user", 0) / ticks),
+            "reader_cpu": _r(reader / max(run.window, 1e-3)),
+            "socket_drops": sum(s["drops"] for s in run.sockets.values()),
+            "sent": run.total_sent, "cpu1_ticks": t}
+
+
+def _reader_model(res, cpu: int) -> dict:
+    u = res.data["cpus"][cpu]["util"]
+    return {"cpu1_softirq": _r(res.data["cpus"][TARGET_CPU]["util"]["softirq"]),
+            "cpu1_user": _r(res.data["cpus"][TARGET_CPU]["util"]["user"]),
+            # the reader's time on cpu1: the softirq it ran in its recv() and its own work
+            "reader_cpu": _r(u["softirq"] - u["ksoftirqd"] + u["user"] + u["system"])
+            if cpu == TARGET_CPU else _r(u["user"] + u["system"]),
+            "socket_drops": res.data["packets"]["dropped_by_reason"]["socket_rcvbuf"]}
+
+
+def running_version() -> str:
+    from rxlab.host.export import _kernel_version
+    return _kernel_version(platform.release())
+
+
+def reader_unavailable() -> str | None:
+    """The check's criteria are those of kernels whose local_bh_enable runs the softirq
+    while ksoftirqd is awake; 4.9-6.4 defer to ksoftirqd instead."""
+    from rxlab.kernel.versions import behaviour
+    v = running_version()
+    if behaviour(v).ksoftirqd_defers:
+        return (f"Linux {v} defers pending softirqs to a running ksoftirqd (4.9-6.4): the "
+                "reader is not starved there; this check's criteria are for 6.5+")
+    return None
+
+
+def reader_on_rps_cpu(ctx: Ctx) -> dict:
+    """The slowed-consumer flood without flow limit (everything to cpu1 by RPS), the
+    receiver pinned to cpu1, then to cpu0. On 6.5+ (and up to 4.8) each recv() runs cpu1's
+    pending softirq inline (kernel/softirq.c __local_bh_enable_ip from __skb_recv_udp's
+    spin_unlock_bh): the reader keeps about half of cpu1 but spends it on receive work,
+    so cpu1 is all softirq and the reader's sockets overflow; on cpu0 it reads them."""
+    same, other = slow_run(ctx, "0"), slow_run(ctx, "0", recv_cpu=SEND_CPU)
+    cost = calibrated_cost(ctx)
+    k = {"reader_cpu1": _reader_figures(same), "reader_cpu0": _reader_figures(other)}
+    m = {}
+    for label, run, cpu in (("reader_cpu1", same, TARGET_CPU), ("reader_cpu0", other, SEND_CPU)):
+        # as long as the kernel's run: whether a socket overflows depends on it
+        d = _slow_model(ctx, run, "0", cost, BACKLOG, app_cpu=cpu, duration=run.send_seconds)
+        d["host"]["kernel"] = running_version()  # the rule is the running kernel's
+        m[label] = _reader_model(model.simulate(d), cpu)
+    ks, ms = k["reader_cpu1"], m["reader_cpu1"]
+    c = Criteria()
+    # user: the reader's own reads, mostly of its sockets once the flood stops (counted
+    # against the sending time, as the softirq is)
+    c.add("reader on cpu1: cpu1 is receive work while the flood lasts (softirq > 0.85, "
+          "user < 0.15)", ks["cpu1_softirq"] > 0.85 and ks["cpu1_user"] < 0.15
+          and ms["cpu1_softirq"] > 0.85 and ms["cpu1_user"] < 0.15,
+          {"softirq": ks["cpu1_softirq"], "user": ks["cpu1_user"]},
+          {"softirq": ms["cpu1_softirq"], "user": ms["cpu1_user"]})
+    c.add("reader on cpu1 keeps about half of it, spent in its recv()'s softirq "
+          "(0.3-0.7 of cpu1)", 0.3 <= ks["reader_cpu"] <= 0.7 and 0.3 <= ms["reader_cpu"] <= 0.7,
+          ks["reader_cpu"], ms["reader_cpu"])
+    kd = (ks["socket_drops"], k["reader_cpu0"]["socket_drops"])
+    md = (ms["socket_drops"], m["reader_cpu0"]["socket_drops"])
+    c.add("its sockets overflow on cpu1 and not on cpu0", kd[0] > 0 and kd[1] == 0
+          and md[0] > 0 and md[1] == 0, list(kd), list(md))
+    m["calibration"] = {"stack_rx_ns": round(cost, 1)}
+    return c.result("reader_on_rps_cpu", k, m)
+
+
 # --- cpumap_cpu_choice ----------------------------------------------------------------------
 
 CPUMAP_PORTS = list(range(40400, 40408))
@@ -522,7 +603,8 @@ def cpumap_unavailable() -> str | None:
     return None
 
 
-UNAVAILABLE: dict[str, Callable[[], str | None]] = {"cpumap_cpu_choice": cpumap_unavailable}
+UNAVAILABLE: dict[str, Callable[[], str | None]] = {"cpumap_cpu_choice": cpumap_unavailable,
+                                                    "reader_on_rps_cpu": reader_unavailable}
 
 
 def _cpumap_run(ctx: Ctx, rps_rx0: str | None) -> tuple[Run, dict, dict, dict]:
@@ -707,6 +789,7 @@ CHECKS: dict[str, Callable[[Ctx], dict]] = {
     "rfs_follows_thread": rfs_follows_thread,
     "flow_limit_shedding": flow_limit_shedding,
     "backlog_drop_accounting": backlog_drop_accounting,
+    "reader_on_rps_cpu": reader_on_rps_cpu,
     "cpumap_cpu_choice": cpumap_cpu_choice,
     **rates.CHECKS,
     "latency_percentiles": lambda _ctx: skipped("latency_percentiles",
