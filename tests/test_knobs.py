@@ -95,3 +95,15 @@ def test_host_show_and_export_name_what_they_read_and_what_not():
     for k in knobs.not_read():
         assert k.what in unread
     assert "adaptive-rx" in unread and "SO_BUSY_POLL" in unread
+
+
+def test_a_sweep_grid_over_an_unmodelled_knob_is_refused_the_same_way():
+    from rxlab.sweep.spec import validate_override
+
+    with pytest.raises(UsageError) as err:
+        validate_override(BASE, "kernel.busy_read", 50, "sweep.grid.kernel.busy_read")
+    assert str(err.value).startswith("sweep.grid.kernel.busy_read: a known kernel setting "
+                                     "(sysctl net.core.busy_read), not modelled")
+    with pytest.raises(UsageError) as err:
+        validate_override(BASE, "kernel.netdev_max_backlg", 1, "sweep.grid.x")
+    assert "unknown scenario path; did you mean netdev_max_backlog?" in str(err.value)

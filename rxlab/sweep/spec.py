@@ -176,9 +176,12 @@ def validate_override(base: dict, path: str, value: Any, where: str) -> dict:
     try:
         Scenario.model_validate(data)
     except ValidationError as err:
-        if _is_unknown(err, path):
-            raise UsageError(f"{where}: unknown scenario path; check the spelling against "
-                             "docs/scenario.md") from None
+        if _is_unknown(err, path):  # a misspelling names the nearest key; a knob rxlab
+            # knows but does not model says so (rxlab.knobs), as a scenario file does
+            why = validation_message(err).split(": ", 1)[-1]
+            if why.startswith("unknown key"):
+                why = "unknown scenario path" + why.removeprefix("unknown key")
+            raise UsageError(f"{where}: {why}") from None
         raise UsageError(f"{where}: value {value!r}: {validation_message(err)}") from None
     return data
 
