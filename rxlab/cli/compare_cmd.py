@@ -92,7 +92,11 @@ def _run(args) -> int:
         common["duration"] = args.duration
     configs = build_configs(args.scenarios, args.set_variant, common, args.seeds, args.seed)
     err = Console(stderr=True)
-    results = run_all(configs, args.jobs, err if sys.stderr.isatty() else None)
+    from rxlab.cli.run_cmd import PlanLine
+
+    tty = sys.stderr.isatty()  # a bar; else one line when the plan takes over ~10 s
+    results = run_all(configs, args.jobs, err if tty else None,
+                      plan=None if tty else PlanLine("compare"))
     cmp = compare(configs, results)
     text = dump_json(cmp)  # strict JSON; a non-finite number fails here, before any file
     if args.out:

@@ -128,8 +128,11 @@ def check_memory(configs: list[Config], jobs: int) -> tuple[int, str | None]:
     return jobs, None
 
 
-def run_all(configs: list[Config], jobs: int | None, console=None) -> dict[str, list[dict]]:
-    """Every configuration on each of its seeds: {name: [Result.data per seed]}."""
+def run_all(configs: list[Config], jobs: int | None, console=None,
+            plan=None) -> dict[str, list[dict]]:
+    """Every configuration on each of its seeds: {name: [Result.data per seed]}.
+    ``plan(done, total)`` after each run: without a bar, the time left is said once
+    (rxlab.cli.run_cmd.PlanLine)."""
     from rxlab.sweep.runner import RunError, _Bar, run_local
     from rxlab.sweep.spec import dump_scenario
 
@@ -149,10 +152,15 @@ def run_all(configs: list[Config], jobs: int | None, console=None) -> dict[str, 
     out: dict[str, list] = {c.name: [None] * len(c.seeds) for c in configs}
     bar = _Bar(console, console is not None, len(tasks), 0, f"compare ({jobs} processes)")
 
+    done = [0]
+
     def on_result(res: dict) -> None:
         name, si = where[res["run_id"]]
         out[name][si] = res["data"]
         bar.advance()
+        done[0] += 1
+        if plan is not None:
+            plan(done[0], len(tasks))
 
     try:
         with bar:
