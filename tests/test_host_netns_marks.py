@@ -5,6 +5,7 @@ Without a lab: the plan is given, so this runs without root or namespaces."""
 from __future__ import annotations
 
 import yaml
+from plan_output import plan_steps
 
 from rxlab.cli.main import main
 from rxlab.host import apply as host_apply
@@ -34,7 +35,7 @@ def test_apply_in_a_namespace_marks_the_global_settings(tmp_path, monkeypatch, c
         "rate": {"pps": 1000}}]}}))
     assert main(["host", "apply", str(sc), "--dev", "rxb", "--netns", "labns"]) == 0
     out = capsys.readouterr().out
-    lines = [ln for ln in out.splitlines() if ln.startswith("  ")]
+    lines = plan_steps(out)
     assert len(lines) == len(STEPS)
     marked = [ln for ln in lines if ln.endswith("; machine-wide, not only netns labns")]
     assert [ln.split("    #")[0].strip() for ln in marked] == [

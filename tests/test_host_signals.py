@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from plan_output import plan_steps
 
 from rxlab.host import apply as host_apply
 from rxlab.host import caps
@@ -185,7 +186,7 @@ def test_the_plan_has_all_steps_and_marks_the_machine_wide_ones(lab, scenario):
     r = cli("host", "apply", str(scenario), "--dev", lab.dev_rx, "--netns", lab.ns_rx)
     assert r.returncode == 0, r.stderr
     assert f"{STEPS} change(s) for {lab.dev_rx} in netns {lab.ns_rx}:" in r.stdout
-    listed = [ln for ln in r.stdout.splitlines() if ln.startswith("  ")]
+    listed = plan_steps(r.stdout)
     assert len(listed) == STEPS
     wide = [ln for ln in listed if ln.endswith(f"machine-wide, not only netns {lab.ns_rx}")]
     assert len(wide) == SYSCTL_STEPS and all("sysctl -w net.core." in ln for ln in wide)
