@@ -19,6 +19,7 @@ import pytest
 from lab_processes import traffic_processes
 
 from rxlab.host import guard, procfs
+from rxlab.host.experiment import RECV_NAP
 from rxlab.host.lab import CAL_NAMES
 from rxlab.host.netns import NETNS_RUN_DIR
 from rxlab.profiles import load_profile
@@ -99,8 +100,12 @@ def test_quick_calibration_gives_a_profile_the_held_out_checks_can_use(untouched
             print(f"{name}: {crit['what']}: kernel {k['mean']:.4g} "
                   f"[{k['min']:.4g}-{k['max']:.4g}], model {m:.4g}, agree={crit['ok']}")
             assert abs(m - k["mean"]) <= 0.35 * abs(k["mean"]), f"{name}: {crit}"
+        # the receiver wakes on its timer (RECV_NAP), not per packet: at most three times
+        # per timer period of the window, and far fewer times than packets (a slow lab's
+        # half load, 15,000 packets a second here, is only 15 per timer period)
         runs = c["kernel"]["runs"]
-        assert all(r["receiver_wakeups"] < 0.05 * r["processed"] for r in runs), runs
+        assert all(r["receiver_wakeups"] < min(3 * r["window_s"] / RECV_NAP,
+                                               0.25 * r["processed"]) for r in runs), runs
 
 
 def _interrupt(argv: list[str], ready, sig: int) -> int:
