@@ -205,6 +205,13 @@ def _rfs_tables(sc: Scenario, kb: KernelBehaviour) -> tuple[int, np.ndarray]:
     return entries, logs
 
 
+def napi_thread_cpus(sc: Scenario, irq: list[int]) -> np.ndarray:
+    """Each queue's napi/DEV-ID kthread CPU (threaded NAPI), or -1: softirq polls it."""
+    if not sc.nic.threaded:
+        return np.full(len(irq), -1, np.int64)
+    return np.array(sc.nic.napi_thread_affinity or irq, np.int64)
+
+
 def _migration(sc: Scenario, nth: int, ncpu: int, app_of_thread: list[int]):
     every = np.zeros(nth, I64)
     mset = np.zeros((nth, ncpu), I64)
@@ -358,6 +365,7 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     queue = np.zeros(nq, QUEUE_PARAMS)
     queue["irq_cpu"], queue["rps_len"] = irq, rps_len
     queue["xsk_of_queue"] = xsk_of_queue
+    queue["napi_cpu"] = napi_thread_cpus(sc, irq)
     cpu = np.zeros(ncpu, CPU_PARAMS)
     cpu["cpu_rmap"], cpu["cm_entry"] = cpu_rmap, xd.pop("cm_entry")
     cm_cpu = xd.pop("cm_cpu")
@@ -376,7 +384,8 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
         netif_rx=sc.nic.rx_mode == "netif_rx",
         fl_history=hist, fl_log=ilog2(tl),
         fl_hash32=kb.flow_limit_hash_32,
-        ksoftirqd_defers=kb.ksoftirqd_defers, jitter_kind=jk, jitter_sigma=sigma,
+        ksoftirqd_defers=kb.ksoftirqd_defers, napi_threaded=sc.nic.threaded,
+        jitter_kind=jk, jitter_sigma=sigma,
         interval_ns=interval_ns, interval_inv=1.0 / interval_ns,
         warmup_ns=int(round(sc.metrics.warmup * 1e9)),
         n_intervals=n_int, win_ns=traffic_window_ns(sc.duration, interval_ns, n_int),
@@ -493,6 +502,9 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
         "irq_affinity": list(irq),
         "indirection_table": steer["table"].tolist(),
         "ksoftirqd_defers": kb.ksoftirqd_defers,
+        "threaded": sc.nic.threaded,
+        "napi_thread_affinity": ([int(c) for c in p.queue["napi_cpu"]] if sc.nic.threaded
+                                 else None),
         "cost_profile": sc.host.cost_profile,
         "costs_ns": costs,
         "flows": nflows,

@@ -6,7 +6,7 @@ with "unknown key": a user can tell a knob this version lacks from a misspelling
 learns what the model does instead. ``rxlab host show`` and ``host export`` read those
 a host shows in one file (a sysctl, a sysfs attribute) and list them as read and not
 modelled; the others (ethtool, netlink, boot parameters, socket options) are named as
-not read. The issues that would model them: 29 (threaded NAPI and backlog), 31
+not read. The issues that would model them: 29 (threaded backlog), 31
 (deferral, busy polling, IRQ suspension), 32 (GRO, adaptive moderation, skb defer free).
 """
 
@@ -54,8 +54,6 @@ UNMODELLED: tuple[Knob, ...] = (
          "0: no deferral timer", f"{_DEV}/gro_flush_timeout"),
     Knob("irq_suspend_timeout", "nic", "netdev netlink napi-set irq-suspend-timeout, 6.13+",
          "0: IRQs are never suspended"),
-    Knob("threaded", "nic", "/sys/class/net/DEV/threaded, 5.12+",
-         "NAPI polls run in softirq, as with 0", f"{_DEV}/threaded"),
     Knob("adaptive_rx", "nic", "ethtool -C DEV adaptive-rx",
          "moderation is the fixed nic.rx_usecs"),
     Knob("rx_frames", "nic", "ethtool -C DEV rx-frames",

@@ -275,6 +275,11 @@ class Nic(_Strict):
         None, description="NIC packet-rate ceiling")
     nic_fifo: int = Field(512, ge=0, le=INT_MAX, description="packets buffered above max_pps")
     irq_affinity: list[int] | None = None
+    threaded: bool = Field(False, description="/sys/class/net/DEV/threaded (5.12+): each "
+                           "queue's NAPI polls in its kthread napi/DEV-ID, not in softirq")
+    napi_thread_affinity: list[int] | None = Field(
+        None, description="CPU of each queue's napi/DEV-ID kthread (taskset); default: the "
+        "CPU of the queue's interrupt")
     napi_weight: int = Field(64, ge=1, le=65536)
     rx_mode: Literal["napi", "netif_rx"] = Field(
         "napi", description="napi: descriptor ring + NAPI poll; netif_rx: veth/tun/legacy"
@@ -331,7 +336,7 @@ class Nic(_Strict):
     def from_preset(self) -> dict:
         return dict(self._from_preset)
 
-    @field_validator("irq_affinity", mode="before")
+    @field_validator("irq_affinity", "napi_thread_affinity", mode="before")
     @classmethod
     def _irq_cpulist(cls, v: Any) -> Any:
         """A cpulist here means one CPU per queue, in order ('0-3': queue q on CPU q)."""

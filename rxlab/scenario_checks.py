@@ -17,7 +17,7 @@ import numpy as np
 from rxlab import cpuset
 from rxlab.kernel.hashfn import roundup_pow_of_two
 from rxlab.kernel.stages import STAGES
-from rxlab.kernel.versions import parse_version
+from rxlab.kernel.versions import behaviour, parse_version
 from rxlab.nic import indirection as indir
 
 # Linux releases: the last minor of each major (3.19, 4.20, 5.19, 6.19); 7.x is current.
@@ -141,6 +141,7 @@ def _nic(sc, n: int, nq: int) -> None:
             if not 0 <= c < n:
                 raise ValueError(f"nic.irq_affinity[{q}]: CPU {c} does not exist "
                                  f"(host.cpus = {n})")
+    _threaded(sc, n, nq)
     size = nic.rss.table_size
     table(nic.rss.indirection, size, nq, "nic.rss.indirection")
     contexts: dict[int, int] = {}  # id -> the highest queue its table names
@@ -167,6 +168,30 @@ def _nic(sc, n: int, nq: int) -> None:
                 raise ValueError(f"{where}.ring_cookie: context {rule.context}'s queues + "
                                  f"{rule.ring_cookie} reach queue {top}, but nic.queues = "
                                  f"{nq}; use a smaller offset")
+
+
+def _threaded(sc, n: int, nq: int) -> None:
+    nic = sc.nic
+    if nic.threaded and not behaviour(sc.host.kernel).napi_threaded:
+        raise ValueError(f"nic.threaded: Linux {sc.host.kernel} has no threaded NAPI (5.12+, "
+                         "/sys/class/net/DEV/threaded); remove it or set host.kernel to 5.12 "
+                         "or newer")
+    if nic.threaded and nic.rx_mode == "netif_rx":
+        raise ValueError("nic.threaded: rx_mode netif_rx has no NAPI of the device's own to "
+                         "thread; use rx_mode napi or remove nic.threaded")
+    aff = nic.napi_thread_affinity
+    if aff is None:
+        return
+    if not nic.threaded:
+        raise ValueError("nic.napi_thread_affinity: the napi/DEV-ID kthreads exist only with "
+                         "nic.threaded: true; set it or remove the affinity")
+    if len(aff) != nq:
+        raise ValueError(f"nic.napi_thread_affinity: {len(aff)} entries for {nq} queues; give "
+                         f"one CPU per queue, e.g. '0-{nq - 1}' or [0, 1, ...]")
+    for q, c in enumerate(aff):
+        if not 0 <= c < n:
+            raise ValueError(f"nic.napi_thread_affinity[{q}]: CPU {c} does not exist "
+                             f"(host.cpus = {n})")
 
 
 def _group_exists(name: str | None, names: list[str], where: str) -> None:

@@ -42,7 +42,7 @@ def test_no_knob_in_the_table_is_a_field_rxlab_models(knob):
 
 
 @pytest.mark.parametrize("path", ["kernel.napi_defer_hard_irqs", "kernel.gro_flush_timeout",
-                                  "kernel.busy_read", "kernel.busy_poll", "nic.threaded",
+                                  "kernel.busy_read", "kernel.busy_poll",
                                   "kernel.thread_backlog_napi", "kernel.skb_defer_max",
                                   "nic.adaptive_rx", "nic.gro"])
 def test_the_issues_knobs_are_refused_as_known(path):
@@ -79,19 +79,20 @@ def test_host_reads_the_knobs_a_file_shows(tmp_path):
     (core / "busy_read").write_text("50\n")  # busy_poll and the rest absent: left out
     dev = tmp_path / "sys/class/net/eth9"
     dev.mkdir(parents=True)
-    (dev / "threaded").write_text("1\n")
+    (dev / "napi_defer_hard_irqs").write_text("2\n")
     (dev / "gro_flush_timeout").write_text("20000\n")
     assert host_read.read_unmodelled("kernel", root=str(tmp_path)) == {
         "net.core.busy_read": "50"}
     assert host_read.read_unmodelled("nic", "eth9", str(tmp_path)) == {
-        "gro_flush_timeout": "20000", "threaded": "1"}
+        "gro_flush_timeout": "20000", "napi_defer_hard_irqs": "2"}
 
 
 def test_host_show_and_export_name_what_they_read_and_what_not():
     info = {"unmodelled": {"net.core.busy_read": "50"}, "devices": {
-        "eth9": {"unmodelled": {"threaded": "1"}}, "eth8": {"unmodelled": {"threaded": "0"}}}}
+        "eth9": {"unmodelled": {"gro_flush_timeout": "20000"}},
+        "eth8": {"unmodelled": {"gro_flush_timeout": "0"}}}}
     read, unread = host_read.unmodelled_lines(info, ["eth9"])
-    assert read == "not modelled, read: net.core.busy_read=50 eth9/threaded=1"
+    assert read == "not modelled, read: net.core.busy_read=50 eth9/gro_flush_timeout=20000"
     for k in knobs.not_read():
         assert k.what in unread
     assert "adaptive-rx" in unread and "SO_BUSY_POLL" in unread

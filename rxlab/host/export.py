@@ -141,6 +141,11 @@ def scenario_from_host(info: dict, dev: str) -> tuple[dict, list[str]]:
         notes.append(f"no queue IRQs identified for {dev}; nic.irq_affinity left at the "
                      "default (queue q on CPU q % cpus)")
 
+    if d.get("threaded") and nic.get("rx_mode") != "netif_rx":
+        nic["threaded"] = True
+        notes.append("threaded NAPI is on: the napi/DEV-ID kthreads' affinity is not read; "
+                     "nic.napi_thread_affinity left at the default (each queue's IRQ CPU)")
+
     rss_info = d.get("rss") or {}
     rss: dict = {}
     if rss_info.get("supported"):

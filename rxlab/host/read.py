@@ -178,6 +178,7 @@ def read_device(dev: str, with_ethtool: bool = True) -> dict:
         "operstate": _read(d / "operstate"), "mtu": _int(d / "mtu"),
         "rx_queues": len(rx), "tx_queues": len(tx), "rx": rx, "tx": tx,
         "irqs": queue_irqs(dev, dpath),
+        "threaded": _int(d / "threaded"),  # absent before 5.12
     }
     if with_ethtool:
         if info["driver"] is None:

@@ -13,3 +13,4 @@ EV_MIGRATE = 5  # arg thread: it moves to another CPU
 EV_ARFS_SVC = 6  # arg CPU: the kworker queued the aRFS work wakes there (runnable)
 EV_ARFS_TIMER = 7  # the ice service timer: queues the work with an expiry scan
 EV_CPUMAP_WAKE = 8  # arg cpumap entry: wake_up_process(kthread) reaches its CPU
+EV_NAPI_WAKE = 9  # arg rx queue: wake_up_process(napi->thread) reaches the thread's CPU

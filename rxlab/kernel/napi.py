@@ -184,24 +184,30 @@ def net_rx_action_step(s, c, t):
 
 
 @njit(**JIT_STATE)
+def napi_complete_done(s, q, t):
+    """The driver's poll of queue q took less than its weight: interrupts re-enabled;
+    descriptors that arrived during the poll raise the interrupt again at once."""
+    p, nic = s.p, s.nic
+    nic.queue[q].napi_sched = 0
+    h = nic.queue[q].ring_head
+    if nic.queue[q].ring_tail > h:
+        # written during the poll, or later (taken from the stream by another CPU)
+        t_dd = max(t, nic.ring[q, h & p.ring_mask].stamp)
+        nic.queue[q].napi_sched = 1
+        schedule(s.ev, t_dd + p.irq_delay_ns, PRIO_HARDIRQ, EV_IRQ, q)
+
+
+@njit(**JIT_STATE)
 def napi_segment_end(s, c, napi, t):
     """What net_rx_action does after __napi_poll returned ``seg_work`` packets."""
-    p, nic, sd, ev = s.p, s.nic, s.sd, s.ev
+    p, sd = s.p, s.sd
     work = sd.cpu[c].seg_work
     weight = p.napi_weight if napi < p.nq else p.dev_rx_weight
     if work >= weight:
         sd.repoll[c, sd.cpu[c].rp_n] = napi  # still owned: polled again next round
         sd.cpu[c].rp_n += 1
     elif napi < p.nq:
-        # napi_complete_done: interrupts re-enabled; descriptors that arrived during the
-        # poll raise the interrupt again at once
-        nic.queue[napi].napi_sched = 0
-        h = nic.queue[napi].ring_head
-        if nic.queue[napi].ring_tail > h:
-            # written during the poll, or later (taken from the stream by another CPU)
-            t_dd = max(t, nic.ring[napi, h & p.ring_mask].stamp)
-            nic.queue[napi].napi_sched = 1
-            schedule(ev, t_dd + p.irq_delay_ns, PRIO_HARDIRQ, EV_IRQ, napi)
+        napi_complete_done(s, napi, t)
     sd.cpu[c].budget -= work
     if sd.cpu[c].budget <= 0 or jiffies(s, t) >= sd.cpu[c].time_limit_j:
         sd.cpu[c].time_squeeze += 1

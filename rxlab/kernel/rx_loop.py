@@ -25,6 +25,7 @@ from rxlab.kernel.events import (
     EV_IPI,
     EV_IRQ,
     EV_MIGRATE,
+    EV_NAPI_WAKE,
     EV_WAKE,
 )
 from rxlab.kernel.napi import (
@@ -33,20 +34,31 @@ from rxlab.kernel.napi import (
     net_rx_action_step,
     softirq_context,
 )
+from rxlab.kernel.napi_thread import (
+    napi_thread_after,
+    napi_thread_arrive,
+    napi_thread_poll,
+    napi_thread_wake,
+)
 from rxlab.kernel.nic_rx import ingest, kick_cpu
 from rxlab.kernel.sched import (
     SCHED_APP,
     SCHED_CPUMAP_KTHREAD,
     SCHED_KSOFTIRQD,
     SCHED_KWORKER,
+    SCHED_NAPI_THREAD,
     SCHED_SOFTIRQ,
+    napi_thread_next,
     pick_next,
 )
 from rxlab.kernel.sched_states import (
+    BH_APP,
+    BH_NAPI_THREAD,
     SEG_APP,
     SEG_CPUMAP,
     SEG_KWORKER,
     SEG_NAPI,
+    SEG_NAPI_THREAD,
     SEG_NONE,
     TH_RUNNABLE,
     TH_WAKING,
@@ -94,8 +106,13 @@ def shape(t_gen, length, link_ps_per_byte, svc_ns, fifo, port_state, t_wire, t_n
 
 @njit(**JIT_STATE)
 def interrupt(s, c, napi, irq_cost, t):
-    """Hard interrupt on CPU c that schedules a NAPI and raises NET_RX_SOFTIRQ."""
+    """Hard interrupt on CPU c that schedules a NAPI and raises NET_RX_SOFTIRQ, or, for
+    a threaded NAPI, wakes its kthread (____napi_schedule)."""
     p, sd = s.p, s.sd
+    if p.napi_threaded and napi < p.nq and p.queue[napi].napi_cpu >= 0:
+        sd.cpu[c].irq_debt += irq_cost + napi_thread_wake(s, c, napi, t)
+        kick_cpu(s, c, t)  # the hardirq's time is charged when c dispatches
+        return
     sd.cpu[c].irq_debt += irq_cost
     napi_list_add(s, c, napi)
     if sd.cpu[c].ksoftirqd and not p.ksoftirqd_defers:
@@ -115,6 +132,9 @@ def dispatch(s, c, t):
     sd, pz = s.sd, s.nic.pause[0]
     sd.cpu[c].ev_pending = 0
     t_ev = t  # no pending event is earlier, no arrival of the next chunk as early
+    if pz.on and pz.thread:
+        napi_thread_poll(s, c, pz.q, pz.t0, t_ev)  # a NAPI kthread's paused poll
+        return
     if pz.on:
         # the paused poll (net_rx_action_step resumes it), as the segment started
         t, ctx, was_ks, vmin = pz.t0, pz.ctx, pz.was_ks, pz.vmin
@@ -136,6 +156,14 @@ def dispatch(s, c, t):
             cpumap_after_batch(s, sd.cpu[c].seg_arg, t)
         elif kind == SEG_KWORKER:
             kworker_after(s, t)
+        elif kind == SEG_NAPI_THREAD:
+            napi_thread_after(s, c, sd.cpu[c].seg_arg, t)
+            if sd.cpu[c].softirq_pending and not (sd.cpu[c].ksoftirqd
+                                                  and s.p.ksoftirqd_defers):
+                # the pass's local_bh_enable runs what its poll raised here (a local
+                # backlog) inline, on the kthread's time
+                sd.cpu[c].bh_inline = BH_NAPI_THREAD + sd.cpu[c].seg_arg
+                sd.cpu[c].ksoftirqd = 0
         if sd.cpu[c].wake_debt > 0:
             # wake-ups of threads elsewhere the segment did (rxlab.kernel.wake)
             debt = sd.cpu[c].wake_debt
@@ -144,6 +172,9 @@ def dispatch(s, c, t):
                 sd.cpu[c].ks_vrt += debt
             elif kind == SEG_CPUMAP:
                 s.cm.entry[sd.cpu[c].seg_arg].kt_vrt += debt
+            elif kind == SEG_NAPI_THREAD:
+                s.nic.queue[sd.cpu[c].seg_arg].nt_vrt += debt
+                s.nic.queue[sd.cpu[c].seg_arg].nt_ns += debt
             t += debt
             sd.cpu[c].wake_debt = 0
         if sd.cpu[c].irq_debt > 0:
@@ -172,7 +203,9 @@ def dispatch(s, c, t):
 def run_thread(s, c, who, t):
     """Start the segment of the thread ``pick_next`` chose on CPU c (not softirq)."""
     sd, so, ev = s.sd, s.so, s.ev
-    if who == SCHED_CPUMAP_KTHREAD:
+    if who == SCHED_NAPI_THREAD:
+        napi_thread_poll(s, c, napi_thread_next(s, c), t, t)
+    elif who == SCHED_CPUMAP_KTHREAD:
         e = s.p.cpu[c].cm_entry
         t_end = cpumap_kthread_step(s, c, e, t)
         account(s, c, T_SYSTEM, t, t_end)
@@ -216,8 +249,10 @@ def softirq_segment(s, c, t, t_end, napi, ctx, was_ks, vmin):
     sd.cpu[c].seg_ctx = ctx  # also the context of wake-ups it owes (rxlab.kernel.wake)
     if was_ks:
         sd.cpu[c].ks_vrt += t_end - t
-    elif sd.cpu[c].bh_inline:
+    elif sd.cpu[c].bh_inline == BH_APP:
         sd.cpu[c].app_vrt += t_end - t  # inside the reader's syscall: its runtime
+    elif sd.cpu[c].bh_inline >= BH_NAPI_THREAD:
+        s.nic.queue[sd.cpu[c].bh_inline - BH_NAPI_THREAD].nt_vrt += t_end - t
     if sd.cpu[c].ksoftirqd and not was_ks:
         sd.cpu[c].ks_vrt = vmin  # a woken thread starts level in CFS
     if napi >= 0:
@@ -292,6 +327,8 @@ def handle_event(s, t, kind, arg):
             kick_cpu(s, c, t)
     elif kind == EV_ARFS_TIMER:
         service_timer(s, t)
+    elif kind == EV_NAPI_WAKE:
+        napi_thread_arrive(s, arg, t)
 
 
 @njit(**JIT_LEAF)

@@ -10,7 +10,10 @@ a constant here and a branch in ``_candidate``.
 
 The kworker that runs the driver's aRFS work (``rxlab.nic.arfs``) is such a thread: it
 is runnable on its CPU while the work is queued, never while ``net_rx_action`` is under
-way there (a softirq is not preempted by a thread), and competes by runtime.
+way there (a softirq is not preempted by a thread), and competes by runtime. So are the
+NAPI kthreads of threaded NAPI (``rxlab.kernel.napi_thread``): each queue's
+``napi/DEV-ID`` competes with its own runtime; among those of one CPU the least runtime
+goes first.
 """
 
 from numba import njit
@@ -22,8 +25,9 @@ from rxlab.kernel.sched_states import SVC_RUNNABLE, TH_RUNNABLE
 SCHED_KSOFTIRQD = 0  # ksoftirqd/<cpu> with NET_RX work pending
 SCHED_CPUMAP_KTHREAD = 1  # the cpumap entry's kthread on this CPU
 SCHED_KWORKER = 2  # the kworker running the driver's aRFS work item on this CPU
-SCHED_APP = 3  # the CPU's application threads (one runtime, round robin among them)
-THREADS = 4
+SCHED_NAPI_THREAD = 3  # a queue's NAPI kthread napi/DEV-ID on this CPU (threaded NAPI)
+SCHED_APP = 4  # the CPU's application threads (one runtime, round robin among them)
+THREADS = 5
 SCHED_SOFTIRQ = -2  # inline softirq: not a thread, runs before any of them
 SCHED_IDLE = -1
 
@@ -54,6 +58,20 @@ def kworker_runnable(s, c):
 
 
 @njit(**JIT_STATE)
+def napi_thread_next(s, c):
+    """The runnable NAPI kthread on CPU c with the least runtime: its queue, or -1."""
+    p, nq = s.p, s.nic.queue
+    best = -1
+    if not p.napi_threaded:
+        return best
+    for q in range(p.nq):
+        if (p.queue[q].napi_cpu == c and nq[q].nt_state == TH_RUNNABLE
+                and (best < 0 or nq[q].nt_vrt < nq[best].nt_vrt)):
+            best = q
+    return best
+
+
+@njit(**JIT_STATE)
 def _candidate(s, c, k):
     """(runnable, runtime) of candidate k on CPU c."""
     sd = s.sd
@@ -67,6 +85,11 @@ def _candidate(s, c, k):
         return False, sd.cpu[c].app_vrt
     if k == SCHED_KWORKER:
         return kworker_runnable(s, c), sd.cpu[c].kw_vrt
+    if k == SCHED_NAPI_THREAD:
+        q = napi_thread_next(s, c)
+        if q >= 0:
+            return True, s.nic.queue[q].nt_vrt
+        return False, sd.cpu[c].app_vrt
     return has_runnable_thread(s, c), sd.cpu[c].app_vrt
 
 

@@ -35,7 +35,7 @@ from rxlab.kernel.counters import (
 from rxlab.kernel.drop_reasons import DROP_NO_SOCKET, DROP_SOCKET_BACKLOG, DROP_SOCKET_RCVBUF
 from rxlab.kernel.events import EV_WAKE
 from rxlab.kernel.rfs import sock_rps_record_flow
-from rxlab.kernel.sched_states import TH_RUNNABLE, TH_SLEEP, TH_WAKING
+from rxlab.kernel.sched_states import BH_APP, TH_RUNNABLE, TH_SLEEP, TH_WAKING
 from rxlab.kernel.stages import (
     C_CROSS_CPU,
     C_SOCKET_ENQUEUE,
@@ -191,7 +191,7 @@ def bh_enable_runs_softirq(s, th):
         return False  # (in_rx_action: ksoftirqd's run, which no thread preempts midway)
     if sd.cpu[c].ksoftirqd and p.ksoftirqd_defers:
         return False
-    sd.cpu[c].bh_inline = 1
+    sd.cpu[c].bh_inline = BH_APP
     return True
 
 

@@ -53,6 +53,7 @@ QUEUE_PARAMS = struct(
     ("irq_cpu", np.int64),  # CPU the queue's interrupt is affine to
     ("rps_len", np.int64),  # rps_map->len
     ("xsk_of_queue", np.int64),  # XSKMAP[rx_queue_index]: socket, or -1
+    ("napi_cpu", np.int64),  # CPU of the queue's NAPI kthread napi/DEV-ID (threaded)
 )
 # Per CPU configuration.
 CPU_PARAMS = struct(
@@ -177,6 +178,7 @@ class Params(NamedTuple):
     fl_log: int
     fl_hash32: bool
     ksoftirqd_defers: bool
+    napi_threaded: bool  # some queue's NAPI runs in its kthread (nic.threaded)
     jitter_kind: int
     jitter_sigma: float
     interval_ns: int
@@ -235,6 +237,9 @@ RX_RING = struct(
     ("q_packets", np.int64),
     ("q_drops", np.int64),
     ("q_polls", np.int64),
+    # threaded NAPI: the queue's kthread napi/DEV-ID (TH_SLEEP / TH_WAKING / TH_RUNNABLE),
+    # its runtime (CFS share against other threads) and its CPU time
+    ("nt_state", np.int64), ("nt_vrt", np.int64), ("nt_ns", np.int64),
 )
 
 
@@ -261,6 +266,7 @@ POLL_PAUSE = struct(
     ("on", np.int64), ("c", np.int64), ("q", np.int64), ("t", np.int64),
     ("work", np.int64), ("count", np.int64), ("phase", np.int64),
     ("t0", np.int64), ("ctx", np.int64), ("was_ks", np.int64), ("vmin", np.int64),
+    ("thread", np.int64),  # 1 = the poll of a NAPI kthread (threaded NAPI), not softirq
 )
 
 
@@ -292,7 +298,8 @@ SOFTNET_DATA = struct(
     ("hs_active", np.int64),  # inside handle_softirqs (inline)
     ("hs_end_j", np.int64), ("hs_restart", np.int64),
     ("ksoftirqd", np.int64),  # softirq work deferred to ksoftirqd/<cpu>
-    # a thread's local_bh_enable runs the pending softirq inline (its runtime pays)
+    # a thread's local_bh_enable runs the pending softirq inline (its runtime pays):
+    # BH_APP (an application thread's recv) or BH_NAPI_THREAD + q (queue q's NAPI kthread)
     ("bh_inline", np.int64),
     ("ks_vrt", np.int64),  # ksoftirqd runtime (CFS share against threads)
     ("app_vrt", np.int64),

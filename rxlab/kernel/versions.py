@@ -34,6 +34,9 @@ class KernelBehaviour:
     softnet_columns: int
     # "net/flow_dissector: switch to siphash" (v5.4); older kernels use jhash2 (not modelled)
     siphash_flow_hash: bool
+    # "net: extract napi poll functionality to __napi_poll()" .. "net: add sysfs attribute to
+    # control napi threaded mode" (29863d41bb6e, v5.12): /sys/class/net/DEV/threaded
+    napi_threaded: bool
 
 
 def behaviour(text: str) -> KernelBehaviour:
@@ -48,4 +51,5 @@ def behaviour(text: str) -> KernelBehaviour:
         backlog_head_batched=v >= (6, 10),
         softnet_columns=cols,
         siphash_flow_hash=v >= (5, 4),
+        napi_threaded=v >= (5, 12),
     )

@@ -25,7 +25,7 @@ from numba import njit
 from rxlab.config import JIT_STATE
 from rxlab.kernel.accounting import cost
 from rxlab.kernel.counters import T_SYSTEM
-from rxlab.kernel.sched_states import SEG_CPUMAP
+from rxlab.kernel.sched_states import SEG_CPUMAP, SEG_NAPI_THREAD
 from rxlab.kernel.stages import C_IPI_RECV, C_WAKEUP_REMOTE
 
 
@@ -46,7 +46,8 @@ def ttwu_remote_owed(s, waker, wakee):
         return
     sd = s.sd
     sd.cpu[waker].wake_debt += cost(s, C_WAKEUP_REMOTE)
-    sd.cpu[waker].wake_ctx = (T_SYSTEM if sd.cpu[waker].seg_kind == SEG_CPUMAP
+    kind = sd.cpu[waker].seg_kind  # a kthread's segment is system time
+    sd.cpu[waker].wake_ctx = (T_SYSTEM if kind == SEG_CPUMAP or kind == SEG_NAPI_THREAD
                               else sd.cpu[waker].seg_ctx)
 
 

@@ -131,7 +131,11 @@ def assemble(m, in_flight: int) -> Result:
     queues = [
         {"queue": q, "irq_cpu": int(p.queue[q]["irq_cpu"]),
          "packets": int(nic.queue[q]["q_packets"]),
-         "ring_full_drops": int(nic.queue[q]["q_drops"]), "polls": int(nic.queue[q]["q_polls"])}
+         "ring_full_drops": int(nic.queue[q]["q_drops"]), "polls": int(nic.queue[q]["q_polls"]),
+         # threaded NAPI: the queue's kthread napi/DEV-ID, its CPU and CPU time
+         **({"napi_thread_cpu": int(p.queue[q]["napi_cpu"]),
+             "napi_thread_cpu_s": round(int(nic.queue[q]["nt_ns"]) / 1e9, 9)}
+            if p.napi_threaded else {})}
         for q in range(p.nq)
     ]
     apps = []
