@@ -15,6 +15,7 @@ import numpy as np
 from rxlab._cache import announce_compile
 from rxlab.build import Model, build
 from rxlab.errors import ConservationError
+from rxlab.kernel.counters import T_SOFTIRQ, T_SYSTEM, T_USER
 from rxlab.kernel.rx_loop import feed, feed_end, shape
 from rxlab.kernel.sim import sim_of
 from rxlab.metrics.result import Result, assemble
@@ -52,9 +53,26 @@ def check_cpu_time(res: Result) -> None:
                 f"(sum {total:.6f}, must be 1 with each share in [0, 1])")
 
 
+def check_task_time(m: Model) -> None:
+    """Every ns of system and user time belongs to a task, and the softirq the tasks
+    ran in their own context is part of the CPUs' inline softirq (rxlab.metrics.tasks):
+    a mechanism that charges a CPU without its task is a model bug."""
+    so, nic, cm, sd, cpu_ns = m.so.sock, m.nic.queue, m.cm.entry, m.sd.cpu, m.st.cpu_ns
+    own = int(so["th_ns"].sum() + nic["nt_ns"].sum() + cm["kt_ns"].sum() + sd["kw_ns"].sum())
+    charged = int(cpu_ns[:, T_SYSTEM].sum() + cpu_ns[:, T_USER].sum())
+    inline = int(so["th_bh_ns"].sum() + nic["nt_bh_ns"].sum())
+    if own != charged or inline > int(cpu_ns[:, T_SOFTIRQ].sum()):
+        raise ConservationError(
+            f"task time conservation broken: the tasks' own time {own} ns != system + user "
+            f"{charged} ns, or their inline softirq {inline} ns > the CPUs' "
+            f"{int(cpu_ns[:, T_SOFTIRQ].sum())} ns")
+
+
 def check_conservation(m: Model, res: Result) -> None:
-    """Every packet accounted for, and every CPU's time (check_cpu_time)."""
+    """Every packet accounted for, every CPU's time (check_cpu_time) and every task's
+    (check_task_time)."""
     check_cpu_time(res)
+    check_task_time(m)
     pk = res.data["packets"]
     if pk["offered"] != pk["delivered"] + pk["dropped"] + pk["forwarded"] + pk["in_flight"]:
         raise ConservationError(

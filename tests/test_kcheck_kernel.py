@@ -25,7 +25,7 @@ WHY = guard.cannot_run()
 FLOW_LIMIT = caps.probe().has("flow_limit")  # else flow_limit_shedding is skipped
 # a slowed-consumer check (netdev_max_backlog 64): the one flow limit's, or its twin
 SLOW_CHECK = "flow_limit_shedding" if FLOW_LIMIT else "backlog_drop_accounting"
-UNGATED = {"reader_on_rps_cpu"}
+UNGATED = {"reader_on_rps_cpu", "reader_threaded_napi"}
 pytestmark = pytest.mark.skipif(WHY is not None, reason=f"cannot run here: {WHY}")
 RXLAB = [sys.executable, "-m", "rxlab.cli.main", "kernel-check"]
 COMPILE_BUDGET = 900  # s: a cold numba cache on a busy 2-CPU machine
@@ -71,7 +71,7 @@ def test_every_check_agrees_with_the_kernel(untouched):
         assert by["flow_limit_shedding"]["reason"] == f"flow_limit: {why}"
         assert "CONFIG_NET_FLOW_LIMIT" in why
         assert {"name": "flow_limit_shedding", "reason": f"flow_limit: {why}"} in rep["skipped"]
-    # reader_on_rps_cpu measures cpu1's whole time: another process on cpu1 moves it
+    # the reader checks measure cpu1's whole time: another process on cpu1 moves them
     # (docs/kernel-check.md), so its verdict is printed, and its plumbing gated
     bad = {c["name"]: c["reason"] for c in ran
            if not c["agree"] and c["name"] not in UNGATED}
@@ -79,7 +79,11 @@ def test_every_check_agrees_with_the_kernel(untouched):
     for c in ran:
         if c["name"] in UNGATED:
             print(f"{c['name']}: agree={c['agree']}: {c['reason']}")
+        if c["name"] == "reader_on_rps_cpu":
             assert len(c["criteria"]) == 3 and c["model"]["reader_cpu1"]["socket_drops"] > 0
+        if c["name"] == "reader_threaded_napi":  # the kthreads existed and ran on cpu1
+            assert len(c["criteria"]) == 2 and c["model"]["same_cpu_ratio"] >= 0.5
+            assert c["kernel"]["reader_cpu1"]["napi_thread_cpu"] > 0
     assert rc == 0
     for c in rep["checks"]:
         assert set(c) >= {"name", "status", "agree", "kernel", "model", "reason"}

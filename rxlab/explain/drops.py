@@ -263,6 +263,19 @@ def _flow_limit(sub: Subject, dev: str, top: int) -> list[dict]:
     return out
 
 
+def _inline_softirq(sub: Subject, t: int) -> str | None:
+    """The reader's CPU time went on receive work inside its own recv() (the result's
+    ``tasks``, rxlab.metrics.tasks), or None when most of it did not."""
+    task = next((x for x in sub.data.get("tasks", []) if x["kind"] == "app"
+                 and x["task"].endswith(f"/{t}")), None)
+    if not task or not task["cpu_s"] or task["softirq_s"] < 0.5 * task["cpu_s"]:
+        return None
+    return (f"the thread spent {pct(task['softirq_s'] / task['cpu_s'])} of its CPU time on "
+            f"receive work in its own recv(): each datagram's spin_unlock_bh() runs CPU "
+            f"{task['cpu']}'s pending NET_RX softirq inline (kernel/softirq.c "
+            "__local_bh_enable_ip; 6.5+ and up to 4.8), so it reads one datagram per run")
+
+
 def _socket(sub: Subject, dev: str, top: int) -> list[dict]:
     """Per socket, its sk_drops: the receive buffer was full (``socket_rcvbuf``) or, for
     TCP, the reader owned the socket and its backlog was over tcp_add_backlog()'s limit
@@ -298,6 +311,16 @@ def _socket(sub: Subject, dev: str, top: int) -> list[dict]:
                      "full; the thread "
                      f"read {a['served']:,}", describe_cpu(sub, c)]
         f, e, sets = None, None, []
+        inline = _inline_softirq(sub, t)
+        if inline is not None:
+            facts.append(inline)
+            if roles["irq_queues"] and not d["config"].get("threaded"):
+                sets.append(setting(
+                    f"echo 1 > /sys/class/net/{dev}/threaded  (nic.threaded: true, 5.12+)",
+                    f"the NAPI polls of queue(s) {', '.join(map(str, roles['irq_queues']))} "
+                    "run in kthreads napi/DEV-ID, scheduled tasks beside the reader: its "
+                    "recv() no longer runs them (pin them with taskset, "
+                    "Documentation/networking/napi.rst)"))
         if sub.flows is not None:
             f, ff = _flow_facts(sub, sub.flows.sock == t, top, f"socket {t}")
             facts += ff

@@ -93,6 +93,7 @@ class Run:
     sockets: dict[int, dict[str, int]] = field(default_factory=dict)
     # filled in by the caller: flow recorder counts, side ("tx"/"rx") -> port -> packets
     recorded: dict[str, dict[int, int]] = field(default_factory=dict)
+    napi_ticks: int = 0  # threaded-NAPI kthreads' CPU time over the run, clock ticks
     seconds: float = 0.0
     # /proc/stat deltas per CPU (clock ticks), same window as ``softnet``
     cpu_ticks: dict[int, dict[str, int]] = field(default_factory=dict)

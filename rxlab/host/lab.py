@@ -87,6 +87,7 @@ class Lab:
                  ipv6: bool = False):
         self.up = False
         self.tx_features: dict[str, str] | None = None  # sender veth, before tx off
+        self.threaded = False  # threaded NAPI on the receiving veth (set_threaded)
         n = names or KCHECK_NAMES
         self.ns_tx, self.ns_rx = n["ns_tx"], n["ns_rx"]
         self.dev_tx, self.dev_rx = n["dev_tx"], n["dev_rx"]
@@ -183,6 +184,8 @@ class Lab:
         """Undo per-experiment device state: RPS maps, RFS tables, tc hooks, the sender
         veth's offloads."""
         self.restore_tx_offload()
+        if self.threaded:
+            self.set_threaded(None)
         self.set_rx_queues("0", 0)
         for ns, dev in ((self.ns_tx, self.dev_tx), (self.ns_rx, self.dev_rx)):
             netns_exec(ns, ["tc", "qdisc", "del", "dev", dev, "clsact"], check=False)
@@ -213,6 +216,28 @@ class Lab:
         if self.tx_features is None:
             self.tx_features = _offload_features(self.ns_tx, self.dev_tx)
         netns_exec(self.ns_tx, ["ethtool", "-K", self.dev_tx, "tx", "off"])
+
+    def set_threaded(self, cpu: int | None) -> list[int]:
+        """Threaded NAPI on the receiving veth, its ``napi/<dev>-<id>`` kthreads pinned to
+        ``cpu`` (as Documentation/networking/napi.rst recommends); ``None`` turns it off.
+        veth has a NAPI of its own only with GRO (or XDP) on the receiving side
+        (drivers/net/veth.c ``veth_gro_requested``; without it the sysfs write fails
+        with EIO), and the sender's TSO must be off (``tx_offload_off``) or local UDP
+        skips it. Returns the kthreads' pids."""
+        path = f"/sys/class/net/{self.dev_rx}/threaded"
+        if cpu is None:
+            in_netns(self.ns_rx, _write_files, [(path, "0")])
+            netns_exec(self.ns_rx, ["ethtool", "-K", self.dev_rx, "gro", "off"])
+            self.threaded = False
+            return []
+        netns_exec(self.ns_rx, ["ethtool", "-K", self.dev_rx, "gro", "on"])
+        self.tx_offload_off()
+        self.threaded = True
+        in_netns(self.ns_rx, _write_files, [(path, "1")])
+        pids = procfs.napi_thread_pids(self.dev_rx)
+        for pid in pids:
+            os.sched_setaffinity(pid, {cpu})
+        return pids
 
     def restore_tx_offload(self) -> list[str]:
         if self.tx_features is None:

@@ -106,13 +106,37 @@ def udp_stats() -> dict:
     return {"snmp": snmp, "sockets": socks}
 
 
-def ksoftirqd_pid(cpu: int) -> int | None:
-    """The pid of ``ksoftirqd/<cpu>`` (its comm in /proc), None when there is none."""
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+def tasks_named(match) -> list[int]:
+    """The pids whose comm (in /proc) ``match(comm)`` accepts, in pid order."""
+    out = []
+    for pid in sorted(filter(str.isdigit, os.listdir("/proc")), key=int):
         try:
             with open(f"/proc/{pid}/comm") as fh:
-                if fh.read().strip() == f"ksoftirqd/{cpu}":
-                    return int(pid)
+                if match(fh.read().strip()):
+                    out.append(int(pid))
         except OSError:
             continue
-    return None
+    return out
+
+
+def ksoftirqd_pid(cpu: int) -> int | None:
+    """The pid of ``ksoftirqd/<cpu>`` (its comm in /proc), None when there is none."""
+    pids = tasks_named(lambda comm: comm == f"ksoftirqd/{cpu}")
+    return pids[0] if pids else None
+
+
+def napi_thread_pids(dev: str) -> list[int]:
+    """The pids of device ``dev``'s threaded-NAPI kthreads ``napi/<dev>-<napi id>``
+    (net/core/dev.c napi_kthread_create; comm is cut at 15 characters)."""
+    prefix = f"napi/{dev}-"[:15]
+    return tasks_named(lambda comm: comm.startswith(prefix))
+
+
+def task_ticks(pid: int) -> int:
+    """utime + stime of a task, clock ticks (/proc/PID/stat fields 14 and 15); 0 if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return int(fields[11]) + int(fields[12])

@@ -25,6 +25,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from rxlab.host import procfs
 from rxlab.host.experiment import Bpf, Run, run_traffic, slow_consumer
 from rxlab.host.guard import Sysctls
 from rxlab.host.lab import Lab
@@ -586,6 +587,108 @@ def reader_on_rps_cpu(ctx: Ctx) -> dict:
     return c.result("reader_on_rps_cpu", k, m)
 
 
+# --- reader_threaded_napi --------------------------------------------------------------------
+
+def threaded_run(ctx: Ctx, recv_cpu: int) -> Run:
+    """The slowed-consumer flood (800 u32 filters at tc ingress of rxkc1, one heavy and
+    three light flows) without RPS, the receiving veth in threaded NAPI mode with its
+    ``napi/rxkc1-*`` kthreads pinned to cpu1: the filters and the whole stack run in the
+    kthread's poll on cpu1. The receiver is pinned to ``recv_cpu``. ``run.napi_ticks``:
+    the kthreads' CPU time over the run (/proc/PID/stat, clock ticks)."""
+    key = ("threaded", recv_cpu)
+    if key not in ctx.cache:
+        ctx.configure(rps_cpus="0", backlog=BACKLOG)
+        ctx.lab.add_clsact(ctx.lab.ns_rx, ctx.lab.dev_rx)
+        slow_consumer(800)
+        try:
+            pids = ctx.lab.set_threaded(TARGET_CPU)
+            ctx.log(f"  threaded-NAPI run, receiver on cpu{recv_cpu} ({len(pids)} kthreads)")
+            t0 = sum(procfs.task_ticks(p) for p in pids)
+            run = run_traffic(ctx.lab, HEAVY + LIGHT, WEIGHTS, duration=ctx.duration,
+                              send_cpu=SEND_CPU, recv_cpu=recv_cpu)
+            run.napi_ticks = sum(procfs.task_ticks(p) for p in pids) - t0
+        finally:
+            ctx.lab.reset_device()
+        ctx.cache[key] = run
+    return ctx.cache[key]
+
+
+def _threaded_figures(run: Run) -> dict:
+    """What the reader got of what was sent, cpu1's split over the sending time
+    (/proc/stat) and the NAPI kthreads' share of the window (/proc/PID/stat)."""
+    t = run.cpu_ticks.get(TARGET_CPU, {})
+    hz = os.sysconf("SC_CLK_TCK")
+    ticks = max(1.0, run.send_seconds * hz)
+    return {"delivered_share": _r(sum(run.received.values()) / max(1, run.total_sent)),
+            "cpu1_softirq": _r(min(1.0, t.get("softirq", 0) / ticks)),
+            "cpu1_system": _r(min(1.0, t.get("system", 0) / ticks)),
+            "cpu1_user": _r(t.get("user", 0) / ticks),
+            "napi_thread_cpu": _r(run.napi_ticks / max(1.0, run.window * hz)),
+            "socket_drops": sum(s["drops"] for s in run.sockets.values()),
+            "sent": run.total_sent}
+
+
+def _threaded_model(ctx: Ctx, run: Run, cost: float, app_cpu: int) -> dict:
+    """The lab as a scenario: veth's NAPI (``rx_mode: napi``, its ring VETH_RING_SIZE
+    256, drivers/net/veth.c) scheduled from the sender's cpu0, polled by the kthread on
+    cpu1; the per-packet cost the RPS run calibrated (``calibrated_cost``)."""
+    rate = {p: run.sent.get(p, 0) / max(run.send_seconds, 1e-3) for p in HEAVY + LIGHT}
+    groups = [model.group("heavy", HEAVY, sum(rate[p] for p in HEAVY)),
+              model.group("light", LIGHT, sum(rate[p] for p in LIGHT))]
+    d = model.scenario(groups, {"netdev_max_backlog": BACKLOG}, app_cpu=app_cpu,
+                       duration=run.send_seconds, costs={"stack_rx": cost})
+    d["nic"].update(rx_mode="napi", ring_size=256, threaded=True,
+                    napi_thread_affinity=[TARGET_CPU])
+    d["host"]["kernel"] = running_version()
+    res = model.simulate(d)
+    pk, u = res.data["packets"], res.data["cpus"][TARGET_CPU]["util"]
+    return {"delivered_share": _r(pk["delivered"] / max(1, pk["offered"])),
+            "cpu1_softirq": _r(u["softirq"]), "cpu1_system": _r(u["system"]),
+            "cpu1_user": _r(u["user"]),
+            "napi_thread_cpu": _r(res.data["queues"][0]["napi_thread_cpu_s"] / d["duration"]),
+            "socket_drops": pk["dropped_by_reason"]["socket_rcvbuf"]}
+
+
+def threaded_unavailable() -> str | None:
+    if shutil.which("ethtool") is None:
+        return ("needs ethtool: threaded NAPI on veth needs GRO on the receiving veth "
+                "(apt-get install ethtool, scripts/setup-system.sh)")
+    from rxlab.kernel.versions import behaviour
+    v = running_version()
+    if not behaviour(v).napi_threaded:
+        return f"Linux {v} has no threaded NAPI (5.12+)"
+    return None
+
+
+def reader_threaded_napi(ctx: Ctx) -> dict:
+    """The flood of ``reader_on_rps_cpu`` with its receive work in a threaded-NAPI
+    kthread on cpu1 instead of cpu1's softirq, the receiver pinned to cpu1 (beside the
+    kthread), then to cpu0. No NET_RX softirq is pending on cpu1, so the reader's recv()
+    runs none: it is one CFS task beside another and reads about what a reader
+    elsewhere reads, where in softirq it got almost nothing."""
+    cost = calibrated_cost(ctx)
+    k, m = {}, {}
+    for label, cpu in (("reader_cpu1", TARGET_CPU), ("reader_cpu0", SEND_CPU)):
+        run = threaded_run(ctx, cpu)
+        k[label] = _threaded_figures(run)
+        m[label] = _threaded_model(ctx, run, cost, cpu)
+    c = Criteria()
+    for v in (k, m):
+        v["same_cpu_ratio"] = _r(v["reader_cpu1"]["delivered_share"]
+                                 / max(1e-9, v["reader_cpu0"]["delivered_share"]))
+    c.add("the reader beside the kthread delivers at least 0.5 of what a reader on cpu0 "
+          "delivers (in softirq: under 0.05)", k["same_cpu_ratio"] >= 0.5
+          and m["same_cpu_ratio"] >= 0.5, k["same_cpu_ratio"], m["same_cpu_ratio"])
+    ks, ms = k["reader_cpu1"], m["reader_cpu1"]
+    c.add("cpu1's receive work is the kthread's system time, not softirq (softirq < 0.15, "
+          "system > 0.6)", ks["cpu1_softirq"] < 0.15 and ks["cpu1_system"] > 0.6
+          and ms["cpu1_softirq"] < 0.15 and ms["cpu1_system"] > 0.6,
+          {"softirq": ks["cpu1_softirq"], "system": ks["cpu1_system"]},
+          {"softirq": ms["cpu1_softirq"], "system": ms["cpu1_system"]})
+    m["calibration"] = {"stack_rx_ns": round(cost, 1), "from": "reader_on_rps_cpu's RPS run"}
+    return c.result("reader_threaded_napi", k, m)
+
+
 # --- cpumap_cpu_choice ----------------------------------------------------------------------
 
 CPUMAP_PORTS = list(range(40400, 40408))
@@ -604,7 +707,8 @@ def cpumap_unavailable() -> str | None:
 
 
 UNAVAILABLE: dict[str, Callable[[], str | None]] = {"cpumap_cpu_choice": cpumap_unavailable,
-                                                    "reader_on_rps_cpu": reader_unavailable}
+                                                    "reader_on_rps_cpu": reader_unavailable,
+                                                    "reader_threaded_napi": threaded_unavailable}
 
 
 def _cpumap_run(ctx: Ctx, rps_rx0: str | None) -> tuple[Run, dict, dict, dict]:
@@ -790,6 +894,7 @@ CHECKS: dict[str, Callable[[Ctx], dict]] = {
     "flow_limit_shedding": flow_limit_shedding,
     "backlog_drop_accounting": backlog_drop_accounting,
     "reader_on_rps_cpu": reader_on_rps_cpu,
+    "reader_threaded_napi": reader_threaded_napi,
     "cpumap_cpu_choice": cpumap_cpu_choice,
     **rates.CHECKS,
     "latency_percentiles": lambda _ctx: skipped("latency_percentiles",

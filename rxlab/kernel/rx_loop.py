@@ -16,7 +16,7 @@ from rxlab.engine.core import PRIO_CPU, PRIO_FIRST, PRIO_WAKE, peek_time, pop, s
 from rxlab.engine.rng import uniform
 from rxlab.kernel.accounting import account, cost, hist_index
 from rxlab.kernel.backlog import napi_list_add
-from rxlab.kernel.counters import T_HARDIRQ, T_KSOFTIRQD, T_SYSTEM, T_USER
+from rxlab.kernel.counters import T_HARDIRQ, T_KSOFTIRQD, T_SOFTIRQ, T_SYSTEM, T_USER
 from rxlab.kernel.events import (
     EV_ARFS_SVC,
     EV_ARFS_TIMER,
@@ -146,6 +146,8 @@ def dispatch(s, c, t):
             ctx = sd.cpu[c].seg_ctx
             t = napi_segment_end(s, c, sd.cpu[c].seg_arg, t)
             account(s, c, ctx, t0, t)
+            if ctx == T_SOFTIRQ:
+                bh_task_time(s, c, t - t0)
         elif kind == SEG_APP:
             t = app_after_read(s, c, sd.cpu[c].seg_arg, t)
             if sd.cpu[c].bh_inline:
@@ -162,7 +164,8 @@ def dispatch(s, c, t):
                                                   and s.p.ksoftirqd_defers):
                 # the pass's local_bh_enable runs what its poll raised here (a local
                 # backlog) inline, on the kthread's time
-                sd.cpu[c].bh_inline = BH_NAPI_THREAD + sd.cpu[c].seg_arg
+                sd.cpu[c].bh_inline = BH_NAPI_THREAD
+                sd.cpu[c].bh_task = sd.cpu[c].seg_arg
                 sd.cpu[c].ksoftirqd = 0
         if sd.cpu[c].wake_debt > 0:
             # wake-ups of threads elsewhere the segment did (rxlab.kernel.wake)
@@ -170,8 +173,11 @@ def dispatch(s, c, t):
             account(s, c, sd.cpu[c].wake_ctx, t, t + debt)
             if sd.cpu[c].wake_ctx == T_KSOFTIRQD:
                 sd.cpu[c].ks_vrt += debt
+            elif sd.cpu[c].wake_ctx == T_SOFTIRQ:
+                bh_task_time(s, c, debt)
             elif kind == SEG_CPUMAP:
                 s.cm.entry[sd.cpu[c].seg_arg].kt_vrt += debt
+                s.cm.entry[sd.cpu[c].seg_arg].kt_ns += debt
             elif kind == SEG_NAPI_THREAD:
                 s.nic.queue[sd.cpu[c].seg_arg].nt_vrt += debt
                 s.nic.queue[sd.cpu[c].seg_arg].nt_ns += debt
@@ -210,6 +216,7 @@ def run_thread(s, c, who, t):
         t_end = cpumap_kthread_step(s, c, e, t)
         account(s, c, T_SYSTEM, t, t_end)
         s.cm.entry[e].kt_vrt += t_end - t
+        s.cm.entry[e].kt_ns += t_end - t
         sd.cpu[c].seg_kind = SEG_CPUMAP
         sd.cpu[c].seg_arg = e
         sd.cpu[c].ev_pending = 1
@@ -218,6 +225,7 @@ def run_thread(s, c, who, t):
         t_end = kworker_step(s, c, t)  # the driver's aRFS work: system time on c
         account(s, c, T_SYSTEM, t, t_end)
         sd.cpu[c].kw_vrt += t_end - t
+        sd.cpu[c].kw_ns += t_end - t
         sd.cpu[c].seg_kind = SEG_KWORKER
         sd.cpu[c].ev_pending = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
@@ -234,11 +242,23 @@ def run_thread(s, c, who, t):
         account(s, c, T_SYSTEM, t, t + sys_ns)
         account(s, c, T_USER, t + sys_ns, t_end)
         sd.cpu[c].app_vrt += t_end - t
+        so.sock[th].th_ns += t_end - t
         sd.cpu[c].seg_kind = SEG_APP
         sd.cpu[c].seg_arg = th
         sd.cpu[c].ev_pending = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
     # else (SCHED_IDLE): idle until an interrupt, IPI or wake-up kicks it
+
+
+@njit(**JIT_STATE)
+def bh_task_time(s, c, ns):
+    """Inline softirq time on CPU c: the task whose local_bh_enable runs it has it in its
+    /proc/PID/stat (tick-based accounting); at irq exit it is no task's."""
+    sd = s.sd
+    if sd.cpu[c].bh_inline == BH_APP:
+        s.so.sock[sd.cpu[c].bh_task].th_bh_ns += ns
+    elif sd.cpu[c].bh_inline == BH_NAPI_THREAD:
+        s.nic.queue[sd.cpu[c].bh_task].nt_bh_ns += ns
 
 
 @njit(**JIT_STATE)
@@ -251,8 +271,10 @@ def softirq_segment(s, c, t, t_end, napi, ctx, was_ks, vmin):
         sd.cpu[c].ks_vrt += t_end - t
     elif sd.cpu[c].bh_inline == BH_APP:
         sd.cpu[c].app_vrt += t_end - t  # inside the reader's syscall: its runtime
-    elif sd.cpu[c].bh_inline >= BH_NAPI_THREAD:
-        s.nic.queue[sd.cpu[c].bh_inline - BH_NAPI_THREAD].nt_vrt += t_end - t
+    elif sd.cpu[c].bh_inline == BH_NAPI_THREAD:
+        s.nic.queue[sd.cpu[c].bh_task].nt_vrt += t_end - t
+    if ctx == T_SOFTIRQ:
+        bh_task_time(s, c, t_end - t)
     if sd.cpu[c].ksoftirqd and not was_ks:
         sd.cpu[c].ks_vrt = vmin  # a woken thread starts level in CFS
     if napi >= 0:

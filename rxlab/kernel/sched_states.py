@@ -10,7 +10,7 @@ TH_SLEEP, TH_WAKING, TH_RUNNABLE = 0, 1, 2
 SEG_NONE, SEG_NAPI, SEG_APP, SEG_CPUMAP, SEG_KWORKER, SEG_NAPI_THREAD = 0, 1, 2, 3, 4, 5
 
 # --- who runs a pending softirq at its local_bh_enable (SOFTNET_DATA bh_inline) --------
-BH_NONE, BH_APP, BH_NAPI_THREAD = 0, 1, 2  # BH_NAPI_THREAD + q: queue q's NAPI kthread
+BH_NONE, BH_APP, BH_NAPI_THREAD = 0, 1, 2  # the task is SOFTNET_DATA bh_task
 
 # --- the aRFS service task / work item (ArfsState.glob svc_pending) ---------------
 SVC_IDLE, SVC_QUEUED, SVC_RUNNABLE = 0, 1, 2

@@ -192,6 +192,7 @@ def bh_enable_runs_softirq(s, th):
     if sd.cpu[c].ksoftirqd and p.ksoftirqd_defers:
         return False
     sd.cpu[c].bh_inline = BH_APP
+    sd.cpu[c].bh_task = th
     return True
 
 
@@ -255,6 +256,7 @@ def app_after_read(s, c, th, t):
     sk = so.sock[th].thread_sock
     if so.sock[th].th_bl_ns > 0:
         account(s, c, T_SYSTEM, t, t + so.sock[th].th_bl_ns)
+        so.sock[th].th_ns += so.sock[th].th_bl_ns
         t += so.sock[th].th_bl_ns
         so.sock[th].th_bl_ns = 0
     if so.sock[sk].so_head < so.sock[sk].so_tail:

@@ -130,6 +130,7 @@ CPUMAP_ENTRY = struct(
     ("kt_vrt", np.int64),  # kthread runtime (CFS share against other threads)
     ("last_flush", np.int64),  # time of the latest flush (its wake-up)
     ("flush_cpu", np.int64),  # the CPU of that flush (the kthread's waker)
+    ("kt_ns", np.int64),  # the kthread's CPU time (system)
 )
 
 # A flow as the receive path sees it (its hash, rx queue, socket, the XDP program's
@@ -240,6 +241,7 @@ RX_RING = struct(
     # threaded NAPI: the queue's kthread napi/DEV-ID (TH_SLEEP / TH_WAKING / TH_RUNNABLE),
     # its runtime (CFS share against other threads) and its CPU time
     ("nt_state", np.int64), ("nt_vrt", np.int64), ("nt_ns", np.int64),
+    ("nt_bh_ns", np.int64),  # softirq its local_bh_enable ran inline (its context)
 )
 
 
@@ -298,9 +300,10 @@ SOFTNET_DATA = struct(
     ("hs_active", np.int64),  # inside handle_softirqs (inline)
     ("hs_end_j", np.int64), ("hs_restart", np.int64),
     ("ksoftirqd", np.int64),  # softirq work deferred to ksoftirqd/<cpu>
-    # a thread's local_bh_enable runs the pending softirq inline (its runtime pays):
-    # BH_APP (an application thread's recv) or BH_NAPI_THREAD + q (queue q's NAPI kthread)
-    ("bh_inline", np.int64),
+    # a task's local_bh_enable runs the pending softirq inline, in its context (its
+    # runtime pays): BH_APP (application thread bh_task's recv) or BH_NAPI_THREAD (queue
+    # bh_task's NAPI kthread); BH_NONE: at irq exit, or in ksoftirqd
+    ("bh_inline", np.int64), ("bh_task", np.int64),
     ("ks_vrt", np.int64),  # ksoftirqd runtime (CFS share against threads)
     ("app_vrt", np.int64),
     # the segment the CPU is running
@@ -311,6 +314,7 @@ SOFTNET_DATA = struct(
     ("seg_ctx", np.int64),  # T_SOFTIRQ or T_KSOFTIRQD for NAPI segments
     ("irq_debt", np.int64),  # hardirq time taken while a segment ran
     ("kw_vrt", np.int64),  # runtime of the CPU's kworker (CFS share against threads)
+    ("kw_ns", np.int64),  # its CPU time (system)
     ("rr", np.int64),  # round-robin position over the CPU's threads
     # flow limit (struct sd_flow_limit)
     ("fl_on", np.int64), ("fl_head", np.int64),
@@ -374,6 +378,9 @@ SOCK = struct(
     ("tcp_ofo_n", np.int64),  # out of order: ofo queue and an immediate (S)ACK
     # wake-ups of the thread, those from another CPU, and the latest one's waker
     ("th_wakeups", np.int64), ("th_wakeups_remote", np.int64), ("th_waker", np.int64),
+    # the thread's CPU time (/proc/PID/stat): its own (recvmsg, release_sock's backlog,
+    # user work) and the softirq its recv's local_bh_enable ran inline
+    ("th_ns", np.int64), ("th_bh_ns", np.int64),
 )
 
 

@@ -36,6 +36,7 @@ from rxlab.kernel.counters import (
 )
 from rxlab.kernel.drop_reasons import DROP_REASONS
 from rxlab.metrics.softnet import softnet_lines
+from rxlab.metrics.tasks import tasks_block
 
 
 @dataclass
@@ -180,6 +181,7 @@ def assemble(m, in_flight: int) -> Result:
         "cpus": cpus,
         "queues": queues,
         "apps": apps,
+        "tasks": tasks_block(m),
         "latency_ns": {**{k: lat_sock[k] for k in ("p50", "p99", "p999", "mean")},
                        "to_socket": lat_sock, "to_app": lat_app, "nic_wait": lat_nic},
         "reordered_packets": int(cnt[CNT_REORDERED]),

@@ -100,6 +100,24 @@ def print_apps(d: dict, console: Console) -> None:
                  ("app", "cpu", "served", "served rate", "socket drops"), rows)
 
 
+TASKS_SHOWN = 12
+
+
+def print_tasks(d: dict, console: Console) -> None:
+    """The busiest tasks, as top or pidstat would list them: CPU time over the run, and
+    how much of it was softirq run in the task's own context (rxlab.metrics.tasks)."""
+    busy = sorted((t for t in d.get("tasks", []) if t["cpu_s"] > 0),
+                  key=lambda t: -t["cpu_s"])
+    if not busy:
+        return
+    rows = [[t["task"], str(t["cpu"]), _pct(t["share"]),
+             _pct(t["softirq_s"] / t["cpu_s"])] for t in busy[:TASKS_SHOWN]]
+    title = "Tasks (CPU time of the run, as /proc/PID/stat shows it)"
+    if len(busy) > TASKS_SHOWN:
+        title += f"; the {TASKS_SHOWN} busiest of {len(busy)}"
+    print_fitted(console, title, ("task", "cpu", "cpu %", "of it softirq %"), rows)
+
+
 def print_xdp(d: dict, console: Console) -> None:
     """XDP verdicts and, per cpumap entry, the sums of the xdp_cpumap_* tracepoints."""
     if "xdp" not in d:
@@ -173,6 +191,7 @@ def print_result(d: dict, console: Console | None = None) -> None:
     print_queues(d, console)
     print_xdp(d, console)
     print_apps(d, console)
+    print_tasks(d, console)
 
 
 def print_experiment(exp: dict, console: Console) -> None:
