@@ -13,7 +13,11 @@ are addressed, the dominant one first:
   ``netdev_max_backlog`` packets): flow limit on the enqueuing CPUs when an elephant flow
   or an antagonist group is present, and a longer backlog.
 * ``socket_rcvbuf`` (``__udp_enqueue_schedule_skb``: the socket's receive buffer is
-  full): a larger ``SO_RCVBUF`` (capped by ``net.core.rmem_max``).
+  full): a larger ``SO_RCVBUF`` (capped by ``net.core.rmem_max``); and where a reader
+  shares its CPU with receive work (that CPU takes an rx interrupt or is an RPS target),
+  the three ways out of it (``shared_cpu``): the application on CPUs that do no receive
+  work, RPS off the application's CPUs, or threaded NAPI (5.12+), whose kthreads the
+  reader's recv() does not run.
 
 Every candidate is simulated on every run by the caller; flow limit is recommended only
 when it drops something there.
@@ -160,6 +164,7 @@ def candidates(sc, m, s: dict, *, antagonist: str | None,
                 out["rcvbuf x4"] = {"overrides": ov, "family": "rcvbuf",
                                     "what": "SO_RCVBUF x4 for every application socket "
                                             "(net.core.rmem_max must allow it)"}
+            out.update(shared_cpu(sc, m))
         elif reason == "flow_limit":
             said.append("flow_limit: flow limit is on and drops the heaviest flows' packets "
                         "first, which is its purpose")
@@ -169,6 +174,54 @@ def candidates(sc, m, s: dict, *, antagonist: str | None,
         else:
             said.append(f"{reason}: no setting rxlab tune searches moves these drops")
     return out, said
+
+
+def receive_cpus(sc, m) -> tuple[set[int], set[int]]:
+    """(CPUs that take an rx interrupt, CPUs some queue's RPS map sends packets to)."""
+    p = m.params
+    irq = {int(c) for c in p.queue["irq_cpu"]}
+    rps = {int(p.rps_map[q, k]) for q in range(p.nq) for k in range(int(p.queue[q]["rps_len"]))}
+    return irq, rps
+
+
+def shared_cpu(sc, m) -> dict:
+    """Candidates for applications whose threads share a CPU with receive work: each
+    app's threads moved to CPUs that do none, RPS without the apps' CPUs, and threaded
+    NAPI where an app CPU takes an rx interrupt (the NAPI poll there is then a scheduled
+    kthread; its RPS backlog work, if any, stays softirq)."""
+    from rxlab.kernel.versions import behaviour
+
+    out: dict = {}
+    irq, rps = receive_cpus(sc, m)
+    busy = irq | rps
+    apps = [(i, a.cpu_list()) for i, a in enumerate(sc.apps) if a.afxdp is None]
+    shared = [(i, cpus) for i, cpus in apps if busy & set(cpus)]
+    if not shared:
+        return out
+    app_cpus = {c for _, cpus in apps for c in cpus}
+    free = [c for c in range(sc.host.cpus) if c not in busy]
+    ov = {}
+    for i, cpus in shared:
+        if len(free) >= len(cpus):
+            ov[f"apps.{i}.cpus"] = free[:len(cpus)]
+            free = free[len(cpus):]
+    if ov:
+        out["apps off receive cpus"] = {
+            "overrides": ov, "family": "shared_cpu",
+            "what": "application threads on CPUs that take no rx interrupt and no RPS work"}
+    if rps & app_cpus and rps - app_cpus:
+        out["rps off app cpus"] = {
+            "overrides": {"kernel.rps_cpus": format_mask(sorted(rps - app_cpus))},
+            "family": "shared_cpu",
+            "what": "RPS to its CPUs without the applications' (protocol work off the "
+                    "readers' CPUs)"}
+    if (irq & app_cpus and not sc.nic.threaded and sc.nic.rx_mode == "napi"
+            and behaviour(sc.host.kernel).napi_threaded):
+        out["threaded napi"] = {
+            "overrides": {"nic.threaded": True}, "family": "shared_cpu",
+            "what": "threaded NAPI: the polls run in kthreads napi/DEV-ID, scheduled beside "
+                    "the reader instead of in its recv()'s softirq"}
+    return out
 
 
 def _table_len(sc, m, antagonist: str) -> int:

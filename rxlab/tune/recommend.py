@@ -495,6 +495,10 @@ def commands(r: dict, sc: Scenario, dev: str) -> list[dict]:
     if "nic.ring_size" in ov:
         out.append({"cmd": f"ethtool -G {dev} rx {ov['nic.ring_size']}",
                     "what": "rx descriptor ring length"})
+    if ov.get("nic.threaded"):
+        out.append({"cmd": f"echo 1 > /sys/class/net/{dev}/threaded",
+                    "what": "threaded NAPI: each queue's polls in its kthread napi/DEV-ID "
+                            "(5.12+; pin them with taskset, Documentation/networking/napi.rst)"})
     if "kernel.rps_cpus" in ov:
         out.append({"cmd": f"for f in /sys/class/net/{dev}/queues/rx-*/rps_cpus; do "
                            f"echo {ov['kernel.rps_cpus']} > $f; done",
@@ -519,6 +523,12 @@ def commands(r: dict, sc: Scenario, dev: str) -> list[dict]:
         out.append({"cmd": f"sysctl -w net.core.netdev_max_backlog="
                            f"{ov['kernel.netdev_max_backlog']}",
                     "what": "per-CPU backlog length"})
+    for k, v in ov.items():
+        if k.startswith("apps.") and k.endswith(".cpus"):
+            a = sc.apps[int(k.split(".")[1])].name
+            out.append({"cmd": f"taskset -apc {_cpulist(v)} $(pidof {a})",
+                        "what": f"{a}'s threads on CPUs {_cpulist(v)} (one per CPU as "
+                                "before; or its own pinning setting)"})
     rcv = {k: v for k, v in ov.items() if k.startswith("apps.") and k.endswith(".rcvbuf")}
     if rcv:
         top = max(rcv.values())
