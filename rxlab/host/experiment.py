@@ -21,7 +21,14 @@ from dataclasses import dataclass, field
 from rxlab.host import bpf
 from rxlab.host.lab import Lab
 from rxlab.host.netns import in_netns, netns_exec
-from rxlab.host.procfs import proc_stat, softnet, softnet_delta, stat_delta
+from rxlab.host.procfs import (
+    ksoftirqd_pid,
+    proc_stat,
+    softnet,
+    softnet_delta,
+    stat_delta,
+    task_ticks,
+)
 from rxlab.host.signals import check_signals
 
 TRAFFIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "traffic.py")
@@ -94,6 +101,8 @@ class Run:
     # filled in by the caller: flow recorder counts, side ("tx"/"rx") -> port -> packets
     recorded: dict[str, dict[int, int]] = field(default_factory=dict)
     napi_ticks: int = 0  # threaded-NAPI kthreads' CPU time over the run, clock ticks
+    # each CPU's ksoftirqd/N: its CPU time over the same window as cpu_ticks, clock ticks
+    ksoftirqd_ticks: dict[int, int] = field(default_factory=dict)
     seconds: float = 0.0
     # /proc/stat deltas per CPU (clock ticks), same window as ``softnet``
     cpu_ticks: dict[int, dict[str, int]] = field(default_factory=dict)
@@ -149,6 +158,8 @@ def run_traffic(lab: Lab, sports: list[int], weights: list[int] | None = None, *
             sargs += ["--pps", f"{pps:.1f}"]
         t0 = time.monotonic()
         c0 = proc_stat()
+        ks = {c: ksoftirqd_pid(c) for c in c0}
+        k0 = {c: task_ticks(pid) for c, pid in ks.items() if pid}
         snd = PROCS.start(lab.ns_tx, sargs)
         phases = []
         if migrate_at is not None:
@@ -161,6 +172,7 @@ def run_traffic(lab: Lab, sports: list[int], weights: list[int] | None = None, *
         time.sleep(0.2)
         s1 = softnet()
         c1 = proc_stat()
+        k1 = {c: task_ticks(ks[c]) for c in k0}
         window = time.monotonic() - t0
         d1 = lab.dev_stats()
         u1 = lab.udp_stats()  # the receiver's sockets are still open
@@ -184,6 +196,7 @@ def run_traffic(lab: Lab, sports: list[int], weights: list[int] | None = None, *
                udp=udp, sockets={p: u1["sockets"].get(p, {"drops": 0, "rx_queue": 0})
                                  for p in sports},
                seconds=secs, cpu_ticks=stat_delta(c0, c1), window=window,
+               ksoftirqd_ticks={c: k1[c] - k0[c] for c in k0},
                send_seconds=float(sent.get("seconds", 0.0)),
                recv_rusage=res.get("rusage", {}), send_rusage=sent.get("rusage", {}),
                send_pacing={k: sent.get(k, 0) for k in ("sleeps", "slept")})

@@ -587,6 +587,37 @@ def reader_on_rps_cpu(ctx: Ctx) -> dict:
     return c.result("reader_on_rps_cpu", k, m)
 
 
+# --- ksoftirqd_share -------------------------------------------------------------------------
+
+def ksoftirqd_share(ctx: Ctx) -> dict:
+    """The slowed-consumer flood with the reader on cpu0 (reader_on_rps_cpu's second
+    run): cpu1 does only receive work. Of its softirq time, the share ``ksoftirqd/1``
+    runs (the kernel: that task's CPU time in /proc/PID/stat, all of it softirq, over
+    cpu1's softirq ticks in /proc/stat; the model: ``util.ksoftirqd`` over
+    ``util.softirq``), the rest inline at the exit of an interrupt (an RPS IPI, the
+    tick). Which one runs it is kernel/softirq.c's rule: the restart window, then the
+    hand-off to ksoftirqd, and an interrupt that finds NET_RX pending (6.5+)."""
+    run = slow_run(ctx, "0", recv_cpu=SEND_CPU)
+    cost = calibrated_cost(ctx)
+    soft = run.cpu_ticks.get(TARGET_CPU, {}).get("softirq", 0)
+    ks = run.ksoftirqd_ticks.get(TARGET_CPU, 0)
+    k = {"cpu1_softirq_ticks": soft, "ksoftirqd1_ticks": ks,
+         "ksoftirqd_share": _r(min(1.0, ks / soft) if soft else 0.0)}
+    d = _slow_model(ctx, run, "0", cost, BACKLOG, app_cpu=SEND_CPU,
+                    duration=run.send_seconds)
+    d["host"]["kernel"] = running_version()
+    res = model.simulate(d)
+    u = res.data["cpus"][TARGET_CPU]["util"]
+    m = {"cpu1_softirq": _r(u["softirq"]), "cpu1_ksoftirqd": _r(u["ksoftirqd"]),
+         "ksoftirqd_share": _r(u["ksoftirqd"] / u["softirq"] if u["softirq"] else 0.0),
+         "calibration": {"stack_rx_ns": round(cost, 1)}}
+    c = Criteria()
+    c.add("cpu1's softirq time ran in ksoftirqd/1 in the same share (within 0.15)",
+          soft > 0 and abs(k["ksoftirqd_share"] - m["ksoftirqd_share"]) <= 0.15,
+          k["ksoftirqd_share"], m["ksoftirqd_share"])
+    return c.result("ksoftirqd_share", k, m)
+
+
 # --- reader_threaded_napi --------------------------------------------------------------------
 
 def threaded_run(ctx: Ctx, recv_cpu: int) -> Run:
@@ -895,6 +926,7 @@ CHECKS: dict[str, Callable[[Ctx], dict]] = {
     "backlog_drop_accounting": backlog_drop_accounting,
     "reader_on_rps_cpu": reader_on_rps_cpu,
     "reader_threaded_napi": reader_threaded_napi,
+    "ksoftirqd_share": ksoftirqd_share,
     "cpumap_cpu_choice": cpumap_cpu_choice,
     **rates.CHECKS,
     "latency_percentiles": lambda _ctx: skipped("latency_percentiles",
