@@ -4,6 +4,9 @@
     .venv/bin/python benchmarks/hashes.py > after.txt     # on the new code
     diff before.txt after.txt                             # empty: bit-identical
 
+``--without tasks,config.threaded`` leaves out result keys the newer version added, so
+that two versions' numbers compare where the output grew.
+
 One line per run, ``<sha256 of the result's JSON>  <label>``. Reproduction cases run in
 quick mode; a case with its own runner (not ``simulate``) hashes its metrics. The
 benchmark's scenarios run shortened (``--bench-duration``), since only identity matters.
@@ -23,10 +26,20 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+WITHOUT: list[str] = []  # dotted keys left out of every result (--without)
+
+
 def result_text(res) -> str:
     """The result's JSON and its per-interval series (numbers in full)."""
     import numpy as np
 
+    for key in WITHOUT:
+        *path, last = key.split(".")
+        d = res.data
+        for k in path:
+            d = d.get(k, {}) if isinstance(d, dict) else {}
+        if isinstance(d, dict):
+            d.pop(last, None)
     series = {k: np.asarray(v).tolist() for k, v in sorted(res.series.items())}
     return res.to_json() + json.dumps(series, sort_keys=True)
 
@@ -62,7 +75,11 @@ def main() -> None:
     ap.add_argument("--bench-duration", type=float, default=0.05,
                     help="simulated seconds of each benchmark scenario (default 0.05)")
     ap.add_argument("-k", help="only labels containing this text")
+    ap.add_argument("--without", default="",
+                    help="comma-separated dotted result keys to leave out (e.g. keys a newer "
+                         "version adds: --without tasks,config.threaded), on both sides")
     args = ap.parse_args()
+    WITHOUT.extend(k for k in args.without.split(",") if k)
     t0 = time.perf_counter()
     n = 0
     for label, thunk in runs(args.bench_duration):

@@ -69,3 +69,35 @@ def test_between_4_9_and_6_4_the_reader_and_ksoftirqd_share_the_cpu():
 def test_the_same_flood_with_the_reader_elsewhere_does_not_depend_on_the_version():
     shares = {k: delivered_share(run(k, 0)) for k in ("4.8", "6.1", "6.18")}
     assert max(shares.values()) - min(shares.values()) < 0.01, shares
+
+
+def tcp_run(kernel: str, hz: int):
+    """A TCP reader (no local_bh_enable point in the model's recv) doing 20 us of its own
+    work per packet on the flooded CPU 1: ksoftirqd and the reader share it as two CFS
+    tasks, and every scheduler tick inside the reader's run meets NET_RX pending."""
+    g = model.group("flood", list(range(40000, 40016)), FLOOD_PPS)
+    g["proto"] = "tcp"
+    d = model.scenario([g], {"rps_cpus": "2"}, app_cpu=1, duration=0.5,
+                       costs={"stack_rx": STACK_RX_NS})
+    d["host"].update(kernel=kernel, hz=hz)
+    d["apps"][0].update(rcvbuf=212992, cost={"user_ns": 20_000})
+    d["drain"] = 0.0
+    res = model.simulate(d)
+    return res, {t["task"]: t for t in res.data["tasks"]}
+
+
+@pytest.mark.parametrize("hz", [250, 1000])
+def test_the_tick_runs_pending_softirq_in_the_interrupted_reader_from_6_5(hz):
+    """kernel/softirq.c invoke_softirq at the tick's irq_exit (6.5+): the reader keeps
+    its CFS half of CPU 1 but spends part of it in softirq; more ticks, more of it.
+    4.9-6.4 leave the work to ksoftirqd: the reader's half is all its own work."""
+    old, t_old = tcp_run("6.1", hz)
+    new, t_new = tcp_run("6.18", hz)
+    assert t_old["receiver/0"]["softirq_s"] == 0
+    assert 0.45 < t_old["receiver/0"]["share"] < 0.55
+    assert 0.45 < t_new["receiver/0"]["share"] < 0.55  # still its CFS half ...
+    stolen = t_new["receiver/0"]["softirq_s"] / t_new["receiver/0"]["cpu_s"]
+    assert stolen > (0.4 if hz == 1000 else 0.2)  # ... part of it on receive work
+    assert (new.data["cpus"][1]["util"]["user"]
+            < old.data["cpus"][1]["util"]["user"] - 0.1)
+    assert 0.45 < t_new["ksoftirqd/1"]["share"] < 0.55  # ksoftirqd keeps its own half

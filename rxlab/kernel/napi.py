@@ -254,6 +254,7 @@ def finish_rx_action(s, c, t):
         sd.cpu[c].softirq_pending = 0
         sd.cpu[c].hs_active = 0
         sd.cpu[c].ksoftirqd = 0  # nothing left: ksoftirqd goes back to sleep
+        sd.cpu[c].ks_running = 0
     return t
 
 

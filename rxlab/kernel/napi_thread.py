@@ -86,6 +86,7 @@ def napi_thread_poll(s, c, q, t0, t_ev):
     nq[q].nt_vrt += t - t0
     nq[q].nt_ns += t - t0
     sd.cpu[c].seg_kind = SEG_NAPI_THREAD
+    sd.cpu[c].seg_t0 = t0
     sd.cpu[c].seg_arg = q
     sd.cpu[c].seg_work = work
     sd.cpu[c].ev_pending = 1

@@ -30,6 +30,7 @@ from rxlab.kernel.events import (
 )
 from rxlab.kernel.napi import (
     NAPI_PAUSED,
+    jiffies,
     napi_segment_end,
     net_rx_action_step,
     softirq_context,
@@ -121,6 +122,25 @@ def interrupt(s, c, napi, irq_cost, t):
     kick_cpu(s, c, t)
 
 
+@njit(**JIT_STATE)
+def tick_irq_exit(s, c, kind, t):
+    """The scheduler tick (every jiffy on a busy CPU) interrupted the thread segment that
+    just ended on CPU c if a jiffy boundary lies in it: its irq_exit -> invoke_softirq
+    runs a pending NET_RX inline even while ksoftirqd is awake (up to v4.8, and since
+    v6.5; kernel/softirq.c), on the interrupted task's time; v4.9-v6.4 leave it to
+    ksoftirqd. Served at the segment's end, as every interrupt during a segment is."""
+    sd = s.sd
+    if not sd.cpu[c].ksoftirqd or not sd.cpu[c].softirq_pending or s.p.ksoftirqd_defers:
+        return
+    if jiffies(s, sd.cpu[c].seg_t0) == jiffies(s, t):
+        return
+    sd.cpu[c].ksoftirqd = 0
+    if kind == SEG_APP:
+        sd.cpu[c].bh_inline, sd.cpu[c].bh_task = BH_APP, sd.cpu[c].seg_arg
+    elif kind == SEG_NAPI_THREAD:
+        sd.cpu[c].bh_inline, sd.cpu[c].bh_task = BH_NAPI_THREAD, sd.cpu[c].seg_arg
+
+
 @njit(**JIT_HELPER)
 def dispatch(s, c, t):
     """CPU c finished its segment at t: bookkeeping, then start the next segment.
@@ -154,12 +174,17 @@ def dispatch(s, c, t):
                 # the read's local_bh_enable runs the pending softirq (socket.py
                 # bh_enable_runs_softirq): inline, whether or not ksoftirqd is awake
                 sd.cpu[c].ksoftirqd = 0
+            else:
+                tick_irq_exit(s, c, kind, t)
         elif kind == SEG_CPUMAP:
             cpumap_after_batch(s, sd.cpu[c].seg_arg, t)
+            tick_irq_exit(s, c, kind, t)
         elif kind == SEG_KWORKER:
             kworker_after(s, t)
+            tick_irq_exit(s, c, kind, t)
         elif kind == SEG_NAPI_THREAD:
             napi_thread_after(s, c, sd.cpu[c].seg_arg, t)
+            tick_irq_exit(s, c, kind, t)
             if sd.cpu[c].softirq_pending and not (sd.cpu[c].ksoftirqd
                                                   and s.p.ksoftirqd_defers):
                 # the pass's local_bh_enable runs what its poll raised here (a local
@@ -218,6 +243,7 @@ def run_thread(s, c, who, t):
         s.cm.entry[e].kt_vrt += t_end - t
         s.cm.entry[e].kt_ns += t_end - t
         sd.cpu[c].seg_kind = SEG_CPUMAP
+        sd.cpu[c].seg_t0 = t
         sd.cpu[c].seg_arg = e
         sd.cpu[c].ev_pending = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
@@ -227,6 +253,7 @@ def run_thread(s, c, who, t):
         sd.cpu[c].kw_vrt += t_end - t
         sd.cpu[c].kw_ns += t_end - t
         sd.cpu[c].seg_kind = SEG_KWORKER
+        sd.cpu[c].seg_t0 = t
         sd.cpu[c].ev_pending = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
     elif who == SCHED_APP:
@@ -244,6 +271,7 @@ def run_thread(s, c, who, t):
         sd.cpu[c].app_vrt += t_end - t
         so.sock[th].th_ns += t_end - t
         sd.cpu[c].seg_kind = SEG_APP
+        sd.cpu[c].seg_t0 = t
         sd.cpu[c].seg_arg = th
         sd.cpu[c].ev_pending = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
@@ -276,7 +304,9 @@ def softirq_segment(s, c, t, t_end, napi, ctx, was_ks, vmin):
     if ctx == T_SOFTIRQ:
         bh_task_time(s, c, t_end - t)
     if sd.cpu[c].ksoftirqd and not was_ks:
-        sd.cpu[c].ks_vrt = vmin  # a woken thread starts level in CFS
+        if not sd.cpu[c].ks_running:
+            sd.cpu[c].ks_vrt = vmin  # a woken thread starts level in CFS
+        sd.cpu[c].ks_running = 1
     if napi >= 0:
         sd.cpu[c].seg_kind = SEG_NAPI
         sd.cpu[c].seg_arg = napi

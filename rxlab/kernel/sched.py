@@ -124,4 +124,8 @@ def pick_next(s, c):
             bv = v
     if (sd.cpu[c].softirq_pending or sd.cpu[c].in_rx_action) and not sd.cpu[c].ksoftirqd:
         best = SCHED_SOFTIRQ
+    elif sd.cpu[c].in_rx_action:
+        # ksoftirqd is inside handle_softirqs -> net_rx_action with BH off: no thread
+        # runs until it returns (its cond_resched comes after)
+        best = SCHED_KSOFTIRQD
     return best, vmin

@@ -300,6 +300,10 @@ SOFTNET_DATA = struct(
     ("hs_active", np.int64),  # inside handle_softirqs (inline)
     ("hs_end_j", np.int64), ("hs_restart", np.int64),
     ("ksoftirqd", np.int64),  # softirq work deferred to ksoftirqd/<cpu>
+    # the ksoftirqd task is awake (woken, not yet asleep again): work run inline meanwhile
+    # (an interrupt's exit, a local_bh_enable) does not put it to sleep, so handing the
+    # work back does not place it again
+    ("ks_running", np.int64),
     # a task's local_bh_enable runs the pending softirq inline, in its context (its
     # runtime pays): BH_APP (application thread bh_task's recv) or BH_NAPI_THREAD (queue
     # bh_task's NAPI kthread); BH_NONE: at irq exit, or in ksoftirqd
@@ -312,6 +316,7 @@ SOFTNET_DATA = struct(
     ("seg_arg", np.int64),  # napi id or thread
     ("seg_work", np.int64),
     ("seg_ctx", np.int64),  # T_SOFTIRQ or T_KSOFTIRQD for NAPI segments
+    ("seg_t0", np.int64),  # start of a thread's segment (a tick inside it: tick_irq_exit)
     ("irq_debt", np.int64),  # hardirq time taken while a segment ran
     ("kw_vrt", np.int64),  # runtime of the CPU's kworker (CFS share against threads)
     ("kw_ns", np.int64),  # its CPU time (system)
