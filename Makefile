@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 
 .PHONY: run test setup system lint bench reproduce clean-cache
 
-# `run` installs what rxlab needs; `test` adds the test tools (pytest, hypothesis, ruff,
+# `run` installs what rxlab needs; `test` adds the test tools (pytest, pytest-xdist, hypothesis, ruff,
 # SimPy, psutil, scipy: pyproject.toml [test]), so a first `make run` does not wait for them.
 # -q -q: errors only. A machine's pip config may list index folders that lack a package,
 # and pip warns once per package per folder ("Location ... is ignored"); the install
@@ -30,9 +30,14 @@ system:
 run: $(VENV)/.installed
 	$(VENV)/bin/rxlab run default
 
+# The suite runs in two parts: everything but the real-kernel checks on two worker
+# processes (pytest-xdist; a file's tests stay on one worker, which shares its
+# module-scoped simulations), then the `kernel` tests alone, since they time the real
+# kernel and another process on its CPUs moves their figures.
 test: setup system
 	$(VENV)/bin/ruff check rxlab tests
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile -m "not kernel"
+	$(VENV)/bin/pytest -q -m kernel
 
 lint: setup
 	$(VENV)/bin/ruff check rxlab tests

@@ -30,6 +30,7 @@ def terminal_result(d: dict) -> dict:
     traffic groups) made printable; the JSON output keeps them as they are."""
     out = dict(d, scenario=for_rich(d["scenario"]))
     out["apps"] = [dict(a, app=for_rich(a["app"])) for a in d.get("apps", [])]
+    out["tasks"] = [dict(t, task=for_rich(t["task"])) for t in d.get("tasks", [])]
     if "flows_by_group" in d:
         out["flows_by_group"] = {for_rich(k): v for k, v in d["flows_by_group"].items()}
     return out
