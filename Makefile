@@ -32,11 +32,17 @@ run: $(VENV)/.installed
 
 # The suite runs in two parts: everything but the real-kernel checks on two worker
 # processes (pytest-xdist; a file's tests stay on one worker, which shares its
-# module-scoped simulations), then the `kernel` tests alone, since they time the real
-# kernel and another process on its CPUs moves their figures.
+# module-scoped simulations) beside scripts/boundscheck.py (the loop compiled with
+# bounds checks, and one signature per loop function: docs/reliability.md), then the
+# `kernel` tests alone, since they time the real kernel and another process on its
+# CPUs moves their figures.
+BOUNDSCHECK_LOG := $(VENV)/boundscheck.log
 test: setup system
-	$(VENV)/bin/ruff check rxlab tests
-	$(VENV)/bin/pytest -q -n 2 --dist loadfile -m "not kernel"
+	$(VENV)/bin/ruff check rxlab tests scripts benchmarks
+	$(PY) scripts/boundscheck.py > $(BOUNDSCHECK_LOG) 2>&1 & bc=$$!; \
+	  $(VENV)/bin/pytest -q -n 2 --dist loadfile -m "not kernel"; rc=$$?; \
+	  wait $$bc; bcrc=$$?; cat $(BOUNDSCHECK_LOG); \
+	  test $$rc -eq 0 -a $$bcrc -eq 0
 	$(VENV)/bin/pytest -q -m kernel
 
 lint: setup

@@ -14,6 +14,9 @@ simulates 2 ms under the checks.
 
 The bounds-checked code goes to its own numba cache (a temporary folder, removed at the
 end unless --keep), never to the normal one. Compiling it takes minutes and ~2.5 GB.
+That compile starts from an empty cache, so it also shows each loop function's
+signatures: one each, or the run fails (a second signature is a second copy of the
+function and of everything it inlines, paid on every cold start; docs/performance.md).
 
     .venv/bin/python scripts/boundscheck.py [--cache DIR] [--keep] [--quick]
 
@@ -52,6 +55,43 @@ except IndexError:
 else:
     print("unchecked")
 """
+
+
+# the modules of the compiled loop, whose every function must compile once
+LOOP_MODULES = (
+    "rxlab.engine.core", "rxlab.engine.rng",
+    "rxlab.kernel.accounting", "rxlab.kernel.backlog", "rxlab.kernel.flow_limit",
+    "rxlab.kernel.hashfn", "rxlab.kernel.napi", "rxlab.kernel.napi_thread",
+    "rxlab.kernel.nic_rx", "rxlab.kernel.rfs", "rxlab.kernel.rps",
+    "rxlab.kernel.rx_loop", "rxlab.kernel.sched", "rxlab.kernel.socket",
+    "rxlab.nic.arfs", "rxlab.nic.arfs_steer",
+    "rxlab.xdp.cpumap", "rxlab.xdp.program", "rxlab.xdp.xsk_rx",
+)
+# compiles the loop (from an empty cache: every callee is compiled, not loaded) and
+# prints each loop function's signatures as JSON
+SIGNATURES = """
+import importlib, json, sys
+import rxlab
+from numba.core.registry import CPUDispatcher
+rxlab.simulate("cpumap", duration=0.001)
+out = {}
+for name in sys.argv[1:]:
+    mod = importlib.import_module(name)
+    for attr, fn in vars(mod).items():
+        if isinstance(fn, CPUDispatcher) and fn.__module__ == name:
+            out[name + "." + attr] = [str(sig) for sig in fn.signatures]
+print(json.dumps(out))
+"""
+
+
+def one_signature_each(stdout: str) -> list[str]:
+    """The loop functions compiled with more than one signature (none is right)."""
+    import json
+
+    sigs = json.loads(stdout.strip().splitlines()[-1])
+    if len(sigs.get("rxlab.kernel.rx_loop.run", [])) != 1:
+        return ["rxlab.kernel.rx_loop.run was not compiled once"]
+    return [f"{name}: {len(s)} signatures {s}" for name, s in sigs.items() if len(s) > 1]
 
 
 def sample(quick: bool) -> list[H.Case]:
@@ -132,9 +172,8 @@ def main() -> int:
             return 1
         reused = any(cache.rglob("rx_loop.run-*.nbi"))
         t0 = time.monotonic()
-        comp = subprocess.run([sys.executable, "-c", "import rxlab; "
-                               "rxlab.simulate('default', duration=0.001)"], env=checked,
-                              text=True, capture_output=True)
+        comp = subprocess.run([sys.executable, "-c", SIGNATURES, *LOOP_MODULES],
+                              env=checked, text=True, capture_output=True)
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
         what = "loaded the bounds-checked loop compiled earlier" if reused else \
             "compiled the bounds-checked loop"
@@ -143,6 +182,12 @@ def main() -> int:
         if comp.returncode != 0:
             print(f"boundscheck: the compile run failed:\n{comp.stderr[-3000:]}")
             return 1
+        if not reused:
+            many = one_signature_each(comp.stdout)
+            print("boundscheck: every loop function compiled with one signature" if not many
+                  else "boundscheck: FAIL " + "; ".join(many), flush=True)
+            if many:
+                return 1
         cases = sample(args.quick)
         failures = []
         for c in cases:

@@ -25,7 +25,7 @@ WHY = guard.cannot_run()
 FLOW_LIMIT = caps.probe().has("flow_limit")  # else flow_limit_shedding is skipped
 # a slowed-consumer check (netdev_max_backlog 64): the one flow limit's, or its twin
 SLOW_CHECK = "flow_limit_shedding" if FLOW_LIMIT else "backlog_drop_accounting"
-UNGATED = {"reader_on_rps_cpu", "reader_threaded_napi"}
+UNGATED = {"reader_on_rps_cpu", "reader_threaded_napi", "ksoftirqd_share"}
 pytestmark = pytest.mark.skipif(WHY is not None, reason=f"cannot run here: {WHY}")
 RXLAB = [sys.executable, "-m", "rxlab.cli.main", "kernel-check"]
 COMPILE_BUDGET = 900  # s: a cold numba cache on a busy 2-CPU machine
@@ -84,6 +84,8 @@ def test_every_check_agrees_with_the_kernel(untouched):
         if c["name"] == "reader_threaded_napi":  # the kthreads existed and ran on cpu1
             assert len(c["criteria"]) == 2 and c["model"]["calibration"]["reader_sys_ns"] > 0
             assert c["kernel"]["reader_cpu1"]["napi_thread_cpu"] > 0
+        if c["name"] == "ksoftirqd_share":  # ksoftirqd/1's ticks were read
+            assert len(c["criteria"]) == 1 and c["kernel"]["cpu1_softirq_ticks"] > 0
     assert rc == 0
     for c in rep["checks"]:
         assert set(c) >= {"name", "status", "agree", "kernel", "model", "reason"}
