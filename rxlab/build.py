@@ -34,6 +34,7 @@ from rxlab.kernel.state import (
     CPUMAP_PARAMS,
     FLOW,
     FLOW_SEQ,
+    NAPI_KTHREAD,
     POLL_PAUSE,
     QUEUE_PARAMS,
     REFILL_AFTER_LOOP,
@@ -405,7 +406,7 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     )
     R = roundup_pow_of_two(sc.nic.ring_size)
     nic = NicState(ring=np.zeros((nq, R), SKB), queue=np.zeros(nq, RX_RING),
-                   pause=np.zeros(1, POLL_PAUSE))
+                   pause=np.zeros(1, POLL_PAUSE), thread=np.zeros(nq, NAPI_KTHREAD))
     z = lambda dt=I64: np.zeros(ncpu, dt)  # noqa: E731
     sd = SoftnetData(
         cpu=np.zeros(ncpu, SOFTNET_DATA), bl=np.zeros((ncpu, bl_cap), SKB),

@@ -248,7 +248,7 @@ def estimate(sc, capture=None) -> Estimate:
     from rxlab.kernel import constants as K
     from rxlab.kernel.counters import HIST_BINS, N_CNT
     from rxlab.kernel.stages import STAGES
-    from rxlab.kernel.state import RX_RING, SOCK, SOFTNET_DATA
+    from rxlab.kernel.state import NAPI_KTHREAD, QUEUE_PARAMS, RX_RING, SOCK, SOFTNET_DATA
 
     ncpu, nq, k = sc.host.cpus, sc.nic.queues, sc.kernel
     terms: list[Term] = []
@@ -336,7 +336,9 @@ def estimate(sc, capture=None) -> Estimate:
                              + 128 + 8 + 8 * nq + 8),
         what=f"{ncpu:,} CPUs", fix="use fewer CPUs")
     # per queue: QUEUE_PARAMS, NicState.queue, dev_log, calendar slots
-    add("nic.queues", nq * (24 + RX_RING.itemsize + 8 + 128), what=f"{nq:,} queues",
+    add("nic.queues", nq * (QUEUE_PARAMS.itemsize + RX_RING.itemsize + NAPI_KTHREAD.itemsize
+                            + 8 + 128),
+        what=f"{nq:,} queues",
         fix="use fewer queues")
 
     iv, n_int, notice = series_intervals(sc)

@@ -40,7 +40,7 @@ from rxlab.kernel.wake import ttwu_arrive, ttwu_remote
 def napi_thread_wake(s, c, q, t):
     """____napi_schedule on CPU c for queue q (threaded): wake_up_process(napi->thread).
     Returns the hardirq time the wake-up costs CPU c."""
-    nq = s.nic.queue
+    nq = s.nic.thread
     if nq[q].nt_state != TH_SLEEP:
         return 0  # running or already woken: NAPI_STATE_SCHED_THREADED makes it poll again
     nq[q].nt_state = TH_WAKING
@@ -52,7 +52,7 @@ def napi_thread_wake(s, c, q, t):
 def napi_thread_arrive(s, q, t):
     """The wake-up reaches the kthread's CPU: runnable, placed level with that CPU's
     threads (CFS place_entity: a sleeper does not bank runtime)."""
-    p, nq, sd = s.p, s.nic.queue, s.sd
+    p, nq, sd = s.p, s.nic.thread, s.sd
     if nq[q].nt_state != TH_WAKING:
         return
     c = p.queue[q].napi_cpu
@@ -67,7 +67,7 @@ def napi_thread_poll(s, c, q, t0, t_ev):
     """One pass of napi_threaded_poll_loop on CPU c from t0: __napi_poll of queue q, then
     the RPS IPIs it queued. A poll that waits for the next traffic chunk pauses (as
     net_rx_action_step's does) and this call resumes it, first thing in that chunk."""
-    sd, pz, nq = s.sd, s.nic.pause[0], s.nic.queue
+    sd, pz, nq, nt = s.sd, s.nic.pause[0], s.nic.queue, s.nic.thread
     if pz.on:
         pz.on = pz.thread = 0
         t, work, count, phase = pz.t, pz.work, pz.count, pz.phase
@@ -83,8 +83,8 @@ def napi_thread_poll(s, c, q, t0, t_ev):
         return
     t = net_rps_send_ipi(s, c, t)  # net_rps_action_and_irq_enable
     account(s, c, T_SYSTEM, t0, t)
-    nq[q].nt_vrt += t - t0
-    nq[q].nt_ns += t - t0
+    nt[q].nt_vrt += t - t0
+    nt[q].nt_ns += t - t0
     sd.cpu[c].seg_kind = SEG_NAPI_THREAD
     sd.cpu[c].seg_t0 = t0
     sd.cpu[c].seg_arg = q
@@ -99,5 +99,5 @@ def napi_thread_after(s, c, q, t):
     napi_complete_done and sleep until the next interrupt."""
     if s.sd.cpu[c].seg_work >= s.p.napi_weight:
         return
-    s.nic.queue[q].nt_state = TH_SLEEP
+    s.nic.thread[q].nt_state = TH_SLEEP
     napi_complete_done(s, q, t)

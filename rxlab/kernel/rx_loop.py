@@ -204,8 +204,8 @@ def dispatch(s, c, t):
                 s.cm.entry[sd.cpu[c].seg_arg].kt_vrt += debt
                 s.cm.entry[sd.cpu[c].seg_arg].kt_ns += debt
             elif kind == SEG_NAPI_THREAD:
-                s.nic.queue[sd.cpu[c].seg_arg].nt_vrt += debt
-                s.nic.queue[sd.cpu[c].seg_arg].nt_ns += debt
+                s.nic.thread[sd.cpu[c].seg_arg].nt_vrt += debt
+                s.nic.thread[sd.cpu[c].seg_arg].nt_ns += debt
             t += debt
             sd.cpu[c].wake_debt = 0
         if sd.cpu[c].irq_debt > 0:
@@ -286,7 +286,7 @@ def bh_task_time(s, c, ns):
     if sd.cpu[c].bh_inline == BH_APP:
         s.so.sock[sd.cpu[c].bh_task].th_bh_ns += ns
     elif sd.cpu[c].bh_inline == BH_NAPI_THREAD:
-        s.nic.queue[sd.cpu[c].bh_task].nt_bh_ns += ns
+        s.nic.thread[sd.cpu[c].bh_task].nt_bh_ns += ns
 
 
 @njit(**JIT_STATE)
@@ -300,7 +300,7 @@ def softirq_segment(s, c, t, t_end, napi, ctx, was_ks, vmin):
     elif sd.cpu[c].bh_inline == BH_APP:
         sd.cpu[c].app_vrt += t_end - t  # inside the reader's syscall: its runtime
     elif sd.cpu[c].bh_inline == BH_NAPI_THREAD:
-        s.nic.queue[sd.cpu[c].bh_task].nt_vrt += t_end - t
+        s.nic.thread[sd.cpu[c].bh_task].nt_vrt += t_end - t
     if ctx == T_SOFTIRQ:
         bh_task_time(s, c, t_end - t)
     if sd.cpu[c].ksoftirqd and not was_ks:

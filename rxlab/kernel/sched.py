@@ -60,7 +60,7 @@ def kworker_runnable(s, c):
 @njit(**JIT_STATE)
 def napi_thread_next(s, c):
     """The runnable NAPI kthread on CPU c with the least runtime: its queue, or -1."""
-    p, nq = s.p, s.nic.queue
+    p, nq = s.p, s.nic.thread
     best = -1
     if not p.napi_threaded:
         return best
@@ -88,7 +88,7 @@ def _candidate(s, c, k):
     if k == SCHED_NAPI_THREAD:
         q = napi_thread_next(s, c)
         if q >= 0:
-            return True, s.nic.queue[q].nt_vrt
+            return True, s.nic.thread[q].nt_vrt
         return False, sd.cpu[c].app_vrt
     return has_runnable_thread(s, c), sd.cpu[c].app_vrt
 

@@ -238,9 +238,13 @@ RX_RING = struct(
     ("q_packets", np.int64),
     ("q_drops", np.int64),
     ("q_polls", np.int64),
-    # threaded NAPI: the queue's kthread napi/DEV-ID (TH_SLEEP / TH_WAKING / TH_RUNNABLE),
-    # its runtime (CFS share against other threads) and its CPU time
-    ("nt_state", np.int64), ("nt_vrt", np.int64), ("nt_ns", np.int64),
+)
+# Threaded NAPI: a queue's kthread napi/DEV-ID (struct napi_struct's thread), one record
+# per rx queue, apart from the ring's hot record.
+NAPI_KTHREAD = struct(
+    ("nt_state", np.int64),  # TH_SLEEP / TH_WAKING / TH_RUNNABLE
+    ("nt_vrt", np.int64),  # runtime (CFS share against other threads)
+    ("nt_ns", np.int64),  # CPU time of its own (system)
     ("nt_bh_ns", np.int64),  # softirq its local_bh_enable ran inline (its context)
 )
 
@@ -255,6 +259,7 @@ class NicState(NamedTuple):
     ring: np.ndarray  # SKB[nq, ring storage]
     queue: np.ndarray  # RX_RING[nq]
     pause: np.ndarray  # POLL_PAUSE[1]: a driver poll waiting for the next chunk
+    thread: np.ndarray  # NAPI_KTHREAD[nq]: each queue's kthread (threaded NAPI)
 
 
 REFILL_PER_PACKET, REFILL_IN_LOOP, REFILL_AFTER_LOOP = 0, 1, 2

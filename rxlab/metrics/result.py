@@ -135,7 +135,7 @@ def assemble(m, in_flight: int) -> Result:
          "ring_full_drops": int(nic.queue[q]["q_drops"]), "polls": int(nic.queue[q]["q_polls"]),
          # threaded NAPI: the queue's kthread napi/DEV-ID, its CPU and CPU time
          **({"napi_thread_cpu": int(p.queue[q]["napi_cpu"]),
-             "napi_thread_cpu_s": round(int(nic.queue[q]["nt_ns"]) / 1e9, 9)}
+             "napi_thread_cpu_s": round(int(nic.thread[q]["nt_ns"]) / 1e9, 9)}
             if p.napi_threaded else {})}
         for q in range(p.nq)
     ]

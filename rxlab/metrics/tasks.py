@@ -39,7 +39,7 @@ def tasks_block(m) -> list[dict]:
         if ks:
             rows.append(_row(f"ksoftirqd/{c}", "ksoftirqd", c, 0, ks, run_s))
     for q in np.flatnonzero(p.queue["napi_cpu"] >= 0):
-        r = nic.queue[q]
+        r = nic.thread[q]
         rows.append(_row(f"napi/q{q}", "napi", p.queue[q]["napi_cpu"], int(r["nt_ns"]),
                          int(r["nt_bh_ns"]), run_s))
     for e, cpu in enumerate(p.cpumap["cpu"]):
