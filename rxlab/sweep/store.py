@@ -340,7 +340,12 @@ def read_table(out: Path, metrics: list[str] = ()) -> list[dict]:
     fix = "delete it and run `rxlab sweep FILE --out DIR --resume` to write it again"
     data = read_bytes(path, "Parquet table", MAX_TABLE_BYTES)
     try:
-        rows = pq.read_table(pa.BufferReader(data)).to_pylist()
+        # one thread, no pre-buffering: Arrow's thread pools would otherwise be alive at
+        # interpreter exit, where a worker's std::thread destructor aborts the process
+        # now and then ("terminate called without an active exception", exit -6, after
+        # the output was written; apache/arrow#34314)
+        rows = pq.read_table(pa.BufferReader(data), use_threads=False,
+                             pre_buffer=False).to_pylist()
     except (pa.ArrowException, OSError, ValueError, MemoryError) as err:
         first = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
         raise UsageError(f"{path}: not a readable Parquet table ({first}); {fix}") from None
