@@ -139,20 +139,25 @@ def run_local(tasks: list[Task], jobs: int, on_result: OnResult) -> int:
                                  initializer=_init_local_worker, initargs=(parent,))
         broken = False
         try:
-            feed = _Feed(ex, list(pending.items()), IN_FLIGHT_PER_WORKER * workers)
-            while feed.running:
-                f, rid = feed.next_done()
-                try:
-                    out = f.result()
-                except BrokenProcessPool:
-                    broken = True  # every future of the pool ends so: resubmit the rest
-                    break
-                except Exception as e:
-                    raise RunError(rid, e) from e
-                on_result(out)
-                pending.pop(rid, None)
-                fruitless = 0
-                feed.top_up()
+            try:
+                feed = _Feed(ex, list(pending.items()), IN_FLIGHT_PER_WORKER * workers)
+                while feed.running:
+                    f, rid = feed.next_done()
+                    try:
+                        out = f.result()
+                    except BrokenProcessPool:
+                        broken = True  # every future of the pool ends so: resubmit the rest
+                        break
+                    except Exception as e:
+                        raise RunError(rid, e) from e
+                    on_result(out)
+                    pending.pop(rid, None)
+                    fruitless = 0
+                    feed.top_up()
+            except BrokenProcessPool:
+                # a worker died after the last result was taken: submit finds the pool
+                # broken before any future says so (seen under load), same as above
+                broken = True
         except BaseException:
             _kill_pool(ex)
             raise
