@@ -23,6 +23,7 @@ from rxlab.kernel.drop_reasons import N_DROP_SLOTS
 from rxlab.kernel.events import EV_ARFS_TIMER, EV_MIGRATE
 from rxlab.kernel.flow_hash import skb_get_hash_flows
 from rxlab.kernel.hashfn import ilog2, roundup_pow_of_two
+from rxlab.kernel.sched import SCHED_IDLE
 from rxlab.kernel.stages import JITTERED, STAGES
 from rxlab.kernel.state import (
     ARFS_ENTRY,
@@ -240,6 +241,18 @@ def _migration(sc: Scenario, nth: int, ncpu: int, app_of_thread: list[int]):
     return every, mset, mset_n, mt, mc, mn
 
 
+
+def fair_class_params(kb, ncpu: int, jiffy_ns: int) -> dict:
+    """The fair class's tunables as kernel/sched/fair.c sets them at boot: each default
+    times 1 + ilog2(min(ncpus, 8)) (``update_sysctl``, SCHED_TUNABLESCALING_LOG)."""
+    factor = 1 + ilog2(min(ncpu, K.SCHED_SCALE_MAX_CPUS))
+    base = K.SCHED_BASE_SLICE_NS if kb.sched_slice_070 else K.SCHED_BASE_SLICE_NS_V66
+    slice_ns = factor * (base if kb.sched_eevdf else K.SCHED_LATENCY_NS)
+    return dict(sched_eevdf=kb.sched_eevdf, sched_slice_ns=slice_ns,
+                sched_min_gran_ns=factor * K.SCHED_MIN_GRANULARITY_NS,
+                sched_wakeup_gran_ns=factor * K.SCHED_WAKEUP_GRANULARITY_NS,
+                sched_lag_limit_ns=max(2 * slice_ns, jiffy_ns))
+
 def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Model:
     """Compile a scenario; ``capture`` is an already opened pcap for ``traffic.pcap``;
     ``xdp_program`` a vectorised per-flow XDP program (``rxlab.xdp.rules``).
@@ -386,6 +399,7 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
         fl_history=hist, fl_log=ilog2(tl),
         fl_hash32=kb.flow_limit_hash_32,
         ksoftirqd_defers=kb.ksoftirqd_defers, napi_threaded=sc.nic.threaded,
+        **fair_class_params(kb, ncpu, jiffy_ns),
         jitter_kind=jk, jitter_sigma=sigma,
         interval_ns=interval_ns, interval_inv=1.0 / interval_ns,
         warmup_ns=int(round(sc.metrics.warmup * 1e9)),
@@ -416,6 +430,7 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
         fl_history=np.zeros((ncpu, hist), I64), fl_buckets=np.zeros((ncpu, tl), I64),
     )
     sd.cpu["fl_on"] = [c in fl_cpus for c in range(ncpu)]
+    sd.cpu["cur_who"] = SCHED_IDLE  # no task holds a CPU yet
     total = int(sock_off[-1]) or 1
     nflows = len(fl)
     so = SockState(

@@ -60,8 +60,28 @@ def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t):
 
 
 @njit(**JIT)
-def pick_next(s, c):
-    return sched.pick_next(s, c)
+def pick_next(s, c, t):
+    return sched.pick_next(s, c, t)
+
+
+@njit(**JIT)
+def place_woken(s, c, k, v, lag):
+    return sched.place_woken(s, c, k, v, lag)
+
+
+@njit(**JIT)
+def wake_preempt(s, c, v):
+    return sched.wake_preempt(s, c, v)
+
+
+@njit(**JIT)
+def sleep_lag(s, c, k, v):
+    return sched.sleep_lag(s, c, k, v)
+
+
+@njit(**JIT)
+def need_resched(s, c, t):
+    return sched.need_resched(s, c, t)
 
 
 @njit(**JIT)

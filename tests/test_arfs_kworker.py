@@ -22,7 +22,13 @@ from rxlab.kernel.counters import (
     ARFS_SYNC_WAIT_NS,
     T_SYSTEM,
 )
-from rxlab.kernel.sched import SCHED_APP, SCHED_KSOFTIRQD, SCHED_KWORKER, SCHED_SOFTIRQ
+from rxlab.kernel.sched import (
+    SCHED_APP,
+    SCHED_IDLE,
+    SCHED_KSOFTIRQD,
+    SCHED_KWORKER,
+    SCHED_SOFTIRQ,
+)
 from rxlab.kernel.sched_states import SVC_IDLE, SVC_QUEUED, SVC_RUNNABLE, TH_RUNNABLE
 from rxlab.scenario import scenario_from_dict
 from rxlab.simulate import run_model
@@ -34,6 +40,12 @@ def kworker_host(model="ice-hash-match"):
     h = Harness(rfs_dict(cpus=4, version="6.14", arfs=model))
     h.reset()
     return h
+
+
+def pick(h, c, t=0):
+    """The scheduling choice on CPU c with no task holding it (no slice in the way)."""
+    h.sd.cpu["cur_who"][c] = SCHED_IDLE
+    return pick_next(h.s, c, t)
 
 
 def queue_work_on(h, c):
@@ -51,15 +63,15 @@ def test_kworker_never_runs_inside_net_rx_action():
     cpu["ks_vrt"][1] = 10**12  # ksoftirqd has had far more CPU: CFS alone would pick us
     cpu["ksoftirqd"][1] = 1
     cpu["in_rx_action"][1] = 1  # ksoftirqd is inside net_rx_action
-    assert pick_next(h.s, 1)[0] == SCHED_KSOFTIRQD
+    assert pick(h, 1) == SCHED_KSOFTIRQD
     cpu["ksoftirqd"][1] = 0  # an inline softirq is under way or raised
-    assert pick_next(h.s, 1)[0] == SCHED_SOFTIRQ
+    assert pick(h, 1) == SCHED_SOFTIRQ
     cpu["in_rx_action"][1] = 0
     cpu["softirq_pending"][1] = 1
-    assert pick_next(h.s, 1)[0] == SCHED_SOFTIRQ  # a raised softirq runs first
+    assert pick(h, 1) == SCHED_SOFTIRQ  # a raised softirq runs first
     cpu["softirq_pending"][1] = 0
-    assert pick_next(h.s, 1)[0] == SCHED_KWORKER  # between softirqs it runs
-    assert pick_next(h.s, 2)[0] != SCHED_KWORKER  # only on the CPU it was queued on
+    assert pick(h, 1) == SCHED_KWORKER  # between softirqs it runs
+    assert pick(h, 2) != SCHED_KWORKER  # only on the CPU it was queued on
 
 
 def test_kworker_competes_by_runtime_with_an_application_thread():
@@ -70,24 +82,28 @@ def test_kworker_competes_by_runtime_with_an_application_thread():
     queue_work_on(h, c)
     cpu = h.sd.cpu
     cpu["app_vrt"][c], cpu["kw_vrt"][c] = 5_000, 4_000
-    assert pick_next(h.s, c)[0] == SCHED_KWORKER
+    assert pick(h, c) == SCHED_KWORKER
     cpu["kw_vrt"][c] = 6_000  # it has had more CPU than the thread now
-    assert pick_next(h.s, c)[0] == SCHED_APP
+    assert pick(h, c) == SCHED_APP
     h.ar.glob[0]["svc_pending"] = SVC_QUEUED  # queued but not yet woken: not runnable
     cpu["kw_vrt"][c] = 0
-    assert pick_next(h.s, c)[0] == SCHED_APP
+    assert pick(h, c) == SCHED_APP
 
 
-def test_woken_kworker_starts_level_with_the_cpus_threads():
+def test_woken_kworker_is_placed_at_the_average_less_its_lag():
+    """EEVDF place_entity (6.14): a sleeper banks no CPU beyond the lag it kept."""
     from compiled_calls import kworker_wake
 
     h = kworker_host()
     c = 3
+    h.m.so.sock["th_state"][int(h.m.so.cpu_threads[c, 0])] = TH_RUNNABLE
     h.ar.glob[0]["svc_pending"] = SVC_QUEUED
     h.sd.cpu["app_vrt"][c] = 7_000_000
-    h.sd.cpu["kw_vrt"][c] = 0  # slept long: no credit for the sleep (CFS placement)
+    h.sd.cpu["kw_vrt"][c] = 0  # slept long
+    h.sd.cpu["kw_lag"][c] = 100_000  # it had run 0.1 ms less than its share
     assert kworker_wake(h.s, c, 0)
-    assert int(h.sd.cpu["kw_vrt"][c]) == 7_000_000
+    # avg 7 ms less the lag scaled by (W + w) / W = 2
+    assert int(h.sd.cpu["kw_vrt"][c]) == 7_000_000 - 200_000
     assert int(h.ar.glob[0]["svc_pending"]) == SVC_RUNNABLE
     assert not kworker_wake(h.s, c, 0)  # already woken: nothing to do
 
@@ -132,12 +148,15 @@ def test_filter_writes_are_system_time_on_the_cpu_that_queued_them(model):
 def colliding_host(duration=0.02):
     """The original ice driver on 8 CPUs with 2,048 flows in 64-slot tables: flows fight
     over shared filters, and at 20 us a write the service task has about one CPU's worth
-    of writing to do (the app's recvmsg costs nothing: system time is the kworker's)."""
+    of writing to do (the app's recvmsg costs nothing: system time is the kworker's).
+    The kworker holds its CPU for its EEVDF slice (3 ms at 8 CPUs on 6.14, noticed at
+    the next 4 ms tick), so the app thread there waits up to ~4 ms: at 250 Kpps a
+    thread, a 4 MiB rcvbuf holds that; the default 208 KiB (~270 packets) would not."""
     d = rfs_dict(cpus=8, version="6.14", flow_cnt=64, entries=8 * 64,
                  groups=[tcp_group(flows=2048, pps=1_000_000)],
                  arfs={"model": "ice-hash-match"},
                  apps=[{"name": "app", "cpus": "0-3", "spread": "round_robin",
-                        "cost": {"user_ns": 200, "syscall_ns": 0}}],
+                        "rcvbuf": 4 << 20, "cost": {"user_ns": 200, "syscall_ns": 0}}],
                  duration=duration)
     d["host"]["costs"] = {"arfs_program": PROGRAM_NS}
     return scenario_from_dict(d)
@@ -155,8 +174,9 @@ def test_heavy_filter_programming_starves_no_cpu_and_loses_no_packet(colliding):
     pk = d["packets"]
     assert d["arfs"]["update"] > 0 and d["arfs"]["programmed"] * PROGRAM_NS > 0.5 * 0.02e9
     assert pk["offered"] == pk["delivered"] + pk["dropped"] + pk["in_flight"]
-    # softirqs preempt the writer and the app threads share its CPU: nothing is lost
-    # (charged inside the softirq of CPU 0, this load dropped 44 % at the socket/ring)
+    # softirqs preempt the writer and the app threads share its CPU slice by slice:
+    # nothing is lost (charged inside the softirq of CPU 0, this load dropped 44 % at
+    # the socket/ring)
     assert pk["dropped"] == 0
     assert pk["in_flight"] == 0
     # one work item at a time: at most one CPU's worth of system time in all

@@ -327,3 +327,25 @@ def test_waking_check_runs_a_waiting_receiver_and_charges_its_wake_ups(tmp_path,
     free = dict(prof, costs={"wakeup_remote": 0.0})
     assert rates.model_like(free, seen["n"], [run] * 3, waking=True)["softirq_share"] < \
         res["model"]["softirq_share"]
+
+
+def test_the_rps_hand_off_becomes_ipi_latency_less_the_stages_on_its_path():
+    from rxlab.host.bpf import HANDOFF_BUCKETS, HANDOFF_SHIFT
+    from rxlab.host.experiment import handoff_quantiles
+
+    before, after = [0] * HANDOFF_BUCKETS, [0] * HANDOFF_BUCKETS
+    before[3] = after[3] = 7  # counted before the run: not this run's
+    after[10], after[100], after[300] = 10, 80, 10
+    q = handoff_quantiles(before, after)
+    w = 1 << HANDOFF_SHIFT
+    assert q == {"n": 100, "min": 10.5 * w, "p10": 10.5 * w, "median": 100.5 * w,
+                 "p90": 100.5 * w}
+    base = {"pilots": [], "points": _points(600.0, 5.0), "background_ns_per_s": 0.0}
+    prof = profile.build(dict(base, handoff=[q, dict(q, median=50.5 * w), q]), Plan())
+    st = prof["stages"]["ipi_latency"]
+    other = prof["stages"]["ipi_send"]["ns"] + prof["stages"]["ipi_recv"]["ns"]
+    assert st["ns"] == pytest.approx(100.5 * w - other, abs=0.1)  # the median run
+    assert st["source"].startswith("measured here") and "netif_rx" in st["source"]
+    few = dict(q, n=20)  # too few hand-offs to say anything: the base profile's value
+    prof = profile.build(dict(base, handoff=[few]), Plan())
+    assert prof["stages"]["ipi_latency"]["source"].startswith("not measured here")

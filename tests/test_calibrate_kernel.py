@@ -16,6 +16,7 @@ import sys
 import time
 
 import pytest
+import yaml
 from lab_processes import traffic_processes
 
 from rxlab.host import guard, procfs
@@ -74,6 +75,13 @@ def test_quick_calibration_gives_a_profile_the_held_out_checks_can_use(untouched
                                                                        quick_profile):
     prof = load_profile(str(quick_profile))  # as host.cost_profile loads it
     assert prof["stages"]["stack_rx"]["source"].startswith("measured here")
+    # the RPS hand-off, timed by the netif_rx / netif_receive_skb tracepoint programs
+    handoff = yaml.safe_load(quick_profile.read_text())["lab"]["handoff"]
+    print("RPS hand-off (us, min / median / p90 per run): "
+          + ", ".join(f"{r['min'] / 1e3:.1f} / {r['median'] / 1e3:.1f} / {r['p90'] / 1e3:.1f}"
+                      for r in handoff))
+    assert all(r["n"] >= 0.9 * r["sent"] for r in handoff), handoff
+    assert prof["stages"]["ipi_latency"]["source"].startswith("measured here")
     p = subprocess.run([*RXLAB, "kernel-check", "--only", RATE_CHECKS, "--profile",
                         str(quick_profile), "--duration", "0.5", "--json", "--quiet"],
                        capture_output=True, text=True, timeout=BUDGET,

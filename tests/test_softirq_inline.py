@@ -98,6 +98,8 @@ def test_the_tick_runs_pending_softirq_in_the_interrupted_reader_from_6_5(hz):
     assert 0.45 < t_new["receiver/0"]["share"] < 0.55  # still its CFS half ...
     stolen = t_new["receiver/0"]["softirq_s"] / t_new["receiver/0"]["cpu_s"]
     assert stolen > (0.4 if hz == 1000 else 0.2)  # ... part of it on receive work
-    assert (new.data["cpus"][1]["util"]["user"]
-            < old.data["cpus"][1]["util"]["user"] - 0.1)
+    # the reader's own work shrinks by about what its ticks ran inline (its slices
+    # end at a tick: at HZ 250 one tick per run of the reader, at 1000 about four)
+    lost = old.data["cpus"][1]["util"]["user"] - new.data["cpus"][1]["util"]["user"]
+    assert lost > 0.5 * t_new["receiver/0"]["softirq_s"] / new.data["duration_s"] > 0.05
     assert 0.45 < t_new["ksoftirqd/1"]["share"] < 0.55  # ksoftirqd keeps its own half

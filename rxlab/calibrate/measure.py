@@ -17,10 +17,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rxlab.host.experiment import RECV_NAP, Run, SoftirqTimer, run_traffic, slow_consumer
+from rxlab.host.experiment import (
+    RECV_NAP,
+    HandoffTimer,
+    Run,
+    SoftirqTimer,
+    handoff_quantiles,
+    run_traffic,
+    slow_consumer,
+)
 from rxlab.host.lab import Lab
 
 SEND_CPU, TARGET_CPU, APP_CPU = 0, 1, 0
+HANDOFF_PPS = 2000  # one packet at a time: CPU 1 idle when each arrives (the best case)
 FLOWS = list(range(41000, 41008))
 USER_HZ = os.sysconf("SC_CLK_TCK")  # /proc/stat counts in these ticks
 
@@ -39,8 +48,8 @@ class Plan:
     def quick(cls) -> Plan:
         return cls(filters=(0, 800, 1600), fractions=(0.5, 1.0), repeat=3, duration=0.4)
 
-    def runs(self) -> int:  # + the background and the waiting receiver's runs
-        return (len(self.filters) * (1 + len(self.fractions)) + 1) * self.repeat + 1
+    def runs(self) -> int:  # + the background, the waiting receiver's and the hand-off runs
+        return (len(self.filters) * (1 + len(self.fractions)) + 2) * self.repeat + 1
 
 
 def configure(lab: Lab, n_filters: int) -> None:
@@ -109,7 +118,8 @@ def measure(lab: Lab, timer: SoftirqTimer, plan: Plan,
     usable rate; then, with the middle filter count at half the usable rate, ``repeat``
     runs with the receiver waiting on its sockets (woken by CPU 1's softirq: what a
     wake-up costs the waker, not fitted); {"pilots": [...], "points": [every fitted run],
-    "wakeup_points": [...], "background_ns_per_s"}."""
+    "wakeup_points": [...], "handoff": [hand-off quantiles per run],
+    "background_ns_per_s"}."""
     pilots, points, wakes, tops = [], [], [], {}
     progress("background: CPU 1's NET_RX softirq time without traffic")
     a = timer.read()
@@ -135,6 +145,27 @@ def measure(lab: Lab, timer: SoftirqTimer, plan: Plan,
     for rep in range(plan.repeat):
         progress(f"{n} u32 filters: the receiver woken by CPU 1, repetition {rep + 1}")
         wakes.append(one(lab, timer, n, tops[n] * 0.5, plan.duration, nap=0.0))
+    configure(lab, 0)
+    handoff = []
+    for rep in range(plan.repeat):
+        progress(f"the RPS hand-off at {HANDOFF_PPS} pps, repetition {rep + 1}")
+        handoff.append(handoff_run(lab, plan.duration))
     lab.reset_device()
     return {"pilots": pilots, "points": points, "wakeup_points": wakes,
-            "background_ns_per_s": bg}
+            "handoff": handoff, "background_ns_per_s": bg}
+
+
+def handoff_run(lab: Lab, duration: float) -> dict:
+    """The time from ``netif_rx`` on CPU 0 to ``__netif_receive_skb_core`` on CPU 1 of
+    each packet of a slow paced run (``HandoffTimer``): what the RPS IPI and CPU 1's
+    softirq add when CPU 1 has nothing else to do."""
+    timer = HandoffTimer()
+    try:
+        h0 = timer.read()
+        run = run_traffic(lab, FLOWS, duration=duration, send_cpu=SEND_CPU,
+                          recv_cpu=APP_CPU, pps=HANDOFF_PPS, nap=RECV_NAP)
+        q = handoff_quantiles(h0, timer.read())
+    finally:
+        timer.close()
+    q["sent"] = run.total_sent
+    return q

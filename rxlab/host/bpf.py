@@ -51,10 +51,14 @@ BPF_MAP_TYPE_HASH, BPF_MAP_TYPE_ARRAY, BPF_MAP_TYPE_CPUMAP = 1, 2, 16
 BPF_PROG_TYPE_SCHED_CLS, BPF_PROG_TYPE_XDP, BPF_PROG_TYPE_RAW_TRACEPOINT = 3, 6, 17
 FN_MAP_LOOKUP, FN_MAP_UPDATE, FN_CPU, FN_SKB_LOAD_BYTES, FN_SET_HASH = 1, 2, 8, 26, 48
 FN_REDIRECT_MAP = 51
+FN_MAP_DELETE = 3
 FN_KTIME_GET_NS = 5
 NET_RX_SOFTIRQ = 3  # include/linux/interrupt.h
 SOFTIRQ_SLOTS = 64  # per CPU: struct {u64 start_ns; u64 total_ns; u64 count}
 SOFTIRQ_SLOT_SIZE = 24
+HANDOFF_STAMPS = 4096  # skbs between netif_rx and their processing, at most
+HANDOFF_BUCKETS = 1024  # histogram of the hand-off time in HANDOFF_SHIFT buckets
+HANDOFF_SHIFT = 7  # 128 ns buckets: up to 131 us, longer ones in the last
 XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_TX, XDP_REDIRECT = range(5)
 CPUMAP_STATS_SLOTS = 16  # 0..7: enqueue per destination CPU, 8..15: kthread per CPU
 CPUMAP_STATS_SIZE = 16  # struct {u64 processed; u64 drops}
@@ -363,6 +367,90 @@ def softirq_timer_insns(slots_fd: int, entry: bool) -> bytes:
     ins[1] = jne_imm(R7, NET_RX_SOFTIRQ, slots(ins[2:]))
     ins[9] = jeq_imm(R0, 0, slots(ins[10:]))
     return b"".join(ins + tail)
+
+
+def jgt_imm(dst, imm, off):
+    return _insn(0x25, dst, 0, off, imm)
+
+
+def rsh64_imm(dst, imm):
+    return _insn(0x77, dst, 0, 0, imm)
+
+
+def handoff_stamp_insns(stamps_fd: int) -> bytes:
+    """Raw tracepoint ``netif_rx(skb)`` (net/core/dev.c ``netif_rx_internal``, before
+    ``enqueue_to_backlog``): stamps[skb] = {ktime, this CPU}."""
+    ins = [
+        ldx("dw", R6, R1, 0),  # args[0] = skb
+        stx("dw", R10, R6, -8),
+        call(FN_CPU),
+        stx("dw", R10, R0, -16),
+        call(FN_KTIME_GET_NS),
+        stx("dw", R10, R0, -24),
+        ld_map_fd(R1, stamps_fd),
+        mov64_reg(R2, R10),
+        add64_imm(R2, -8),
+        mov64_reg(R3, R10),
+        add64_imm(R3, -24),  # value: {u64 ns; u64 cpu}
+        mov64_imm(R4, 0),  # BPF_ANY
+        call(FN_MAP_UPDATE),
+        mov64_imm(R0, 0),
+        exit_(),
+    ]
+    return b"".join(ins)
+
+
+def handoff_hist_insns(stamps_fd: int, hist_fd: int) -> bytes:
+    """Raw tracepoint ``netif_receive_skb(skb)`` (``__netif_receive_skb_core``, where
+    the processing CPU starts on the packet): for an skb stamped at ``netif_rx`` on
+    another CPU, count its hand-off time (ns >> HANDOFF_SHIFT, the last bucket holding
+    the rest) and drop the stamp. A packet processed where it was stamped (no RPS hop,
+    loopback) is not a hand-off: its stamp is dropped, nothing counted."""
+    body = [
+        ldx("dw", R6, R1, 0),
+        stx("dw", R10, R6, -8),
+        ld_map_fd(R1, stamps_fd),
+        mov64_reg(R2, R10),
+        add64_imm(R2, -8),
+        call(FN_MAP_LOOKUP),
+        jeq_imm(R0, 0, 0),  # patched: to the end
+        ldx("dw", R7, R0, 0),  # t0
+        ldx("dw", R8, R0, 8),  # the stamping CPU
+        call(FN_KTIME_GET_NS),
+        _insn(0x1F, R0, R7),  # r0 -= t0
+        rsh64_imm(R0, HANDOFF_SHIFT),
+        jgt_imm(R0, HANDOFF_BUCKETS - 2, 1),
+        jeq_imm(R0, R0, 1),  # (always) skip the clamp
+        mov64_imm(R0, HANDOFF_BUCKETS - 1),
+        stx("w", R10, R0, -12),
+        ld_map_fd(R1, stamps_fd),
+        mov64_reg(R2, R10),
+        add64_imm(R2, -8),
+        call(FN_MAP_DELETE),
+        call(FN_CPU),
+        jeq_reg(R0, R8, 0),  # patched: same CPU, to the end
+        ld_map_fd(R1, hist_fd),
+        mov64_reg(R2, R10),
+        add64_imm(R2, -12),
+        call(FN_MAP_LOOKUP),
+        jeq_imm(R0, 0, 2),
+        mov64_imm(R1, 1),
+        atomic_add64(R0, R1, 0),
+    ]
+    def slots(lst):
+        return sum(len(x) // N for x in lst)
+    body[6] = jeq_imm(R0, 0, slots(body[7:]))
+    body[13] = _insn(0x05, 0, 0, 1)  # ja +1: skip the clamp
+    body[21] = jeq_reg(R0, R8, slots(body[22:]))
+    return b"".join(body + [mov64_imm(R0, 0), exit_()])
+
+
+def parse_handoff_hist(items: list[tuple[bytes, bytes]]) -> list[int]:
+    """Counts per HANDOFF_SHIFT bucket (index = ns >> HANDOFF_SHIFT)."""
+    out = [0] * HANDOFF_BUCKETS
+    for k, v in items:
+        out[struct.unpack("<I", k)[0]] = struct.unpack("<Q", v)[0]
+    return out
 
 
 def parse_softirq_slots(items: list[tuple[bytes, bytes]]) -> dict[int, dict[str, int]]:

@@ -355,6 +355,64 @@ class SoftirqTimer:
         self.fds.clear()
 
 
+class HandoffTimer:
+    """The RPS hand-off time of each packet, from the raw tracepoints ``netif_rx`` (on
+    the CPU that enqueues it to another CPU's backlog) and ``netif_receive_skb`` (on
+    the CPU that starts processing it): the sending CPU's softirq that sends the IPI,
+    the IPI, the target's interrupt and softirq up to ``process_backlog``. Global, not
+    per namespace: packets processed where they were enqueued are not counted.
+    ``read`` gives counts per ``bpf.HANDOFF_SHIFT`` bucket; ``close`` detaches."""
+
+    def __init__(self):
+        self.fds: list[int] = []
+        try:
+            self.stamps = bpf.map_create(8, 16, bpf.HANDOFF_STAMPS, b"rxcal_stamps")
+            self.fds.append(self.stamps)
+            self.hist = bpf.map_create(4, 8, bpf.HANDOFF_BUCKETS, b"rxcal_handoff",
+                                       bpf.BPF_MAP_TYPE_ARRAY)
+            self.fds.append(self.hist)
+            for tp, insns in (("netif_rx", bpf.handoff_stamp_insns(self.stamps)),
+                              ("netif_receive_skb",
+                               bpf.handoff_hist_insns(self.stamps, self.hist))):
+                pfd = bpf.prog_load(insns, b"rxcal_" + tp[:9].encode(),
+                                    bpf.BPF_PROG_TYPE_RAW_TRACEPOINT)
+                try:
+                    self.fds.append(bpf.raw_tracepoint_open(tp, pfd))
+                finally:
+                    os.close(pfd)
+        except BaseException:
+            self.close()
+            raise
+
+    def read(self) -> list[int]:
+        return bpf.parse_handoff_hist(bpf.map_items(self.hist, 4, 8))
+
+    def close(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds.clear()
+
+
+def handoff_quantiles(before: list[int], after: list[int]) -> dict:
+    """Quantiles (ns, bucket midpoints) of the hand-offs counted between two reads."""
+    counts = [a - b for a, b in zip(after, before, strict=True)]
+    n = sum(counts)
+    out = {"n": n}
+    width = 1 << bpf.HANDOFF_SHIFT
+    for name, q in (("min", 0.0), ("p10", 0.1), ("median", 0.5), ("p90", 0.9)):
+        if not n:
+            out[name] = None
+            continue
+        target, acc = max(1, int(q * n + 0.5)) if q else 1, 0
+        for i, c in enumerate(counts):
+            acc += c
+            if acc >= target:
+                out[name] = (i + 0.5) * width
+                break
+    return out
+
+
 def slow_consumer(n_filters: int = 800, lab: Lab | None = None) -> None:
     """800 non-matching u32 filters at tc ingress of the receiver veth: every packet
     walks them on the CPU that processes it (tc ingress runs in

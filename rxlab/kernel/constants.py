@@ -19,6 +19,16 @@ NAPI_POLL_WEIGHT = 64  # include/linux/netdevice.h: typical driver NAPI weight
 FLOW_LIMIT_TABLE_LEN = 1 << 12  # net.core.flow_limit_table_len, power of two
 GRO_NORMAL_BATCH = 8
 
+# kernel/sched/fair.c: CFS / EEVDF tunables for nice-0 tasks (ns), before the scaling by
+# 1 + ilog2(min(ncpus, 8)) (get_update_sysctl_factor, SCHED_TUNABLESCALING_LOG)
+SCHED_BASE_SLICE_NS = 700_000  # EEVDF request size; 750_000 before 2ae891b82695 (v6.15)
+SCHED_BASE_SLICE_NS_V66 = 750_000
+SCHED_LATENCY_NS = 6_000_000  # CFS (before v6.6): the period nr <= sched_nr_latency share
+SCHED_MIN_GRANULARITY_NS = 750_000  # CFS: the period's floor per task, nr * min_gran
+SCHED_WAKEUP_GRANULARITY_NS = 1_000_000  # CFS: wakeup_preempt_entity's gran
+SCHED_NR_LATENCY = 8  # CFS: sched_latency / min_granularity
+SCHED_SCALE_MAX_CPUS = 8
+
 # kernel/softirq.c
 MAX_SOFTIRQ_TIME_MS = 2  # msecs_to_jiffies(2)
 MAX_SOFTIRQ_RESTART = 10

@@ -19,7 +19,7 @@ from rxlab.kernel.counters import T_KSOFTIRQD, T_SOFTIRQ
 from rxlab.kernel.events import EV_IRQ
 from rxlab.kernel.nic_rx import ingest_until
 from rxlab.kernel.rps import get_rps_cpu
-from rxlab.kernel.sched import need_resched
+from rxlab.kernel.sched import SCHED_KSOFTIRQD, need_resched, sleep_lag
 from rxlab.kernel.socket import netif_receive_skb_core
 from rxlab.kernel.stages import C_DRIVER_RX, C_GRO, C_NAPI_POLL, C_RPS_ENQUEUE
 from rxlab.kernel.state import REFILL_AFTER_LOOP, REFILL_IN_LOOP, REFILL_PER_PACKET, XDP_PASS
@@ -246,14 +246,16 @@ def finish_rx_action(s, c, t):
             if (
                 jiffies(s, t) >= sd.cpu[c].hs_end_j
                 or sd.cpu[c].hs_restart <= 0
-                or need_resched(s, c)
+                or need_resched(s, c, t)
             ):
                 sd.cpu[c].hs_active = 0
                 sd.cpu[c].ksoftirqd = 1  # wakeup_softirqd()
     else:
         sd.cpu[c].softirq_pending = 0
         sd.cpu[c].hs_active = 0
-        sd.cpu[c].ksoftirqd = 0  # nothing left: ksoftirqd goes back to sleep
+        if sd.cpu[c].ks_running:  # nothing left: ksoftirqd goes back to sleep
+            sd.cpu[c].ks_lag = sleep_lag(s, c, SCHED_KSOFTIRQD, sd.cpu[c].ks_vrt)
+        sd.cpu[c].ksoftirqd = 0
         sd.cpu[c].ks_running = 0
     return t
 

@@ -31,6 +31,7 @@ from rxlab.kernel.counters import T_SYSTEM
 from rxlab.kernel.events import EV_CPU, EV_NAPI_WAKE
 from rxlab.kernel.napi import driver_poll, napi_complete_done
 from rxlab.kernel.nic_rx import kick_cpu
+from rxlab.kernel.sched import SCHED_NAPI_THREAD, place_woken, sleep_lag, wake_preempt
 from rxlab.kernel.sched_states import SEG_NAPI_THREAD, TH_RUNNABLE, TH_SLEEP, TH_WAKING
 from rxlab.kernel.stages import C_NAPI_POLL, C_WAKEUP_LATENCY
 from rxlab.kernel.wake import ttwu_arrive, ttwu_remote
@@ -50,15 +51,15 @@ def napi_thread_wake(s, c, q, t):
 
 @njit(**JIT_STATE)
 def napi_thread_arrive(s, q, t):
-    """The wake-up reaches the kthread's CPU: runnable, placed level with that CPU's
-    threads (CFS place_entity: a sleeper does not bank runtime)."""
-    p, nq, sd = s.p, s.nic.thread, s.sd
+    """The wake-up reaches the kthread's CPU: placed by the fair class, runnable."""
+    p, nq = s.p, s.nic.thread
     if nq[q].nt_state != TH_WAKING:
         return
     c = p.queue[q].napi_cpu
+    nq[q].nt_vrt = place_woken(s, c, SCHED_NAPI_THREAD, nq[q].nt_vrt, nq[q].nt_lag)
     nq[q].nt_state = TH_RUNNABLE
     ttwu_arrive(s, p.queue[q].irq_cpu, c)
-    nq[q].nt_vrt = max(nq[q].nt_vrt, sd.cpu[c].app_vrt)
+    wake_preempt(s, c, nq[q].nt_vrt)
     kick_cpu(s, c, t)
 
 
@@ -97,7 +98,9 @@ def napi_thread_poll(s, c, q, t0, t_ev):
 def napi_thread_after(s, c, q, t):
     """After the poll: repoll (weight used up: cond_resched, still runnable), or
     napi_complete_done and sleep until the next interrupt."""
+    nt = s.nic.thread
     if s.sd.cpu[c].seg_work >= s.p.napi_weight:
         return
-    s.nic.thread[q].nt_state = TH_SLEEP
+    nt[q].nt_lag = sleep_lag(s, c, SCHED_NAPI_THREAD, nt[q].nt_vrt)
+    nt[q].nt_state = TH_SLEEP
     napi_complete_done(s, q, t)

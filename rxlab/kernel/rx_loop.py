@@ -49,8 +49,11 @@ from rxlab.kernel.sched import (
     SCHED_KWORKER,
     SCHED_NAPI_THREAD,
     SCHED_SOFTIRQ,
+    has_runnable_thread,
     napi_thread_next,
     pick_next,
+    place_woken,
+    wake_preempt,
 )
 from rxlab.kernel.sched_states import (
     BH_APP,
@@ -157,7 +160,7 @@ def dispatch(s, c, t):
         return
     if pz.on:
         # the paused poll (net_rx_action_step resumes it), as the segment started
-        t, ctx, was_ks, vmin = pz.t0, pz.ctx, pz.was_ks, pz.vmin
+        t, ctx, was_ks = pz.t0, pz.ctx, pz.was_ks
     else:
         kind = sd.cpu[c].seg_kind
         sd.cpu[c].seg_kind = SEG_NONE
@@ -212,7 +215,7 @@ def dispatch(s, c, t):
             account(s, c, T_HARDIRQ, t, t + sd.cpu[c].irq_debt)
             t += sd.cpu[c].irq_debt
             sd.cpu[c].irq_debt = 0
-        who, vmin = pick_next(s, c)
+        who = pick_next(s, c, t)
         if who != SCHED_SOFTIRQ:
             sd.cpu[c].bh_inline = 0  # the reader's do_softirq has returned
         if who != SCHED_SOFTIRQ and who != SCHED_KSOFTIRQD:
@@ -223,11 +226,11 @@ def dispatch(s, c, t):
     t_end, napi = net_rx_action_step(s, c, t)
     if napi == NAPI_PAUSED:
         # the driver poll waits for the next chunk's arrivals
-        pz.on, pz.t0, pz.ctx, pz.was_ks, pz.vmin = 1, t, ctx, was_ks, vmin
+        pz.on, pz.t0, pz.ctx, pz.was_ks = 1, t, ctx, was_ks
         sd.cpu[c].ev_pending = 1
         schedule(s.ev, t_ev, PRIO_FIRST, EV_CPU, c)
         return
-    softirq_segment(s, c, t, t_end, napi, ctx, was_ks, vmin)
+    softirq_segment(s, c, t, t_end, napi, ctx, was_ks)
 
 
 @njit(**JIT_HELPER)
@@ -290,7 +293,7 @@ def bh_task_time(s, c, ns):
 
 
 @njit(**JIT_STATE)
-def softirq_segment(s, c, t, t_end, napi, ctx, was_ks, vmin):
+def softirq_segment(s, c, t, t_end, napi, ctx, was_ks):
     """A softirq segment [t, t_end) has run on CPU c: charge it, end it at t_end."""
     sd = s.sd
     account(s, c, ctx, t, t_end)
@@ -305,7 +308,10 @@ def softirq_segment(s, c, t, t_end, napi, ctx, was_ks, vmin):
         bh_task_time(s, c, t_end - t)
     if sd.cpu[c].ksoftirqd and not was_ks:
         if not sd.cpu[c].ks_running:
-            sd.cpu[c].ks_vrt = vmin  # a woken thread starts level in CFS
+            # wakeup_softirqd at the end of handle_softirqs: the fair class places it
+            sd.cpu[c].ks_vrt = place_woken(s, c, SCHED_KSOFTIRQD, sd.cpu[c].ks_vrt,
+                                           sd.cpu[c].ks_lag)
+            wake_preempt(s, c, sd.cpu[c].ks_vrt)
         sd.cpu[c].ks_running = 1
     if napi >= 0:
         sd.cpu[c].seg_kind = SEG_NAPI
@@ -361,9 +367,14 @@ def handle_event(s, t, kind, arg):
         interrupt(s, arg, p.nq + arg, cost(s, C_IPI_RECV), t)
     elif kind == EV_WAKE:
         if so.sock[arg].th_state == TH_WAKING:
+            c = so.sock[arg].thread_cpu
+            if not has_runnable_thread(s, c):  # the CPU's application entity wakes
+                sd.cpu[c].app_vrt = place_woken(s, c, SCHED_APP, sd.cpu[c].app_vrt,
+                                                sd.cpu[c].app_lag)
             so.sock[arg].th_state = TH_RUNNABLE
-            ttwu_arrive(s, so.sock[arg].th_waker, so.sock[arg].thread_cpu)
-            kick_cpu(s, so.sock[arg].thread_cpu, t)
+            ttwu_arrive(s, so.sock[arg].th_waker, c)
+            wake_preempt(s, c, sd.cpu[c].app_vrt)
+            kick_cpu(s, c, t)
     elif kind == EV_MIGRATE:
         migrate_thread(s, arg, t)
     elif kind == EV_ARFS_SVC:
@@ -372,10 +383,12 @@ def handle_event(s, t, kind, arg):
     elif kind == EV_CPUMAP_WAKE:
         if s.cm.entry[arg].kt_state == TH_WAKING:
             c = p.cpumap[arg].cpu
-            s.cm.entry[arg].kt_state = TH_RUNNABLE
-            ttwu_arrive(s, s.cm.entry[arg].flush_cpu, c)
-            # CFS placement
-            s.cm.entry[arg].kt_vrt = max(s.cm.entry[arg].kt_vrt, sd.cpu[c].app_vrt)
+            ent = s.cm.entry
+            ent[arg].kt_vrt = place_woken(s, c, SCHED_CPUMAP_KTHREAD, ent[arg].kt_vrt,
+                                          ent[arg].kt_lag)
+            ent[arg].kt_state = TH_RUNNABLE
+            ttwu_arrive(s, ent[arg].flush_cpu, c)
+            wake_preempt(s, c, ent[arg].kt_vrt)
             kick_cpu(s, c, t)
     elif kind == EV_ARFS_TIMER:
         service_timer(s, t)

@@ -35,6 +35,7 @@ from rxlab.kernel.counters import (
 from rxlab.kernel.drop_reasons import DROP_NO_SOCKET, DROP_SOCKET_BACKLOG, DROP_SOCKET_RCVBUF
 from rxlab.kernel.events import EV_WAKE
 from rxlab.kernel.rfs import sock_rps_record_flow
+from rxlab.kernel.sched import app_sleeps
 from rxlab.kernel.sched_states import BH_APP, TH_RUNNABLE, TH_SLEEP, TH_WAKING
 from rxlab.kernel.stages import (
     C_CROSS_CPU,
@@ -259,19 +260,20 @@ def app_after_read(s, c, th, t):
         so.sock[th].th_ns += so.sock[th].th_bl_ns
         t += so.sock[th].th_bl_ns
         so.sock[th].th_bl_ns = 0
-    if so.sock[sk].so_head < so.sock[sk].so_tail:
-        head = so.sock[sk].so_head
-        stamp = so.sq[p.sock_off[sk] + (head & so.sock[sk].sock_mask)].stamp
-        if stamp <= t:
-            so.sock[th].th_state = TH_RUNNABLE
-        else:
-            # asleep when the segment that queued it (still running on its CPU) gets
-            # there: that CPU wakes the thread, and pays for it when the segment ends
-            so.sock[th].th_state = TH_WAKING
-            src = np.int64(so.sq[p.sock_off[sk] + (head & so.sock[sk].sock_mask)].src)
-            thread_woken(s, th, src)
-            ttwu_remote_owed(s, src, c)
-            schedule(ev, stamp + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_WAKE, th)
+    queued = so.sock[sk].so_head < so.sock[sk].so_tail
+    slot = p.sock_off[sk] + (so.sock[sk].so_head & so.sock[sk].sock_mask)
+    if queued and so.sq[slot].stamp <= t:
+        so.sock[th].th_state = TH_RUNNABLE
+        return t
+    app_sleeps(s, c)
+    if queued:
+        # asleep when the segment that queued it (still running on its CPU) gets
+        # there: that CPU wakes the thread, and pays for it when the segment ends
+        so.sock[th].th_state = TH_WAKING
+        src = np.int64(so.sq[slot].src)
+        thread_woken(s, th, src)
+        ttwu_remote_owed(s, src, c)
+        schedule(ev, so.sq[slot].stamp + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_WAKE, th)
     else:
         so.sock[th].th_state = TH_SLEEP
     return t

@@ -127,7 +127,8 @@ CPUMAP_ENTRY = struct(
     ("cons", np.int64),  # consumed
     ("clear", np.int64),  # zeroed by the consumer
     ("kt_state", np.int64),  # TH_SLEEP / TH_WAKING / TH_RUNNABLE
-    ("kt_vrt", np.int64),  # kthread runtime (CFS share against other threads)
+    ("kt_vrt", np.int64),  # kthread vruntime (rxlab.kernel.sched)
+    ("kt_lag", np.int64),  # its lag when it last slept (EEVDF place_entity)
     ("last_flush", np.int64),  # time of the latest flush (its wake-up)
     ("flush_cpu", np.int64),  # the CPU of that flush (the kthread's waker)
     ("kt_ns", np.int64),  # the kthread's CPU time (system)
@@ -180,6 +181,12 @@ class Params(NamedTuple):
     fl_hash32: bool
     ksoftirqd_defers: bool
     napi_threaded: bool  # some queue's NAPI runs in its kthread (nic.threaded)
+    # the fair class (rxlab.kernel.sched), tunables scaled for the host's CPU count
+    sched_eevdf: bool  # v6.6+: EEVDF; before: CFS
+    sched_slice_ns: int  # EEVDF base slice; CFS sched_latency
+    sched_min_gran_ns: int  # CFS sysctl_sched_min_granularity
+    sched_wakeup_gran_ns: int  # CFS sysctl_sched_wakeup_granularity
+    sched_lag_limit_ns: int  # EEVDF update_entity_lag: max(2 * slice, TICK_NSEC)
     jitter_kind: int
     jitter_sigma: float
     interval_ns: int
@@ -243,7 +250,8 @@ RX_RING = struct(
 # per rx queue, apart from the ring's hot record.
 NAPI_KTHREAD = struct(
     ("nt_state", np.int64),  # TH_SLEEP / TH_WAKING / TH_RUNNABLE
-    ("nt_vrt", np.int64),  # runtime (CFS share against other threads)
+    ("nt_vrt", np.int64),  # vruntime (rxlab.kernel.sched)
+    ("nt_lag", np.int64),  # its lag when it last slept (EEVDF place_entity)
     ("nt_ns", np.int64),  # CPU time of its own (system)
     ("nt_bh_ns", np.int64),  # softirq its local_bh_enable ran inline (its context)
 )
@@ -272,7 +280,7 @@ REFILL_PER_PACKET, REFILL_IN_LOOP, REFILL_AFTER_LOOP = 0, 1, 2
 POLL_PAUSE = struct(
     ("on", np.int64), ("c", np.int64), ("q", np.int64), ("t", np.int64),
     ("work", np.int64), ("count", np.int64), ("phase", np.int64),
-    ("t0", np.int64), ("ctx", np.int64), ("was_ks", np.int64), ("vmin", np.int64),
+    ("t0", np.int64), ("ctx", np.int64), ("was_ks", np.int64),
     ("thread", np.int64),  # 1 = the poll of a NAPI kthread (threaded NAPI), not softirq
 )
 
@@ -313,8 +321,16 @@ SOFTNET_DATA = struct(
     # runtime pays): BH_APP (application thread bh_task's recv) or BH_NAPI_THREAD (queue
     # bh_task's NAPI kthread); BH_NONE: at irq exit, or in ksoftirqd
     ("bh_inline", np.int64), ("bh_task", np.int64),
-    ("ks_vrt", np.int64),  # ksoftirqd runtime (CFS share against threads)
-    ("app_vrt", np.int64),
+    # the fair class (rxlab.kernel.sched): vruntimes, and the lags saved at sleep (EEVDF)
+    ("ks_vrt", np.int64), ("ks_lag", np.int64),  # ksoftirqd/<cpu>
+    ("app_vrt", np.int64), ("app_lag", np.int64),  # the CPU's application threads
+    ("min_vrt", np.int64),  # cfs_rq->min_vruntime: where a waking task is placed from
+    # the task holding the CPU (SCHED_*, SCHED_IDLE: none), the vruntime at which its
+    # slice ends (EEVDF deadline, CFS sched_slice), the time of the CPU's previous
+    # scheduling decision (a tick since: rxlab.kernel.sched slice_over), and
+    # need_resched set by a wake-up
+    ("cur_who", np.int64), ("cur_vend", np.int64), ("disp_t", np.int64),
+    ("resched", np.int64),
     # the segment the CPU is running
     ("ev_pending", np.int64),  # a PRIO_CPU event is in the calendar
     ("seg_kind", np.int64),
@@ -323,7 +339,7 @@ SOFTNET_DATA = struct(
     ("seg_ctx", np.int64),  # T_SOFTIRQ or T_KSOFTIRQD for NAPI segments
     ("seg_t0", np.int64),  # start of a thread's segment (a tick inside it: tick_irq_exit)
     ("irq_debt", np.int64),  # hardirq time taken while a segment ran
-    ("kw_vrt", np.int64),  # runtime of the CPU's kworker (CFS share against threads)
+    ("kw_vrt", np.int64), ("kw_lag", np.int64),  # the CPU's kworker (as ks_vrt, ks_lag)
     ("kw_ns", np.int64),  # its CPU time (system)
     ("rr", np.int64),  # round-robin position over the CPU's threads
     # flow limit (struct sd_flow_limit)

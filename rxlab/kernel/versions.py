@@ -37,6 +37,12 @@ class KernelBehaviour:
     # "net: extract napi poll functionality to __napi_poll()" .. "net: add sysfs attribute to
     # control napi threaded mode" (29863d41bb6e, v5.12): /sys/class/net/DEV/threaded
     napi_threaded: bool
+    # "sched/fair: Implement an EEVDF-like scheduling policy" (147f3efaa241, v6.6): before,
+    # CFS (sleeper credit, wake-up granularity, sched_slice at the tick)
+    sched_eevdf: bool
+    # "sched: Reduce the default slice to avoid tasks getting an extra tick" (2ae891b82695,
+    # v6.15; stable 6.6.y and 6.12.y took it later): base slice 0.70 ms, was 0.75 ms
+    sched_slice_070: bool
 
 
 def behaviour(text: str) -> KernelBehaviour:
@@ -52,4 +58,6 @@ def behaviour(text: str) -> KernelBehaviour:
         softnet_columns=cols,
         siphash_flow_hash=v >= (5, 4),
         napi_threaded=v >= (5, 12),
+        sched_eevdf=v >= (6, 6),
+        sched_slice_070=v >= (6, 15),
     )

@@ -59,6 +59,7 @@ from rxlab.kernel.counters import (
 )
 from rxlab.kernel.events import EV_ARFS_TIMER
 from rxlab.kernel.rfs import rps_may_expire_flow
+from rxlab.kernel.sched import SCHED_KWORKER, place_woken, sleep_lag, wake_preempt
 from rxlab.kernel.sched_states import SVC_IDLE, SVC_QUEUED, SVC_RUNNABLE
 from rxlab.kernel.stages import C_ARFS_PROGRAM, C_ARFS_SYNC_BUCKET, C_ARFS_SYNC_ENTRY
 from rxlab.kernel.state import ARFS_ACTIVE, ARFS_FREE, ARFS_INACTIVE
@@ -310,16 +311,20 @@ def kworker_after(s, t):
     g.svc_run = 0
     if s.p.arfs_model == 3 and g.pend_n > 0:
         return  # mlx5: the ordered queue holds the work items queued meanwhile
+    c = g.svc_cpu
+    s.sd.cpu[c].kw_lag = sleep_lag(s, c, SCHED_KWORKER, s.sd.cpu[c].kw_vrt)
     g.svc_pending = SVC_IDLE  # ice_service_task_complete: the next request queues it
 
 
 @njit(**JIT_STATE)
 def kworker_wake(s, c, t):
-    """The kworker on CPU c is woken for the work (EV_ARFS_SVC): CFS placement starts it
-    level with the CPU's threads."""
-    g = s.ar.glob[0]
+    """The kworker on CPU c is woken for the work (EV_ARFS_SVC): placed by the fair
+    class (rxlab.kernel.sched), runnable."""
+    g, sd = s.ar.glob[0], s.sd
     if g.svc_pending == SVC_QUEUED:
+        sd.cpu[c].kw_vrt = place_woken(s, c, SCHED_KWORKER, sd.cpu[c].kw_vrt,
+                                       sd.cpu[c].kw_lag)
         g.svc_pending = SVC_RUNNABLE
-        s.sd.cpu[c].kw_vrt = max(s.sd.cpu[c].kw_vrt, s.sd.cpu[c].app_vrt)
+        wake_preempt(s, c, sd.cpu[c].kw_vrt)
         return True
     return False

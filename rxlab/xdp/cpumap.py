@@ -43,6 +43,7 @@ from rxlab.kernel.counters import (
 from rxlab.kernel.drop_reasons import DROP_CPUMAP_FULL
 from rxlab.kernel.events import EV_CPUMAP_WAKE
 from rxlab.kernel.rps import get_rps_cpu
+from rxlab.kernel.sched import SCHED_CPUMAP_KTHREAD, sleep_lag
 from rxlab.kernel.sched_states import TH_RUNNABLE, TH_SLEEP, TH_WAKING
 from rxlab.kernel.socket import netif_receive_skb_core
 from rxlab.kernel.stages import (
@@ -207,19 +208,23 @@ def cpumap_kthread_step(s, c, e, t):
 
 @njit(**JIT_STATE_OUTLINE)
 def cpumap_after_batch(s, e, t):
-    """The kthread after a batch: go on, sleep, or sleep until the pending flush wakes it."""
+    """The kthread after a batch: go on, or sleep (keeping its lag, rxlab.kernel.sched),
+    until the pending flush wakes it if there is one."""
     p, cm = s.p, s.cm
+    if cm.entry[e].cons < cm.entry[e].prod and (
+            cm.ring[e, cm.entry[e].cons % p.cpumap[e].qsize].stamp <= t):
+        cm.entry[e].kt_state = TH_RUNNABLE
+        return
+    cm.entry[e].kt_lag = sleep_lag(s, p.cpumap[e].cpu, SCHED_CPUMAP_KTHREAD,
+                                   cm.entry[e].kt_vrt)
     if cm.entry[e].cons < cm.entry[e].prod:
-        if cm.ring[e, cm.entry[e].cons % p.cpumap[e].qsize].stamp <= t:
-            cm.entry[e].kt_state = TH_RUNNABLE
-        else:
-            # the ring looks empty now; the flush that produced these frames wakes us
-            # (and pays for it when its segment ends, if that flush is still to come)
-            cm.entry[e].kt_state = TH_WAKING
-            cm.cnt[e, CM_WAKEUPS] += 1
-            if cm.entry[e].last_flush > t:
-                ttwu_remote_owed(s, cm.entry[e].flush_cpu, p.cpumap[e].cpu)
-            schedule(s.ev, max(cm.entry[e].last_flush, t) + cost(s, C_WAKEUP_LATENCY),
-                     PRIO_WAKE, EV_CPUMAP_WAKE, e)
+        # the ring looks empty now; the flush that produced these frames wakes us
+        # (and pays for it when its segment ends, if that flush is still to come)
+        cm.entry[e].kt_state = TH_WAKING
+        cm.cnt[e, CM_WAKEUPS] += 1
+        if cm.entry[e].last_flush > t:
+            ttwu_remote_owed(s, cm.entry[e].flush_cpu, p.cpumap[e].cpu)
+        schedule(s.ev, max(cm.entry[e].last_flush, t) + cost(s, C_WAKEUP_LATENCY),
+                 PRIO_WAKE, EV_CPUMAP_WAKE, e)
     else:
         cm.entry[e].kt_state = TH_SLEEP
