@@ -399,6 +399,7 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
         fl_history=hist, fl_log=ilog2(tl),
         fl_hash32=kb.flow_limit_hash_32,
         ksoftirqd_defers=kb.ksoftirqd_defers, napi_threaded=sc.nic.threaded,
+        backlog_threaded=sc.kernel.thread_backlog_napi,
         **fair_class_params(kb, ncpu, jiffy_ns),
         jitter_kind=jk, jitter_sigma=sigma,
         interval_ns=interval_ns, interval_inv=1.0 / interval_ns,
@@ -420,7 +421,8 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     )
     R = roundup_pow_of_two(sc.nic.ring_size)
     nic = NicState(ring=np.zeros((nq, R), SKB), queue=np.zeros(nq, RX_RING),
-                   pause=np.zeros(1, POLL_PAUSE), thread=np.zeros(nq, NAPI_KTHREAD))
+                   pause=np.zeros(1, POLL_PAUSE), thread=np.zeros(nq + ncpu, NAPI_KTHREAD))
+    nic.thread["nt_rewake"] = -1
     z = lambda dt=I64: np.zeros(ncpu, dt)  # noqa: E731
     sd = SoftnetData(
         cpu=np.zeros(ncpu, SOFTNET_DATA), bl=np.zeros((ncpu, bl_cap), SKB),

@@ -46,8 +46,6 @@ UNMODELLED: tuple[Knob, ...] = (
          f"{_CORE}/gro_normal_batch"),
     Knob("dev_weight_rx_bias", "kernel", "sysctl net.core.dev_weight_rx_bias",
          "1: the backlog's quota is kernel.dev_weight", f"{_CORE}/dev_weight_rx_bias"),
-    Knob("thread_backlog_napi", "kernel", "boot parameter thread_backlog_napi, 6.10+",
-         "the backlog is processed in softirq"),
     Knob("napi_defer_hard_irqs", "nic", "/sys/class/net/DEV/napi_defer_hard_irqs",
          "0: the IRQ is enabled again when a poll completes", f"{_DEV}/napi_defer_hard_irqs"),
     Knob("gro_flush_timeout", "nic", "/sys/class/net/DEV/gro_flush_timeout, ns",

@@ -330,10 +330,11 @@ def estimate(sc, capture=None) -> Estimate:
         ncpu * ne * (8 * SLOT_BYTES + 16) + ne * (Q * SLOT_BYTES + 3 * 8 + 6 * 8 + 64),
         what=f"cpumap: {ncpu:,} CPUs x {ne:,} entries", fix="use fewer cpumap entries")
 
-    # per CPU: CPU_PARAMS, softnet_data, NAPI lists, rps_ipi_list, cpu_ns, win_cpu,
-    # cpu_nthreads, calendar slots, cpumap flush count, rps_map and cpu_threads rows
-    add("host.cpus", ncpu * (16 + SOFTNET_DATA.itemsize + 3 * (nq + 2) * 8 + 8 * ncpu + 80 + 8
-                             + 128 + 8 + 8 * nq + 8),
+    # per CPU: CPU_PARAMS, softnet_data, its backlog's NAPI_KTHREAD, NAPI lists,
+    # rps_ipi_list, cpu_ns, win_cpu, cpu_nthreads, calendar slots, cpumap flush count,
+    # rps_map and cpu_threads rows
+    add("host.cpus", ncpu * (16 + SOFTNET_DATA.itemsize + NAPI_KTHREAD.itemsize
+                             + 3 * (nq + 2) * 8 + 8 * ncpu + 80 + 8 + 128 + 8 + 8 * nq + 8),
         what=f"{ncpu:,} CPUs", fix="use fewer CPUs")
     # per queue: QUEUE_PARAMS, NicState.queue, dev_log, calendar slots
     add("nic.queues", nq * (QUEUE_PARAMS.itemsize + RX_RING.itemsize + NAPI_KTHREAD.itemsize

@@ -360,6 +360,10 @@ class Kernel(_Strict):
     hashrnd: str | None = None  # 32 hex chars: the boot-random flow-dissector key
     rps_sock_flow_entries: int = 0
     rps_flow_cnt: int | dict[int, int] = Field(0, description="per rx queue, or one for all")
+    thread_backlog_napi: bool = Field(
+        False, description="boot parameter thread_backlog_napi (6.10+; always on with "
+        "PREEMPT_RT): a CPU's backlog that RPS schedules from another CPU is processed by "
+        "its backlog_napi/N thread, woken directly instead of by an IPI")
 
     @field_validator("flow_limit_cpu_bitmap", mode="before")
     @classmethod

@@ -142,6 +142,7 @@ def _nic(sc, n: int, nq: int) -> None:
                 raise ValueError(f"nic.irq_affinity[{q}]: CPU {c} does not exist "
                                  f"(host.cpus = {n})")
     _threaded(sc, n, nq)
+    _backlog_threads(sc)
     size = nic.rss.table_size
     table(nic.rss.indirection, size, nq, "nic.rss.indirection")
     contexts: dict[int, int] = {}  # id -> the highest queue its table names
@@ -168,6 +169,13 @@ def _nic(sc, n: int, nq: int) -> None:
                 raise ValueError(f"{where}.ring_cookie: context {rule.context}'s queues + "
                                  f"{rule.ring_cookie} reach queue {top}, but nic.queues = "
                                  f"{nq}; use a smaller offset")
+
+
+def _backlog_threads(sc) -> None:
+    if sc.kernel.thread_backlog_napi and not behaviour(sc.host.kernel).backlog_threads:
+        raise ValueError(f"kernel.thread_backlog_napi: Linux {sc.host.kernel} has no "
+                         "threaded backlog NAPI (6.10+, dad6b9770263); remove it or set "
+                         "host.kernel to 6.10 or newer")
 
 
 def _threaded(sc, n: int, nq: int) -> None:

@@ -202,7 +202,9 @@ def test_toeplitz_here_matches_the_specification_vector():
 MEMCACHED = {
     "name": "memcached-16cpu-rps-non-irq",
     "seed": 1, "duration": 0.1,
-    "host": {"cpus": 16, "kernel": "6.19", "costs": {"stack_rx": 1200}},
+    # stack_rx 1.3 us: the elephant's RPS CPU (CPU 9) clearly past its capacity (at 1.2 us
+    # it sat at the edge, dropping 0-0.06 %)
+    "host": {"cpus": 16, "kernel": "6.19", "costs": {"stack_rx": 1300}},
     "nic": {"queues": 8, "ring_size": 1024, "link_gbps": 25,
             "irq_affinity": [0, 1, 2, 3, 4, 5, 6, 7]},
     "kernel": {"netdev_max_backlog": 1000, "rps_cpus": "ff00"},

@@ -43,7 +43,7 @@ def test_no_knob_in_the_table_is_a_field_rxlab_models(knob):
 
 @pytest.mark.parametrize("path", ["kernel.napi_defer_hard_irqs", "kernel.gro_flush_timeout",
                                   "kernel.busy_read", "kernel.busy_poll",
-                                  "kernel.thread_backlog_napi", "kernel.skb_defer_max",
+                                  "kernel.skb_defer_max",
                                   "nic.adaptive_rx", "nic.gro"])
 def test_the_issues_knobs_are_refused_as_known(path):
     section, key = path.split(".")

@@ -203,6 +203,12 @@ def scenario_from_host(info: dict, dev: str) -> tuple[dict, list[str]]:
     if kern.get("netdev_budget_usecs") == 0:
         kern.pop("netdev_budget_usecs")
         notes.append("netdev_budget_usecs is 0; scenario default used")
+    if info.get("thread_backlog_napi"):
+        from rxlab.kernel.versions import behaviour
+        if behaviour(_kernel_version(info.get("kernel", ""))).backlog_threads:
+            kern["thread_backlog_napi"] = True
+        else:  # a PREEMPT_RT kernel before 6.10: its own backlog rule, not modelled
+            notes.append("PREEMPT_RT before 6.10: its backlog handling is not modelled")
     # RFS: the global socket flow table and the per-queue flow tables
     if sc.get("rps_sock_flow_entries"):
         kern["rps_sock_flow_entries"] = int(sc["rps_sock_flow_entries"])

@@ -233,12 +233,23 @@ def read_host(netns: str | None = None, devices: list[str] | None = None,
         "netns": netns,
         "sysctls": sysctls,
         "sysctls_absent": absent,
+        "thread_backlog_napi": backlog_threads(),
         "kernel_features": cap.summary(),
         "devices": devs,
         "unmodelled": read_unmodelled("kernel"),
         "not_read": {k.what: k.model for k in knobs.not_read()},
         "notes": notes,
     }
+
+
+def backlog_threads(cmdline: str | None = None, version: str | None = None) -> bool:
+    """Threaded backlog NAPI is on (net/core/dev.c ``use_backlog_threads``, 6.10+): the
+    boot parameter ``thread_backlog_napi``, or a PREEMPT_RT kernel."""
+    if cmdline is None:
+        cmdline = _read("/proc/cmdline") or ""
+    if version is None:
+        version = platform.version()
+    return "thread_backlog_napi" in cmdline.split() or "PREEMPT_RT" in version.split()
 
 
 # --------------------------------------------------------------- not modelled

@@ -21,6 +21,7 @@ from rxlab.kernel.flow_limit import skb_flow_limit
 from rxlab.kernel.socket import netif_receive_skb_core
 from rxlab.kernel.stages import C_IPI_LATENCY, C_IPI_SEND
 from rxlab.kernel.state import U32
+from rxlab.kernel.wake import napi_thread_wake
 
 
 @njit(**JIT_STATE)
@@ -33,14 +34,20 @@ def napi_list_add(s, c, napi):
 
 
 @njit(**JIT_STATE)
-def napi_schedule_rps(s, this_cpu, target):
-    """Wake the target's backlog: locally at once, remotely by an IPI sent later."""
+def napi_schedule_rps(s, this_cpu, target, t):
+    """Wake the target's backlog: locally at once (NET_RX), remotely by an IPI sent later,
+    or, with threaded backlog NAPI (v6.10+), by waking the target's backlog_napi thread
+    now (``__napi_schedule_irqoff(&sd->backlog)``; a local one still takes the softirq:
+    ``____napi_schedule``'s ``use_local_napi``). Returns the ns the wake-up costs."""
     p, sd = s.p, s.sd
     if target == this_cpu:
         napi_list_add(s, this_cpu, p.nq + target)
+    elif p.backlog_threaded:
+        return napi_thread_wake(s, this_cpu, p.nq + target, t)
     else:
         sd.rps_ipi_list[this_cpu, sd.cpu[this_cpu].ipi_n] = target
         sd.cpu[this_cpu].ipi_n += 1
+    return 0
 
 
 @njit(**JIT_STATE)
@@ -57,7 +64,8 @@ def net_rps_send_ipi(s, c, t):
 
 @njit(**JIT_STATE)
 def enqueue_to_backlog(s, this_cpu, cpu, skb_hash, f, tarr, seq, length, t, rq, rs):
-    """Queue a packet on CPU ``cpu``'s backlog; returns True if queued, False if dropped.
+    """Queue a packet on CPU ``cpu``'s backlog (or drop it); returns the ns this CPU
+    spent waking the target's backlog thread (threaded backlog NAPI), else 0.
 
     (rq, rs): the rflow get_rps_cpu chose, whose ``last_qtail`` records the enqueue, or
     rq = -1."""
@@ -67,14 +75,15 @@ def enqueue_to_backlog(s, this_cpu, cpu, skb_hash, f, tarr, seq, length, t, rq, 
     if qlen > p.max_backlog:
         sd.cpu[cpu].dropped += 1
         drop(s, DROP_BACKLOG, t)
-        return False
+        return 0
     if skb_flow_limit(s, this_cpu, skb_hash, qlen):
         sd.cpu[cpu].dropped += 1
         drop(s, DROP_FLOW_LIMIT, t)
-        return False
+        return 0
+    spent = 0
     if qlen == 0 and sd.cpu[cpu].bl_sched == 0:
         sd.cpu[cpu].bl_sched = 1  # __test_and_set_bit(NAPI_STATE_SCHED)
-        napi_schedule_rps(s, this_cpu, cpu)
+        spent = napi_schedule_rps(s, this_cpu, cpu, t)
     slot = sd.cpu[cpu].bl_tail & p.bl_mask
     skb = sd.bl[cpu, slot]
     skb.flow = f
@@ -87,7 +96,7 @@ def enqueue_to_backlog(s, this_cpu, cpu, skb_hash, f, tarr, seq, length, t, rq, 
     sd.cpu[cpu].input_queue_tail = (sd.cpu[cpu].input_queue_tail + 1) & U32
     if rq >= 0:  # *qtail = ++sd->input_queue_tail into the chosen rflow
         s.rf.dev[rq, rs].last_qtail = sd.cpu[cpu].input_queue_tail
-    return True
+    return spent
 
 
 @njit(**JIT_STATE)
@@ -118,11 +127,16 @@ def process_backlog(s, c, t, quota):
             sd.cpu[c].bl_sched = 0  # queue empty: napi completes, SCHED cleared
             if sd.cpu[c].bl_tail > k:
                 # packets enqueued later in simulated time found the queue empty and
-                # not scheduled: their enqueuer IPIs this CPU (approximated at stamp)
+                # not scheduled: their enqueuer IPIs this CPU (approximated at stamp),
+                # or wakes its backlog thread (threaded backlog, from another CPU)
                 sd.cpu[c].bl_sched = 1
                 stamp = sd.bl[c, k & p.bl_mask].stamp
-                schedule(ev, max(stamp + cost(s, C_IPI_LATENCY), t), PRIO_HARDIRQ,
-                         EV_IPI, c)
+                src = np.int64(sd.bl[c, k & p.bl_mask].src)
+                if p.backlog_threaded and src != c:
+                    napi_thread_wake(s, src, p.nq + c, max(stamp, t))
+                else:
+                    schedule(ev, max(stamp + cost(s, C_IPI_LATENCY), t), PRIO_HARDIRQ,
+                             EV_IPI, c)
             break
         sd.cpu[c].bl_proc = k
     if work:

@@ -106,7 +106,8 @@ def driver_poll(s, c, q, t, work, count, phase):
         if cpu >= 0:
             # netif_receive_skb with RPS: always through a backlog, even the local one
             t += cost(s, C_RPS_ENQUEUE)
-            enqueue_to_backlog(s, c, cpu, p.flow[f].flow_hash, f, tarr, seq, length, t, rq, rs)
+            t += enqueue_to_backlog(s, c, cpu, p.flow[f].flow_hash, f, tarr, seq, length, t,
+                                    rq, rs)
         else:
             t = netif_receive_skb_core(s, c, c, f, tarr, seq, length, t)
     if (p.refill_where == REFILL_AFTER_LOOP

@@ -18,89 +18,102 @@ Its time is system time in ``/proc/stat`` (task context with BH disabled is not
 the kthread unpinned; rxlab runs it on ``nic.napi_thread_affinity`` (default: the CPU
 of the queue's interrupt, where ``Documentation/networking/napi.rst`` recommends pinning
 it); the scheduler's migration of an unpinned kthread is not modelled (docs/model.md).
+
+Threaded backlog NAPI (``kernel.thread_backlog_napi``; dad6b9770263, v6.10): each CPU's
+backlog has its per-CPU thread ``backlog_napi/N`` (smpboot, pinned), which runs the same
+``napi_threaded_poll_loop`` over ``process_backlog``. ``napi_schedule_rps`` from another
+CPU wakes it directly instead of queuing an RPS IPI (``rxlab.kernel.backlog``); the
+CPU's own schedule of its backlog still raises NET_RX (``____napi_schedule``:
+``use_local_napi``). Its NAPI id is nq + N, its record ``s.nic.thread[nq + N]``.
 """
 
 import numpy as np
 from numba import njit
 
 from rxlab.config import JIT_STATE
-from rxlab.engine.core import PRIO_CPU, PRIO_FIRST, PRIO_WAKE, schedule
+from rxlab.engine.core import PRIO_CPU, PRIO_FIRST, schedule
 from rxlab.kernel.accounting import account, cost
-from rxlab.kernel.backlog import net_rps_send_ipi
+from rxlab.kernel.backlog import net_rps_send_ipi, process_backlog
 from rxlab.kernel.counters import T_SYSTEM
-from rxlab.kernel.events import EV_CPU, EV_NAPI_WAKE
+from rxlab.kernel.events import EV_CPU
 from rxlab.kernel.napi import driver_poll, napi_complete_done
 from rxlab.kernel.nic_rx import kick_cpu
 from rxlab.kernel.sched import SCHED_NAPI_THREAD, place_woken, sleep_lag, wake_preempt
 from rxlab.kernel.sched_states import SEG_NAPI_THREAD, TH_RUNNABLE, TH_SLEEP, TH_WAKING
-from rxlab.kernel.stages import C_NAPI_POLL, C_WAKEUP_LATENCY
-from rxlab.kernel.wake import ttwu_arrive, ttwu_remote
+from rxlab.kernel.stages import C_NAPI_POLL
+from rxlab.kernel.wake import napi_thread_cpu, napi_thread_wake, ttwu_arrive
 
 
 @njit(**JIT_STATE)
-def napi_thread_wake(s, c, q, t):
-    """____napi_schedule on CPU c for queue q (threaded): wake_up_process(napi->thread).
-    Returns the hardirq time the wake-up costs CPU c."""
-    nq = s.nic.thread
-    if nq[q].nt_state != TH_SLEEP:
-        return 0  # running or already woken: NAPI_STATE_SCHED_THREADED makes it poll again
-    nq[q].nt_state = TH_WAKING
-    schedule(s.ev, t + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_NAPI_WAKE, q)
-    return ttwu_remote(s, c, s.p.queue[q].napi_cpu)
-
-
-@njit(**JIT_STATE)
-def napi_thread_arrive(s, q, t):
+def napi_thread_arrive(s, nid, t):
     """The wake-up reaches the kthread's CPU: placed by the fair class, runnable."""
-    p, nq = s.p, s.nic.thread
-    if nq[q].nt_state != TH_WAKING:
+    nt = s.nic.thread
+    if nt[nid].nt_state != TH_WAKING:
         return
-    c = p.queue[q].napi_cpu
-    nq[q].nt_vrt = place_woken(s, c, SCHED_NAPI_THREAD, nq[q].nt_vrt, nq[q].nt_lag)
-    nq[q].nt_state = TH_RUNNABLE
-    ttwu_arrive(s, p.queue[q].irq_cpu, c)
-    wake_preempt(s, c, nq[q].nt_vrt)
+    c = napi_thread_cpu(s, nid)
+    nt[nid].nt_vrt = place_woken(s, c, SCHED_NAPI_THREAD, nt[nid].nt_vrt, nt[nid].nt_lag)
+    nt[nid].nt_state = TH_RUNNABLE
+    ttwu_arrive(s, nt[nid].nt_waker, c)
+    wake_preempt(s, c, nt[nid].nt_vrt)
     kick_cpu(s, c, t)
 
 
 @njit(**JIT_STATE)
-def napi_thread_poll(s, c, q, t0, t_ev):
-    """One pass of napi_threaded_poll_loop on CPU c from t0: __napi_poll of queue q, then
-    the RPS IPIs it queued. A poll that waits for the next traffic chunk pauses (as
-    net_rx_action_step's does) and this call resumes it, first thing in that chunk."""
-    sd, pz, nq, nt = s.sd, s.nic.pause[0], s.nic.queue, s.nic.thread
-    if pz.on:
-        pz.on = pz.thread = 0
-        t, work, count, phase = pz.t, pz.work, pz.count, pz.phase
+def napi_thread_poll(s, c, nid, t0, t_ev):
+    """One pass of napi_threaded_poll_loop on CPU c from t0: __napi_poll of NAPI nid (an
+    rx queue's driver poll, or the CPU's backlog: process_backlog with its dev_weight
+    quota), then the RPS IPIs it queued. A driver poll that waits for the next traffic
+    chunk pauses (as net_rx_action_step's does) and this call resumes it, first thing in
+    that chunk."""
+    p, sd, pz, nq, nt = s.p, s.sd, s.nic.pause[0], s.nic.queue, s.nic.thread
+    if nid >= p.nq:
+        work, t = process_backlog(s, c, t0 + cost(s, C_NAPI_POLL), p.dev_rx_weight)
     else:
-        t = t0 + cost(s, C_NAPI_POLL)
-        nq[q].q_polls += 1
-        work = count = phase = np.int64(0)  # one signature with the resumed poll's
-    work, t, paused = driver_poll(s, c, q, t, work, count, phase)
-    if paused:
-        pz.on, pz.thread, pz.t0 = 1, 1, t0
-        sd.cpu[c].ev_pending = 1
-        schedule(s.ev, t_ev, PRIO_FIRST, EV_CPU, c)
-        return
+        if pz.on:
+            pz.on = pz.thread = 0
+            t, work, count, phase = pz.t, pz.work, pz.count, pz.phase
+        else:
+            t = t0 + cost(s, C_NAPI_POLL)
+            nq[nid].q_polls += 1
+            work = count = phase = np.int64(0)  # one signature with the resumed poll's
+        work, t, paused = driver_poll(s, c, nid, t, work, count, phase)
+        if paused:
+            pz.on, pz.thread, pz.t0 = 1, 1, t0
+            sd.cpu[c].ev_pending = 1
+            schedule(s.ev, t_ev, PRIO_FIRST, EV_CPU, c)
+            return
     t = net_rps_send_ipi(s, c, t)  # net_rps_action_and_irq_enable
     account(s, c, T_SYSTEM, t0, t)
-    nt[q].nt_vrt += t - t0
-    nt[q].nt_ns += t - t0
+    nt[nid].nt_vrt += t - t0
+    nt[nid].nt_ns += t - t0
     sd.cpu[c].seg_kind = SEG_NAPI_THREAD
     sd.cpu[c].seg_t0 = t0
-    sd.cpu[c].seg_arg = q
+    sd.cpu[c].seg_arg = nid
     sd.cpu[c].seg_work = work
     sd.cpu[c].ev_pending = 1
     schedule(s.ev, t, PRIO_CPU, EV_CPU, c)
 
 
 @njit(**JIT_STATE)
-def napi_thread_after(s, c, q, t):
-    """After the poll: repoll (weight used up: cond_resched, still runnable), or
-    napi_complete_done and sleep until the next interrupt."""
-    nt = s.nic.thread
-    if s.sd.cpu[c].seg_work >= s.p.napi_weight:
+def napi_thread_after(s, c, nid, t):
+    """After the poll: repoll (quota used up: cond_resched, still runnable), or complete
+    and sleep until the next wake-up: a queue's napi_complete_done enables its IRQ; a
+    backlog that another CPU scheduled again meanwhile (``nt_rewake``) polls again, at
+    once if that packet is there already, else when its enqueuer's wake-up comes."""
+    p, nt = s.p, s.nic.thread
+    rewake = np.int64(-1)
+    if nid >= p.nq:
+        if s.sd.cpu[c].seg_work >= p.dev_rx_weight:
+            return
+        rewake = nt[nid].nt_rewake
+        nt[nid].nt_rewake = -1
+        if 0 <= rewake <= t:
+            return
+    elif s.sd.cpu[c].seg_work >= p.napi_weight:
         return
-    nt[q].nt_lag = sleep_lag(s, c, SCHED_NAPI_THREAD, nt[q].nt_vrt)
-    nt[q].nt_state = TH_SLEEP
-    napi_complete_done(s, q, t)
+    nt[nid].nt_lag = sleep_lag(s, c, SCHED_NAPI_THREAD, nt[nid].nt_vrt)
+    nt[nid].nt_state = TH_SLEEP
+    if nid < p.nq:
+        napi_complete_done(s, nid, t)
+    elif rewake > t:
+        napi_thread_wake(s, c, nid, rewake)

@@ -139,7 +139,8 @@ def netif_rx(s, q, f, length, t_wire, t, seq):
         if target >= 0:
             cpu = target
             sd.cpu[c].irq_debt += cost(s, C_RPS_ENQUEUE)
-    enqueue_to_backlog(s, c, cpu, p.flow[f].flow_hash, f, t_wire, seq, length, t, rq, rs)
+    sd.cpu[c].irq_debt += enqueue_to_backlog(s, c, cpu, p.flow[f].flow_hash, f, t_wire, seq,
+                                             length, t, rq, rs)
     if sd.cpu[c].ipi_n > 0:
         net_rps_send_ipi(s, c, t)  # simplification: sent at once, not at softirq end
     kick_cpu(s, c, t)  # charges the receive work now, runs the softirq if one is pending

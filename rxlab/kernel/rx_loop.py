@@ -35,12 +35,7 @@ from rxlab.kernel.napi import (
     net_rx_action_step,
     softirq_context,
 )
-from rxlab.kernel.napi_thread import (
-    napi_thread_after,
-    napi_thread_arrive,
-    napi_thread_poll,
-    napi_thread_wake,
-)
+from rxlab.kernel.napi_thread import napi_thread_after, napi_thread_arrive, napi_thread_poll
 from rxlab.kernel.nic_rx import ingest, kick_cpu
 from rxlab.kernel.sched import (
     SCHED_APP,
@@ -70,7 +65,7 @@ from rxlab.kernel.sched_states import (
 from rxlab.kernel.socket import app_after_read, app_read
 from rxlab.kernel.stages import C_HARDIRQ, C_IPI_RECV
 from rxlab.kernel.state import Arrivals
-from rxlab.kernel.wake import ttwu_arrive
+from rxlab.kernel.wake import napi_thread_wake, ttwu_arrive
 from rxlab.nic.arfs import kworker_after, kworker_step, kworker_wake, service_timer
 from rxlab.xdp.cpumap import cpumap_after_batch, cpumap_kthread_step
 

@@ -90,15 +90,19 @@ def kworker_runnable(s, c):
 
 @njit(**JIT_STATE)
 def napi_thread_next(s, c):
-    """The runnable NAPI kthread on CPU c with the least runtime: its queue, or -1."""
-    p, nq = s.p, s.nic.thread
+    """The runnable NAPI kthread on CPU c with the least vruntime: its NAPI id (an rx
+    queue's napi/DEV-ID, or the CPU's backlog_napi/c at nq + c), or -1."""
+    p, nt = s.p, s.nic.thread
     best = -1
-    if not p.napi_threaded:
-        return best
-    for q in range(p.nq):
-        if (p.queue[q].napi_cpu == c and nq[q].nt_state == TH_RUNNABLE
-                and (best < 0 or nq[q].nt_vrt < nq[best].nt_vrt)):
-            best = q
+    if p.napi_threaded:
+        for q in range(p.nq):
+            if (p.queue[q].napi_cpu == c and nt[q].nt_state == TH_RUNNABLE
+                    and (best < 0 or nt[q].nt_vrt < nt[best].nt_vrt)):
+                best = q
+    b = p.nq + c
+    if p.backlog_threaded and nt[b].nt_state == TH_RUNNABLE and (
+            best < 0 or nt[b].nt_vrt < nt[best].nt_vrt):
+        best = b
     return best
 
 

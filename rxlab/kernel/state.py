@@ -181,6 +181,7 @@ class Params(NamedTuple):
     fl_hash32: bool
     ksoftirqd_defers: bool
     napi_threaded: bool  # some queue's NAPI runs in its kthread (nic.threaded)
+    backlog_threaded: bool  # kernel.thread_backlog_napi: remote backlogs in backlog_napi/N
     # the fair class (rxlab.kernel.sched), tunables scaled for the host's CPU count
     sched_eevdf: bool  # v6.6+: EEVDF; before: CFS
     sched_slice_ns: int  # EEVDF base slice; CFS sched_latency
@@ -246,10 +247,13 @@ RX_RING = struct(
     ("q_drops", np.int64),
     ("q_polls", np.int64),
 )
-# Threaded NAPI: a queue's kthread napi/DEV-ID (struct napi_struct's thread), one record
-# per rx queue, apart from the ring's hot record.
+# A NAPI's kthread (struct napi_struct's thread), one record per NAPI id: rx queue q's
+# napi/DEV-ID (threaded NAPI), then CPU c's backlog_napi/c at nq + c (threaded backlog),
+# apart from the ring's hot record.
 NAPI_KTHREAD = struct(
     ("nt_state", np.int64),  # TH_SLEEP / TH_WAKING / TH_RUNNABLE
+    ("nt_waker", np.int64),  # the CPU whose wake-up is on its way (TH_WAKING)
+    ("nt_rewake", np.int64),  # backlog: a packet's enqueue wakes it again at this time (-1)
     ("nt_vrt", np.int64),  # vruntime (rxlab.kernel.sched)
     ("nt_lag", np.int64),  # its lag when it last slept (EEVDF place_entity)
     ("nt_ns", np.int64),  # CPU time of its own (system)
@@ -267,7 +271,7 @@ class NicState(NamedTuple):
     ring: np.ndarray  # SKB[nq, ring storage]
     queue: np.ndarray  # RX_RING[nq]
     pause: np.ndarray  # POLL_PAUSE[1]: a driver poll waiting for the next chunk
-    thread: np.ndarray  # NAPI_KTHREAD[nq]: each queue's kthread (threaded NAPI)
+    thread: np.ndarray  # NAPI_KTHREAD[nq + ncpu]: each NAPI's kthread (NAPI_KTHREAD)
 
 
 REFILL_PER_PACKET, REFILL_IN_LOOP, REFILL_AFTER_LOOP = 0, 1, 2

@@ -37,6 +37,9 @@ class KernelBehaviour:
     # "net: extract napi poll functionality to __napi_poll()" .. "net: add sysfs attribute to
     # control napi threaded mode" (29863d41bb6e, v5.12): /sys/class/net/DEV/threaded
     napi_threaded: bool
+    # "net: Allow to use SMP threads for backlog NAPI." (dad6b9770263, v6.10): boot
+    # parameter thread_backlog_napi (always on with PREEMPT_RT)
+    backlog_threads: bool
     # "sched/fair: Implement an EEVDF-like scheduling policy" (147f3efaa241, v6.6): before,
     # CFS (sleeper credit, wake-up granularity, sched_slice at the tick)
     sched_eevdf: bool
@@ -58,6 +61,7 @@ def behaviour(text: str) -> KernelBehaviour:
         softnet_columns=cols,
         siphash_flow_hash=v >= (5, 4),
         napi_threaded=v >= (5, 12),
+        backlog_threads=v >= (6, 10),
         sched_eevdf=v >= (6, 6),
         sched_slice_070=v >= (6, 15),
     )

@@ -23,10 +23,18 @@ The delay until the thread runs stays ``wakeup_latency``.
 from numba import njit
 
 from rxlab.config import JIT_STATE
+from rxlab.engine.core import PRIO_WAKE, schedule
 from rxlab.kernel.accounting import cost
 from rxlab.kernel.counters import T_SYSTEM
-from rxlab.kernel.sched_states import SEG_CPUMAP, SEG_NAPI_THREAD
-from rxlab.kernel.stages import C_IPI_RECV, C_WAKEUP_REMOTE
+from rxlab.kernel.events import EV_NAPI_WAKE
+from rxlab.kernel.sched_states import (
+    SEG_CPUMAP,
+    SEG_NAPI_THREAD,
+    TH_RUNNABLE,
+    TH_SLEEP,
+    TH_WAKING,
+)
+from rxlab.kernel.stages import C_IPI_RECV, C_WAKEUP_LATENCY, C_WAKEUP_REMOTE
 
 
 @njit(**JIT_STATE)
@@ -57,3 +65,30 @@ def ttwu_arrive(s, waker, wakee):
     sd = s.sd
     if waker != wakee and waker >= 0 and sd.cpu[wakee].ev_pending == 0:
         sd.cpu[wakee].irq_debt += cost(s, C_IPI_RECV)
+
+
+@njit(**JIT_STATE)
+def napi_thread_cpu(s, nid):
+    """The CPU of NAPI ``nid``'s kthread: rx queue nid's napi/DEV-ID (-1: not threaded),
+    or for a backlog (nid = nq + c) CPU c's backlog_napi/c (threaded backlog, else -1)."""
+    p = s.p
+    if nid < p.nq:
+        return p.queue[nid].napi_cpu
+    return nid - p.nq if p.backlog_threaded else -1
+
+
+@njit(**JIT_STATE)
+def napi_thread_wake(s, waker, nid, t):
+    """____napi_schedule of a threaded NAPI on CPU ``waker`` at t: wake_up_process of its
+    kthread (net/core/dev.c). Returns the ns the wake-up costs the waker. A kthread that
+    is awake already polls again (NAPI_STATE_SCHED_THREADED): a backlog's, still in the
+    poll that emptied it, is told so (``nt_rewake``, rxlab.kernel.napi_thread)."""
+    nt = s.nic.thread
+    if nt[nid].nt_state == TH_RUNNABLE and nid >= s.p.nq and nt[nid].nt_rewake < 0:
+        nt[nid].nt_rewake = t
+    if nt[nid].nt_state != TH_SLEEP:
+        return 0
+    nt[nid].nt_state = TH_WAKING
+    nt[nid].nt_waker = waker
+    schedule(s.ev, t + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_NAPI_WAKE, nid)
+    return ttwu_remote(s, waker, napi_thread_cpu(s, nid))

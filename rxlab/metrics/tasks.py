@@ -42,6 +42,11 @@ def tasks_block(m) -> list[dict]:
         r = nic.thread[q]
         rows.append(_row(f"napi/q{q}", "napi", p.queue[q]["napi_cpu"], int(r["nt_ns"]),
                          int(r["nt_bh_ns"]), run_s))
+    if p.backlog_threaded:
+        for c in range(p.ncpu):
+            r = nic.thread[p.nq + c]
+            rows.append(_row(f"backlog_napi/{c}", "napi", c, int(r["nt_ns"]),
+                             int(r["nt_bh_ns"]), run_s))
     for e, cpu in enumerate(p.cpumap["cpu"]):
         rows.append(_row(f"cpumap/{cpu}", "cpumap", cpu, int(cm.entry[e]["kt_ns"]), 0, run_s))
     for c in np.flatnonzero(sd.cpu["kw_ns"]):

@@ -171,8 +171,7 @@ def cpumap_deliver(s, c, f, tarr, seq, length, t):
         t += spent
     if cpu >= 0:
         t += cost(s, C_RPS_ENQUEUE)
-        enqueue_to_backlog(s, c, cpu, h, f, tarr, seq, length, t, rq, rs)
-        return t
+        return t + enqueue_to_backlog(s, c, cpu, h, f, tarr, seq, length, t, rq, rs)
     return netif_receive_skb_core(s, c, c, f, tarr, seq, length, t)
 
 
