@@ -117,9 +117,11 @@ class Harness:
         from compiled_calls import enqueue_to_backlog
 
         rq, rs = getattr(self, "rflow", (-1, -1))
-        ok = bool(enqueue_to_backlog(self.s, int(this_cpu), int(cpu), int(h), int(f), 0, 0,
-                                     64, int(t), rq, rs))
         sd = self.sd
+        tail = int(sd.cpu["bl_tail"][cpu])
+        enqueue_to_backlog(self.s, int(this_cpu), int(cpu), int(h), int(f), 0, 0, 64, int(t),
+                           rq, rs)
+        ok = int(sd.cpu["bl_tail"][cpu]) == tail + 1  # queued, not dropped
         sd.cpu["bl_head"][cpu] = sd.cpu["bl_proc"][cpu] = sd.cpu["bl_tail"][cpu]
         sd.cpu["bl_sched"][:] = 0
         sd.cpu["ipi_n"][:] = 0

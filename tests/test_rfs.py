@@ -419,11 +419,13 @@ def test_process_backlog_advances_head_once_per_call_and_releases_the_flow(h19):
     slot = None
     from compiled_calls import enqueue_to_backlog
 
+    tail0 = int(h19.sd.cpu["bl_tail"][c])
     for k in range(5):  # five packets queued on CPU c for this flow
         cpu, rflow = h19.get_rps_cpu(Q, hv, f)
         assert cpu == c
         slot = rflow[1]
-        assert enqueue_to_backlog(h19.s, 0, c, hv, f, 0, k, 64, 0, *rflow)
+        enqueue_to_backlog(h19.s, 0, c, hv, f, 0, k, 64, 0, *rflow)
+        assert int(h19.sd.cpu["bl_tail"][c]) == tail0 + k + 1  # queued, not dropped
     assert int(h19.sd.cpu["input_queue_tail"][c]) == 2 and h19.ent(Q, slot)[2] == 2
     h19.record(hv, other)  # consumer migrates
     work, _ = process_backlog(h19.s, c, 10, 3)  # quota 3: three delivered
