@@ -344,7 +344,7 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
             pick = np.arange(int(rows.sum()), dtype=I64) % len(cpus)
         else:
             # SO_REUSEPORT: reciprocal_scale(ehashfn of the 4-tuple, n), not the skb hash
-            h = lookup_hash(fl, ehash_secrets(sc.seed), kb.version, rows)
+            h = lookup_hash(fl, ehash_secrets(sc.seed), kb.inet6_hash_whole, rows)
             pick = reuseport_pick(h, len(cpus))
         flow_sock[rows] = first + pick
     nth = len(threads)
@@ -412,8 +412,8 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
         **driver_poll_params(sc.nic.preset(), sc.nic.ring_size),
         queue=queue, cpu=cpu, cpumap=cpumap, rps_map=rps_map, flow=flow, sock_off=sock_off,
         rfs_on=rfs_on, sock_flow_mask=max(sock_entries - 1, 0),
-        rps_cpu_mask=roundup_pow_of_two(ncpu) - 1, rfs_hash32=kb.version >= (6, 15),
-        arfs_model=arfs_model, arfs_protect=kb.version >= (6, 18),
+        rps_cpu_mask=roundup_pow_of_two(ncpu) - 1, rfs_hash32=kb.rfs_hash32,
+        arfs_model=arfs_model, arfs_protect=kb.rps_dev_flow_hash,
         arfs_capacity=arfs.capacity if arfs else 0,
         arfs_delay_ns=int(round(arfs.delay_us * 1e3)) if arfs else 0,
         arfs_period_ns=int(round(arfs.period_s * 1e9)) if arfs else 0,

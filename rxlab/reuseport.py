@@ -104,10 +104,11 @@ def ehash_secrets(seed: int) -> dict[str, int]:
     return dict(zip(SECRETS, (int(v) for v in vals), strict=True))
 
 
-def lookup_hash(fl, secrets: dict[str, int], version: tuple[int, int],
+def lookup_hash(fl, secrets: dict[str, int], inet6_hash_whole: bool,
                 rows: np.ndarray | None = None) -> np.ndarray:
     """The hash reuseport_select_sock() gets for each flow (u32), of a FlowTable's
-    ``rows`` (a bool mask or indices; default all flows)."""
+    ``rows`` (a bool mask or indices; default all flows). ``inet6_hash_whole``: the v6.5
+    rule (versions.KernelBehaviour.inet6_hash_whole)."""
     idx = np.arange(len(fl)) if rows is None else np.arange(len(fl))[rows]
     s = {k: U32(v) for k, v in secrets.items()}
     udp, is_v6 = fl.proto[idx] == 17, fl.is_v6[idx]
@@ -122,7 +123,7 @@ def lookup_hash(fl, secrets: dict[str, int], version: tuple[int, int],
         iv = np.where(udp[v4], s["udp"], s["inet"]) + s["hash_mix"]
         out[v4] = jhash_3words(laddr, faddr, ports[v4], iv)
     if is_v6.any():
-        new = version >= (6, 5)
+        new = inet6_hash_whole
         u = udp[is_v6]
         lhash = s6_addr32(fl.dst_v6[idx[is_v6]])[:, 3]
         fkey = np.where(u, s["udp_ipv6"], s["ipv6"])

@@ -17,14 +17,11 @@ import numpy as np
 from rxlab import cpuset
 from rxlab.kernel.hashfn import roundup_pow_of_two
 from rxlab.kernel.stages import STAGES
-from rxlab.kernel.versions import behaviour, parse_version
+from rxlab.kernel.versions import behaviour
 from rxlab.nic import indirection as indir
 
 # Linux releases: the last minor of each major (3.19, 4.20, 5.19, 6.19); 7.x is current.
 KERNEL_RELEASES = {3: 19, 4: 20, 5: 19, 6: 19, 7: 1}
-# rps_flow_cnt: the table mask fits a u32 up to 6.19; from 7.1 the table is one
-# allocation, mask <= INT_MAX / sizeof(struct rps_dev_flow) - 1 (net/core/net-sysfs.c)
-RPS_FLOW_CNT_MAX_7_1 = 1 << 27
 SIM_TABLE_LIMIT = 1 << 26  # rps_dev_flow entries over all queues that rxlab allocates
 
 _INDIR_RULE = ("ethtool -X refuses it and the kernel returns -EINVAL for an entry >= "
@@ -219,16 +216,16 @@ def _kernel(sc, n: int, nq: int) -> None:
         _mask_cpus(m, n, where)
     _mask_cpus(k.flow_limit_cpu_bitmap, n, "kernel.flow_limit_cpu_bitmap")
     cnts = k.rps_flow_cnt if isinstance(k.rps_flow_cnt, dict) else {None: k.rps_flow_cnt}
-    late = parse_version(sc.host.kernel) >= (7, 1)
+    # store_rps_dev_flow_table_cnt(): the version's maximum (versions.rps_flow_cnt_limit)
+    limit = behaviour(sc.host.kernel).rps_flow_cnt_limit
     for q, c in cnts.items():
         where = "kernel.rps_flow_cnt" if q is None else f"kernel.rps_flow_cnt.{q}"
         if q is not None and not 0 <= q < nq:
             raise ValueError(f"kernel.rps_flow_cnt: queue {q} does not exist "
                              f"(nic.queues = {nq})")
-        if late and c > RPS_FLOW_CNT_MAX_7_1:
-            raise ValueError(f"{where}: {c} is above the kernel maximum "
-                             f"{RPS_FLOW_CNT_MAX_7_1} from 7.1 (host.kernel = "
-                             f"{sc.host.kernel}); use a smaller power of two")
+        if c > limit:
+            raise ValueError(f"{where}: {c} is above the kernel maximum {limit} for "
+                             f"host.kernel = {sc.host.kernel}; use a smaller power of two")
     per_queue = [cnts.get(q, 0) for q in range(nq)] if None not in cnts else [cnts[None]] * nq
     if sum(roundup_pow_of_two(c) for c in per_queue if c) > SIM_TABLE_LIMIT:
         raise ValueError(f"kernel.rps_flow_cnt: tables over all queues exceed "

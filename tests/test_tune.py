@@ -234,15 +234,17 @@ class _DevFlowHash(ctypes.Structure):  # v6.18+: u32 hash under CONFIG_RFS_ACCEL
     _fields_ = [*_DevFlow._fields_, ("hash", ctypes.c_uint32)]
 
 
-@pytest.mark.parametrize("kernel,struct", [((6, 17), _DevFlow), ((6, 19), _DevFlowHash)])
+@pytest.mark.parametrize("kernel,struct", [("6.17", _DevFlow), ("6.19", _DevFlowHash)])
 def test_rfs_tables_stay_within_the_memory_limit_and_say_the_cost(kernel, struct):
+    from rxlab.kernel.versions import behaviour
     from rxlab.tune import rfs
 
     rng = np.random.default_rng(1)
     n, nq = 200_000, 64
     h = rng.integers(1, 1 << 32, n, dtype=np.uint64)
     rxq = rng.integers(0, nq, n)
-    out = rfs.size_tables(h, rxq, np.arange(128) % nq, nq, 1e-4, kernel, exact=False)
+    out = rfs.size_tables(h, rxq, np.arange(128) % nq, nq, 1e-4, behaviour(kernel),
+                          exact=False)
     mem = out["memory"]
     assert out["capped"] and out["wanted"]["memory"]["total_bytes"] > rfs.MEMORY_LIMIT
     assert mem["total_bytes"] <= rfs.MEMORY_LIMIT

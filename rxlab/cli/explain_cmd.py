@@ -67,7 +67,7 @@ MAX_DURATION_S = 60.0  # explain follows every packet: 60 s of the default is ~4
 
 def rows(flows: int, cnt: int, queues: int, kernel: str) -> list[dict]:
     from rxlab.kernel.hashfn import roundup_pow_of_two
-    from rxlab.kernel.versions import parse_version
+    from rxlab.kernel.versions import behaviour
     from rxlab.nic.collisions import birthday, memory_bytes
     from rxlab.scenario import _kernel_version as kernel_version
 
@@ -80,13 +80,12 @@ def rows(flows: int, cnt: int, queues: int, kernel: str) -> list[dict]:
         kernel_version(kernel)
     except ValueError as err:
         raise UsageError(f"explain arfs: --kernel {err}") from None
-    v = parse_version(kernel)
-    # net/core/net-sysfs.c: store_rps_dev_flow_table_cnt()
-    limit = 1 << 27 if v >= (7, 1) else 1 << 32
+    kb = behaviour(kernel)
+    limit = kb.rps_flow_cnt_limit  # store_rps_dev_flow_table_cnt(), net/core/net-sysfs.c
     if cnt > limit:
         raise UsageError(f"explain arfs: --rps-flow-cnt {cnt} is above the kernel maximum "
                          f"{limit} for {kernel} (-EINVAL)")
-    hash32 = v >= (6, 15)
+    hash32 = kb.rfs_hash32
     size = roundup_pow_of_two(cnt)
     out = []
     for s in sorted({size, size * 2, size * 4, size * 8}):
@@ -98,7 +97,7 @@ def rows(flows: int, cnt: int, queues: int, kernel: str) -> list[dict]:
             "flows_sharing_a_filter": round(b["flows_colliding"], 1),
             "share_of_flows": round(b["flows_colliding"] / flows, 5),
             # the socket table (queues x rps_flow_cnt) is rounded up to a power of two
-            "memory_bytes": memory_bytes(s, queues, roundup_pow_of_two(s * queues), v),
+            "memory_bytes": memory_bytes(s, queues, roundup_pow_of_two(s * queues), kb),
         })
     return out
 

@@ -46,6 +46,21 @@ class KernelBehaviour:
     # "sched: Reduce the default slice to avoid tasks getting an extra tick" (2ae891b82695,
     # v6.15; stable 6.6.y and 6.12.y took it later): base slice 0.70 ms, was 0.75 ms
     sched_slice_070: bool
+    # "net: rfs: hash function change" (f3483c8e1da6, v6.15): an rps_dev_flow table's slot is
+    # hash_32(hash, log) (before: hash & mask) and a flow ages out after 10 << log enqueues
+    rfs_hash32: bool
+    # "net: Prevent RPS table overwrite of active flows" (97bcc5b6f454) and "net: Cache hash
+    # and flow_id to avoid recalculation" (48aa30443e52), v6.18: rps_dev_flow gains a u32
+    # hash (12 bytes with CONFIG_RFS_ACCEL, was 8) and set_rps_cpu protects active slots
+    rps_dev_flow_hash: bool
+    # store_rps_dev_flow_table_cnt() (net/core/net-sysfs.c): the table mask fits a u32 up to
+    # 6.19; from 7.1 (dd378109d20f, tagged table pointers) at most 2**27 entries
+    rps_flow_cnt_limit: int
+    # "bpf: cpumap: switch to GRO from netif_receive_skb_list()" (4f8ab26a034f, v6.15)
+    cpumap_gro: bool
+    # "tcp: Reduce chance of collisions in inet6_hashfn()" (v6.5): __ipv6_addr_jhash hashes
+    # all four words of the address, and udp6_ehashfn keys with udp6_ehash_secret
+    inet6_hash_whole: bool
 
 
 def behaviour(text: str) -> KernelBehaviour:
@@ -64,4 +79,9 @@ def behaviour(text: str) -> KernelBehaviour:
         backlog_threads=v >= (6, 10),
         sched_eevdf=v >= (6, 6),
         sched_slice_070=v >= (6, 15),
+        rfs_hash32=v >= (6, 15),
+        rps_dev_flow_hash=v >= (6, 18),
+        rps_flow_cnt_limit=1 << 27 if v >= (7, 1) else 1 << 32,
+        cpumap_gro=v >= (6, 15),
+        inet6_hash_whole=v >= (6, 5),
     )

@@ -46,7 +46,7 @@ def observed(hashes: np.ndarray, table_size: int, hash32: bool,
     return {"pairs": pairs, "flows_colliding": flows}
 
 
-def memory_bytes(table_size: int, queues: int, sock_entries: int, kernel: tuple) -> int:
+def memory_bytes(table_size: int, queues: int, sock_entries: int, kb) -> int:
     """rps_dev_flow: u16 cpu, u16 filter, u32 last_qtail (+ u32 hash since v6.18)."""
-    entry = 12 if kernel >= (6, 18) else 8
+    entry = 12 if kb.rps_dev_flow_hash else 8  # kb: versions.KernelBehaviour
     return table_size * queues * entry + 4 * sock_entries

@@ -120,7 +120,7 @@ def extra_metrics(name: str, sc) -> dict:
 
     fl = build_flows(sc.traffic, sc.seed)
     h = flow_steering(sc, fl)["skb_hash"]
-    hash32 = behaviour(sc.host.kernel).version >= (6, 15)
+    hash32 = behaviour(sc.host.kernel).rfs_hash32
     return {"collisions_observed": observed(h, sc.kernel.rps_flow_cnt, hash32)["pairs"]}
 
 

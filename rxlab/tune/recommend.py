@@ -285,7 +285,7 @@ def tune(
     else:
         sizes = rfs.size_tables(steer["skb_hash"][record], steer["rxq"][record].astype(
             np.int64), np.asarray(steer["table"], np.int64), nq, collision_target,
-            kb.version, exact=real)
+            kb, exact=real)
         sizes["offered"] = True
     ver = rfs.verdicts(base_runs[0], sc, m, sizes)
     rv = ver["rps"]

@@ -38,6 +38,7 @@ import numpy as np
 
 from rxlab.cpuset import format_cpulist
 from rxlab.kernel.hashfn import roundup_pow_of_two
+from rxlab.kernel.versions import KernelBehaviour
 
 GOLDEN_RATIO_32 = 0x61C88647
 SOCK_MAX = 1 << 29  # rps_sock_flow_entries above this: -EINVAL (rps_sock_flow_sysctl)
@@ -100,8 +101,8 @@ def effective_slots(table: np.ndarray, q: int, size: int, hash32: bool) -> float
     return np.unique(buckets & (size - 1)).size / size
 
 
-def memory(sock_entries: int, flow_cnt: int, queues: int, kernel: tuple) -> dict:
-    entry = 12 if kernel >= (6, 18) else 8
+def memory(sock_entries: int, flow_cnt: int, queues: int, kb: KernelBehaviour) -> dict:
+    entry = 12 if kb.rps_dev_flow_hash else 8
     sock = 4 + 4 * sock_entries if sock_entries else 0
     dev = queues * flow_cnt * entry
     return {"sock_table_bytes": sock, "dev_tables_bytes": dev, "dev_entry_bytes": entry,
@@ -109,10 +110,10 @@ def memory(sock_entries: int, flow_cnt: int, queues: int, kernel: tuple) -> dict
 
 
 def size_tables(hashes: np.ndarray, rxq: np.ndarray, table: np.ndarray, nq: int,
-                target: float, kernel: tuple, exact: bool = True) -> dict:
+                target: float, kb: KernelBehaviour, exact: bool = True) -> dict:
     """Smallest power-of-two tables whose collision rate meets ``target``: the exact
     count on ``hashes`` when they are real (``exact``), else the birthday model."""
-    hash32 = kernel >= (6, 15)
+    hash32 = kb.rfs_hash32
     n = int(hashes.size)
     out = {"flows": n, "target": target, "exact": exact,
            "dev_slot_rule": "hash_32(hash, log)" if hash32 else "hash & (size - 1)"}
@@ -120,7 +121,7 @@ def size_tables(hashes: np.ndarray, rxq: np.ndarray, table: np.ndarray, nq: int,
         out.update(rps_sock_flow_entries=0, rps_flow_cnt=0, met=True)
         return out
     if not exact:
-        return _birthday_tables(out, n, rxq, table, nq, target, kernel, hash32)
+        return _birthday_tables(out, n, rxq, table, nq, target, kb, hash32)
     # socket table: all recording flows together
     s = birthday_size(n, target)
     s = max(2, s // 4)  # start below the estimate; the exact count decides
@@ -152,10 +153,10 @@ def size_tables(hashes: np.ndarray, rxq: np.ndarray, table: np.ndarray, nq: int,
                          hashes, rxq, max(2, roundup_pow_of_two(max(1, 32768 // nq))),
                          hash32) / n},
     )
-    return _limit(out, n, int(per_q.max()), frac, nq, target, kernel)
+    return _limit(out, n, int(per_q.max()), frac, nq, target, kb)
 
 
-def _birthday_tables(out, n, rxq, table, nq, target, kernel, hash32) -> dict:
+def _birthday_tables(out, n, rxq, table, nq, target, kb, hash32) -> dict:
     per_q = np.bincount(rxq, minlength=nq)
     frac = min(effective_slots(table, q, 1 << 30, hash32) for q in range(nq)
                if per_q[q]) if per_q.any() else 1.0
@@ -167,17 +168,17 @@ def _birthday_tables(out, n, rxq, table, nq, target, kernel, hash32) -> dict:
                busiest_queue={"queue": int(per_q.argmax()), "flows": busiest},
                met=bool(birthday_rate(n, s) <= target
                         and birthday_rate(busiest, d * frac) <= target))
-    return _limit(out, n, busiest, frac, nq, target, kernel)
+    return _limit(out, n, busiest, frac, nq, target, kb)
 
 
 def _limit(out: dict, n: int, busiest: int, frac: float, nq: int, target: float,
-           kernel: tuple) -> dict:
+           kb: KernelBehaviour) -> dict:
     """Halve the larger table until all fit in MEMORY_LIMIT; say what that costs."""
     s, d = out["rps_sock_flow_entries"], out["rps_flow_cnt"]
-    wanted = memory(s, d, nq, kernel)
+    wanted = memory(s, d, nq, kb)
     capped = False
-    while memory(s, d, nq, kernel)["total_bytes"] > MEMORY_LIMIT and (s > 2 or d > 2):
-        mem = memory(s, d, nq, kernel)
+    while memory(s, d, nq, kb)["total_bytes"] > MEMORY_LIMIT and (s > 2 or d > 2):
+        mem = memory(s, d, nq, kb)
         if mem["sock_table_bytes"] >= mem["dev_tables_bytes"] and s > 2:
             s //= 2
         else:
@@ -193,7 +194,7 @@ def _limit(out: dict, n: int, busiest: int, frac: float, nq: int, target: float,
                    dev_birthday_rate=birthday_rate(busiest, d * frac),
                    met=bool(birthday_rate(n, s) <= target
                             and birthday_rate(busiest, d * frac) <= target))
-    out["memory"] = memory(s, d, nq, kernel)
+    out["memory"] = memory(s, d, nq, kb)
     return out
 
 

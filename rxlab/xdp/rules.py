@@ -119,7 +119,7 @@ def compile_xdp(sc, fl: FlowTable, steer: dict, costs: dict, kb: KernelBehaviour
         entry[c] = e
     ne = max(1, len(keys))
     qsize = np.full(ne, cmap.qsize if cmap else 1, I64)
-    gro = kb.version >= (6, 15) if not cmap or cmap.gro == "auto" else bool(cmap.gro)
+    gro = kb.cpumap_gro if not cmap or cmap.gro == "auto" else bool(cmap.gro)
     return {
         "xdp_on": xdp is not None, "xdp_act": act, "xdp_rule": rule_of, "xdp_cpu": key,
         "xdp_rr_cpus": rr_cpus, "xdp_rr_n": rr_n, "xdp_cost_extra": extra,
