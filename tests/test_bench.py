@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from rxlab.bench import scenarios, simpy_ref
-from rxlab.bench.stats import mean_ci95, t_quantile
 from rxlab.cli.main import main
 from rxlab.nic.toeplitz import MS_RSS_KEY, convert_rss_key, softrss
 from rxlab.simulate import simulate
+from rxlab.stats import mean_ci95, t_quantile
 
 simpy = pytest.importorskip("simpy")
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from rich.console import Console
 
+from rxlab import stats
 from rxlab.cli.main import main
-from rxlab.compare import stats
 from rxlab.compare.analysis import compare
 from rxlab.compare.runner import Config
 from rxlab.compare.table import MARK, fmt_interval, print_comparison

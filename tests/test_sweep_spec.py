@@ -10,7 +10,7 @@ import yaml
 from rxlab.cli.main import main
 from rxlab.errors import UsageError
 from rxlab.scenario import BUILTIN_DIR
-from rxlab.sweep.metrics import key_metrics, mean_ci, t95
+from rxlab.sweep.metrics import key_metrics, mean_ci
 from rxlab.sweep.spec import load_sweep, parse_sweep
 
 
@@ -110,12 +110,17 @@ def test_missing_base_and_malformed_files(tmp_path, capsys):
     assert "not a sweep output folder" in capsys.readouterr().err
 
 
-def test_t_quantiles_and_confidence_interval():
-    assert t95(1) == 12.706 and t95(30) == 2.042
-    assert abs(t95(35) - 2.030) < 2e-3 and abs(t95(200) - 1.972) < 2e-3
-    assert abs(t95(10**6) - 1.960) < 1e-3
+def test_sweep_interval_is_the_one_compare_and_reproduce_print():
+    from rxlab.compare.analysis import stats
+    from rxlab.repro.base import interval
+
     mean, ci, n = mean_ci([1.0, 2.0, 3.0])
-    assert (mean, n) == (2.0, 3) and abs(ci - 4.303 / math.sqrt(3)) < 1e-9
+    assert (mean, n) == (2.0, 3) and abs(ci - 4.302653 / math.sqrt(3)) < 1e-6
+    xs = [float(x * x % 7) for x in range(36)]  # 35 df: between rows of a t table
+    m, ci, n = mean_ci([*xs, None, math.nan])
+    iv = stats.mean_interval(xs)
+    assert n == 36 and (m, ci) == (iv.estimate, iv.half)
+    assert interval(xs) == (iv.estimate, iv.low, iv.high)
     mean, ci, n = mean_ci([5])
     assert mean == 5 and math.isnan(ci) and n == 1
 

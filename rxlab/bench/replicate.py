@@ -14,7 +14,7 @@ import multiprocessing as mp
 import os
 from concurrent.futures import ProcessPoolExecutor
 
-from rxlab.bench.stats import mean_ci95
+from rxlab.stats import mean_ci95
 
 # sections of a result whose numeric leaves are summarised
 KEY_SECTIONS = ("packets", "throughput", "latency_ns", "reordered_packets", "cpus", "apps")

@@ -1,12 +1,12 @@
 """The comparison: per metric, each configuration's mean and interval, and its
-difference against the first configuration (``rxlab.compare.stats``)."""
+difference against the first configuration (``rxlab.stats``)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
 
-from rxlab.compare import stats
+from rxlab import stats
 
 
 def _soft(d: dict) -> list[float]:

@@ -27,10 +27,10 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from rxlab.bench.stats import mean_ci95
 from rxlab.errors import UsageError
 from rxlab.scenario import scenario_from_dict
 from rxlab.simulate import simulate
+from rxlab.stats import mean_ci95
 
 DEFAULT_SEEDS = 5
 BASES = ("calibrated", "predicted")

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from rxlab.errors import UsageError
+from rxlab.stats import mean_interval
 
 # name -> (description, unit)
 METRICS: dict[str, tuple[str, str]] = {
@@ -94,39 +95,11 @@ def key_metrics(data: dict, extra: list[str] = ()) -> dict[str, float | int | No
     return row
 
 
-# two-sided 95 % Student t quantiles t(0.975, df)
-_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
-        9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131,
-        16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074,
-        23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045,
-        30: 2.042, 40: 2.021, 50: 2.009, 60: 2.000, 80: 1.990, 100: 1.984, 120: 1.980}
-
-
-def t95(df: int) -> float:
-    """t(0.975, df), interpolated in 1/df between table rows (exact to 3 decimals)."""
-    if df < 1:
-        return math.nan
-    if df in _T95:
-        return _T95[df]
-    keys = sorted(_T95)
-    if df > keys[-1]:
-        lo, hi, tlo, thi = keys[-1], math.inf, _T95[keys[-1]], 1.959964
-    else:
-        hi = next(k for k in keys if k > df)
-        lo = max(k for k in keys if k < df)
-        tlo, thi = _T95[lo], _T95[hi]
-    x, xlo, xhi = 1 / df, 1 / lo, (0.0 if hi == math.inf else 1 / hi)
-    return thi + (tlo - thi) * (x - xhi) / (xlo - xhi)
-
-
 def mean_ci(values: list[float]) -> tuple[float, float, int]:
-    """(mean, 95 % CI half-width, n) over the values that are not None; nan where undefined."""
+    """(mean, 95 % CI half-width, n) over the values that are not None; nan where undefined
+    (the interval of rxlab.stats, as compare and reproduce print it)."""
     xs = [float(v) for v in values if v is not None and not math.isnan(float(v))]
-    n = len(xs)
-    if n == 0:
+    if not xs:
         return math.nan, math.nan, 0
-    mean = sum(xs) / n
-    if n == 1:
-        return mean, math.nan, 1
-    var = sum((x - mean) ** 2 for x in xs) / (n - 1)
-    return mean, t95(n - 1) * math.sqrt(var / n), n
+    iv = mean_interval(xs)
+    return iv.estimate, iv.half, len(xs)

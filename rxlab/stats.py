@@ -1,4 +1,5 @@
-"""Means, differences and their 95 % Student-t intervals.
+"""Means, differences and their 95 % Student-t intervals: the one implementation that
+``run --seeds``, ``compare``, ``reproduce``, ``tune`` and ``sweep`` print.
 
 A configuration's runs are independent replications (one traffic seed each), so its
 mean has the usual t interval with n - 1 degrees of freedom. A difference against the
@@ -15,6 +16,11 @@ first configuration is estimated two ways:
 A difference is marked significant when its 95 % interval excludes 0 (a two-sided test
 at 5 %, one per metric and configuration: with many rows, about one in twenty true
 nulls is marked by chance).
+
+``t_quantile(p, df)`` inverts the Student t CDF by bisection; the CDF uses the
+regularised incomplete beta function, evaluated with the continued fraction of
+Numerical Recipes (Press et al., sec. 6.4), accurate to ~1e-12 here (no scipy at run
+time: it is a test dependency only, which checks these against it).
 """
 
 from __future__ import annotations
@@ -23,7 +29,72 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rxlab.bench.stats import t_cdf, t_quantile
+
+def _betacf(a: float, b: float, x: float) -> float:
+    tiny, eps = 1e-300, 1e-15
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < eps:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """Regularised incomplete beta I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    lbt = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+    bt = math.exp(lbt + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return bt * _betacf(a, b, x) / a
+    return 1.0 - bt * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    x = df / (df + t * t)
+    tail = 0.5 * betainc(df / 2.0, 0.5, x)
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Quantile of Student's t with ``df`` degrees of freedom (0 < p < 1)."""
+    if not 0.0 < p < 1.0 or df <= 0:
+        raise ValueError("t_quantile: need 0 < p < 1 and df > 0")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return 0.5 * (lo + hi)
+
+
 
 CONFIDENCE = 0.95
 
@@ -102,3 +173,9 @@ def welch_difference(b: Sequence[float], a: Sequence[float]) -> Interval:
 
 def difference(b: Sequence[float], a: Sequence[float], paired: bool) -> Interval:
     return paired_difference(b, a) if paired else welch_difference(b, a)
+
+
+def mean_ci95(xs: Sequence[float]) -> tuple[float, float | None]:
+    """Sample mean and the half-width of its 95 % t interval (None for n < 2)."""
+    iv = mean_interval(xs)
+    return iv.estimate, None if math.isnan(iv.half) else iv.half
