@@ -453,9 +453,13 @@ _add("reproduce-unknown", "reproduce an unknown experiment", ("reproduce", "nope
      "usage", G)
 _add("reproduce-kernel-bad", "reproduce under kernel 'x.y'", ("reproduce", "flow-limit",
      "--quick", "--kernel", "x.y", "--json"), "usage", G)
-_add("jobs-zero", "run --jobs 0", RUN + QUICK + ("--jobs", "0"), "usage", G)
-_add("jobs-cpus-empty", "run --jobs 2 with an app on no CPU", RUN + QUICK + (
-     "--jobs", "2", "--set", "apps.0.cpus=[]"), "usage", G)
+_add("jobs-zero", "run --seeds 2 --jobs 0", RUN + QUICK + ("--seeds", "2", "--jobs", "0"),
+     "usage", G)
+_add("seeds-zero", "run --seeds 0", RUN + QUICK + ("--seeds", "0"), "usage", G)
+_add("jobs-without-seeds", "run --jobs 2 (worker processes, no replications asked)",
+     RUN + QUICK + ("--jobs", "2"), "usage", G)
+_add("jobs-cpus-empty", "run --seeds 2 with an app on no CPU", RUN + QUICK + (
+     "--seeds", "2", "--set", "apps.0.cpus=[]"), "usage", G)
 _add("sweep-jobs-zero", "sweep -j 0", ("sweep", "w.yaml", "--out", "o", "-j", "0", "-q"),
      "usage", G, files={"w.yaml": sweep_yaml({"nic.queues": [1, 2]})})
 _add("tune-duration-nan", "tune --duration nan", ("tune", "default", "--duration", "nan",
@@ -466,8 +470,8 @@ _add("reproduce-max-memory", "reproduce --max-memory 1MiB", ("reproduce", "flow-
      "--quick", "--max-memory", "1MiB", "--json"), "usage", G)
 _add("out-uncreatable", "run --out a folder that cannot be created (/proc/x)",
      RUN + QUICK + ("--out", "/proc/x"), "usage", G)
-_add("jobs-out-uncreatable", "run --jobs 2 --out /proc/x", RUN + QUICK + (
-     "--jobs", "2", "--out", "/proc/x"), "usage", G)
+_add("jobs-out-uncreatable", "run --seeds 2 --out /proc/x", RUN + QUICK + (
+     "--seeds", "2", "--out", "/proc/x"), "usage", G)
 _add("out-is-file", "run --out an existing file", RUN + QUICK + ("--out", "f"), "usage", G,
      files={"f": "x"})
 _add("report-not-sweep", "report on a folder that is not a sweep", ("report", "."), "usage", G)
@@ -486,8 +490,8 @@ _add("out-user-file-force", "run --out that folder with --force (rxlab's files b
 _add("out-force-clash", "run --out --force where the user's own result.json lies",
      RUN + QUICK + ("--out", "res", "--force"), "usage", G,
      files={"res/result.json": "{\"mine\": 1}"})
-_add("jobs-out-user-file", "run --jobs 2 --out a folder holding the user's file",
-     RUN + QUICK + ("--jobs", "2", "--out", "res"), "usage", G, files={"res/notes.txt": "x"})
+_add("jobs-out-user-file", "run --seeds 2 --out a folder holding the user's file",
+     RUN + QUICK + ("--seeds", "2", "--out", "res"), "usage", G, files={"res/notes.txt": "x"})
 _add("compare-out-dot", "compare --out .", ("compare", "--set-variant", "a:kernel.rps_cpus=f",
      "--duration", "0.001", "--seeds", "2", "--json", "--out", "."), "usage", G)
 _add("sweep-out-user-file", "sweep --out a folder holding the user's file",
@@ -579,13 +583,13 @@ DELEGATED = [
     Delegated("sweep-orphans", "SIGTERM or SIGKILL of the sweep driver leaves no process",
               f"{LOCK}::test_killed_driver_leaves_no_process", "sweeps"),
     Delegated("out-refused-intact", "--out a folder with the user's file, ., .., a symlink or "
-              "a dangling one (run, run --jobs, compare): one line, exit 2, the folder "
+              "a dangling one (run, run --seeds, compare): one line, exit 2, the folder "
               "byte for byte as before",
               f"{OUTFILES}::test_refused_out_leaves_the_folder_as_it_was", "output files"),
     Delegated("o-char-device", "-o onto a character device made with mknod (report, tune, "
               "calibrate, host export): refused, still the same device",
               f"{OUTFILES}::test_o_onto_a_character_device_leaves_it_a_device", "output files"),
-    Delegated("full-disk", "a full 64 KiB tmpfs under run --out, run --jobs --out, compare "
+    Delegated("full-disk", "a full 64 KiB tmpfs under run --out, run --seeds --out, compare "
               "--out, sweep --out, host export -o: one line, exit 1, nothing half-written",
               f"{OUTFILES}::test_a_full_disk_is_one_line_and_nothing_half_written",
               "output files"),

@@ -1,4 +1,5 @@
-"""``rxlab run --jobs N``: replications in parallel processes, identical to single runs."""
+"""``rxlab run --seeds N --jobs J``: replications in J parallel processes, identical to single
+runs; --seeds counts replications and --jobs processes."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def test_jobs_runs_equal_single_runs(capsys):
     singles = [_json(capsys, ["run", "default", "--duration", "0.01", "--seed", str(seed),
                               "--json"]) for seed in (5, 6, 7)]
     rep = _json(capsys, ["run", "default", "--duration", "0.01", "--seed", "5",
-                         "--jobs", "3", "--json"])
+                         "--seeds", "3", "--jobs", "2", "--json"])
     assert rep["replications"] == 3 and rep["seeds"] == [5, 6, 7]
     assert set(rep) >= {"replications", "mean", "ci95", "runs"}
     for run, single in zip(rep["runs"], singles, strict=True):
@@ -35,7 +36,10 @@ def test_jobs_runs_equal_single_runs(capsys):
         assert key in rep["mean"] and key in rep["ci95"]
 
 
-def test_jobs_must_be_positive(capsys):
-    assert main(["run", "default", "--jobs", "0"]) == 2
+@pytest.mark.parametrize("argv,flag", [(["--seeds", "2", "--jobs", "0"], "--jobs 0"),
+                                       (["--seeds", "0"], "--seeds 0"),
+                                       (["--jobs", "2"], "add --seeds N")])
+def test_seeds_and_jobs_must_be_positive_counts(capsys, argv, flag):
+    assert main(["run", "default", *argv]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("rxlab: error: --jobs") and "\n" not in err
+    assert err.startswith("rxlab: error: --") and flag in err and "\n" not in err

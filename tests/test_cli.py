@@ -91,7 +91,7 @@ def test_out_refuses_a_file_and_leaves_nothing(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
 
 
-@pytest.mark.parametrize("jobs", [[], ["--jobs", "2"]])
+@pytest.mark.parametrize("jobs", [[], ["--seeds", "2"]])
 def test_out_under_a_file_is_refused_before_the_run(tmp_path, capsys, jobs):
     f = tmp_path / "taken"
     f.write_text("x")

@@ -53,3 +53,25 @@ def test_explain_arfs_defaults_to_the_reports_setup(capsys):
     assert main(["explain", "arfs", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert (out["flows"], out["queues"], out["tables"][0]["rps_flow_cnt"]) == (16384, 144, 512)
+
+
+def _options(cmd: str) -> dict:
+    """Option string -> argparse action of one subcommand."""
+    import argparse
+
+    from rxlab.cli.main import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return {s: a for a in sub.choices[cmd]._actions for s in a.option_strings}
+
+
+@pytest.mark.parametrize("cmd", ["run", "compare", "reproduce", "tune", "sweep"])
+def test_jobs_and_seeds_mean_the_same_in_every_command(cmd):
+    """--jobs N: N worker processes; --seeds N: an integer count of traffic seeds."""
+    opts = _options(cmd)
+    jobs = opts["--jobs"]
+    assert jobs.type is int and "-j" in jobs.option_strings
+    assert "process" in jobs.help and "replication" not in jobs.help.split("for")[0]
+    if cmd != "sweep":  # a sweep's replications are in its file
+        seeds = opts["--seeds"]
+        assert seeds.type is int and seeds.metavar == "N"

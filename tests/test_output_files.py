@@ -67,7 +67,7 @@ def user_folder(tmp_path):
 
 
 # ---------------------------------------------------------------- --out DIR refusals
-@pytest.mark.parametrize("argv", [RUN, (*RUN, "--jobs", "2"), VARIANT],
+@pytest.mark.parametrize("argv", [RUN, (*RUN, "--seeds", "2"), VARIANT],
                          ids=["run", "run-jobs", "compare"])
 @pytest.mark.parametrize("target", ["res", ".", "..", "link", "dangling"])
 def test_refused_out_leaves_the_folder_as_it_was(user_folder, argv, target):
@@ -97,7 +97,7 @@ def test_force_writes_beside_the_users_files_and_replaces_only_its_own(user_fold
     # again without --force: the user's file is still not rxlab's
     refused(rxlab(user_folder, *RUN, "--out", "res"), "notes.txt", "--force")
     # --jobs into it: the run's files go (they were rxlab's), the user's stays
-    assert rxlab(user_folder, *RUN, "--jobs", "2", "--json", "--out", "res", "--force").rc == 0
+    assert rxlab(user_folder, *RUN, "--seeds", "2", "--json", "--out", "res", "--force").rc == 0
     assert sorted(p.name for p in res.iterdir()) == [MANIFEST, "notes.txt",
                                                       "replications.json"]
 
@@ -199,7 +199,7 @@ def nothing_half_written(folder: Path) -> None:
 @root_only
 @pytest.mark.parametrize("argv,target", [
     (RUN, "full/r"),
-    ((*RUN, "--jobs", "2"), "full/r"),
+    ((*RUN, "--seeds", "2"), "full/r"),
     (VARIANT, "full/c"),
     (("sweep", "w.yaml", "-j", "1", "-q"), "full/s"),
     (("host", "export"), "full/h.yaml"),
@@ -259,7 +259,7 @@ def test_dev_full_as_stdout_is_one_line(tmp_path):
             cli_error(_no_notice(p.stderr), "standard output", "No space left")
 
 
-@pytest.mark.parametrize("argv", [("list",), RUN, (*RUN, "--json"), (*RUN, "--jobs", "2"),
+@pytest.mark.parametrize("argv", [("list",), RUN, (*RUN, "--json"), (*RUN, "--seeds", "2"),
                                   ("hash", "10.0.0.1", "10.0.0.2", "1", "2"),
                                   ("explain", "arfs")], ids=lambda a: " ".join(a[:2]))
 def test_a_closed_pipe_exits_0_quietly(tmp_path, argv):

@@ -26,7 +26,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, metavar="N",
                    help=f"traffic seeds per case (default {DEFAULT_SEEDS}); claims are judged "
                         "on the 95 %% interval over them")
-    p.add_argument("--jobs", type=int, metavar="N",
+    p.add_argument("--jobs", "-j", type=int, metavar="N",
                    help="parallel worker processes (default: 1 with --quick, else up to 4)")
     p.add_argument("--json", action="store_true", help="print the cases as JSON")
     add_max_memory(p)

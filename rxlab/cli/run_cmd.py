@@ -30,9 +30,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_force(p)
     p.add_argument("--softnet", action="store_true",
                    help="print only the simulated /proc/net/softnet_stat")
-    p.add_argument("--jobs", type=int, metavar="N",
-                   help="N independent replications (seeds seed..seed+N-1) in parallel "
-                        "processes; report means with 95%% confidence intervals")
+    p.add_argument("--seeds", type=int, metavar="N",
+                   help="N independent replications (seeds seed..seed+N-1); report means "
+                        "with 95%% confidence intervals")
+    p.add_argument("--jobs", "-j", type=int, metavar="N",
+                   help="worker processes for --seeds (default: the number of CPUs)")
     add_max_memory(p)
     p.set_defaults(func=run)
     return p
@@ -43,6 +45,17 @@ def add_force(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true",
                    help="write into an --out folder that holds other files too (rxlab "
                         "replaces only the files it wrote there before)")
+
+
+def check_seeds_jobs(seeds: int | None, jobs: int | None) -> None:
+    """--seeds is a count of replications and --jobs of worker processes, in every command."""
+    if seeds is not None and seeds < 1:
+        raise UsageError(f"--seeds {seeds}: give a number of replications >= 1")
+    if jobs is not None and jobs < 1:
+        raise UsageError(f"--jobs {jobs}: give a number of processes >= 1")
+    if jobs is not None and seeds is None:
+        raise UsageError(f"--jobs {jobs}: worker processes for replications; add --seeds N "
+                         f"(e.g. --seeds 5 --jobs {jobs})")
 
 
 def add_max_memory(p: argparse.ArgumentParser) -> None:
@@ -103,10 +116,11 @@ def _run(args) -> int:
     from rxlab.report.tables import print_result
     from rxlab.simulate import simulate
 
+    check_seeds_jobs(args.seeds, args.jobs)
     if args.out:  # before any work: a folder that cannot be made is bad input
         from rxlab.report.files import RUN_FILES, check_out_dir
 
-        names = ("replications.json",) if args.jobs is not None else RUN_FILES
+        names = ("replications.json",) if args.seeds is not None else RUN_FILES
         check_out_dir(args.out, force=args.force, names=names)
     sc = load_scenario(args.scenario)
     ov = run_overrides(args)
@@ -125,8 +139,8 @@ def _run(args) -> int:
             ov["duration"] = cap.duration_s
     if ov:
         sc = with_overrides(sc, ov)
-    if args.jobs is not None:
-        return _run_jobs(args, sc)
+    if args.seeds is not None:
+        return _run_seeds(args, sc)
     res = _simulate_with_progress(simulate, sc, quiet=args.json)
     text = res.to_json(indent=1)  # a non-finite number fails here, before any file
     print_notices(res.data)
@@ -146,15 +160,13 @@ def _run(args) -> int:
     return 0
 
 
-def _run_jobs(args, sc) -> int:
-    """--jobs N: replications in parallel processes (rxlab.bench.replicate)."""
+def _run_seeds(args, sc) -> int:
+    """--seeds N: replications, in --jobs worker processes (rxlab.bench.replicate)."""
     from rxlab.bench.replicate import print_table, replicate
 
-    if args.jobs < 1:
-        raise UsageError(f"--jobs: {args.jobs} replications; give N >= 1")
     if args.softnet:
-        raise UsageError("--softnet: not available with --jobs (see the runs in --json)")
-    rep = replicate(sc, args.jobs)
+        raise UsageError("--softnet: not available with --seeds (see the runs in --json)")
+    rep = replicate(sc, args.seeds, args.jobs)
     if args.out:
         from rxlab.outfiles import OutDir
 

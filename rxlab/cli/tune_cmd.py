@@ -45,13 +45,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="victims' drop rate the flow-limit/backlog search aims at (0.001)")
     p.add_argument("--rsspp-rounds", default="20", metavar="N",
                    help="RSS++ ticks at most (stops earlier when a tick moves nothing)")
-    p.add_argument("--seeds", default="5", metavar="N",
+    p.add_argument("--seeds", type=int, default=5, metavar="N",
                    help="traffic seeds every setting is simulated on, from the scenario's "
                         "seed up (5, the least); a setting must improve on every one")
     p.add_argument("--pcap", metavar="FILE",
                    help="the real flows, as a capture of this traffic: their addresses make "
                         "an indirection table plannable (also replayed as a run)")
-    p.add_argument("--jobs", metavar="N",
+    p.add_argument("--jobs", "-j", type=int, metavar="N",
                    help="parallel simulation processes (default: one per CPU)")
     add_max_memory(p)
     p.set_defaults(func=run)
@@ -96,9 +96,8 @@ def _run(args) -> int:
         target_drops=_num(args.target_drops, "--target-drops"),
         rounds=_num(args.rsspp_rounds, "--rsspp-rounds", int),
         duration=duration, form=args.form,
-        seeds=_num(args.seeds, "--seeds", int), pcap=args.pcap,
-        jobs=_num(args.jobs, "--jobs", int) if args.jobs is not None else default_jobs(
-            _num(args.seeds, "--seeds", int) + 1),
+        seeds=args.seeds, pcap=args.pcap,
+        jobs=args.jobs if args.jobs is not None else default_jobs(args.seeds + 1),
         progress=None if quiet else (lambda m: print(f"rxlab tune: {m}", file=sys.stderr)),
     )
     if out is not None:
