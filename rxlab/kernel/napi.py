@@ -255,7 +255,7 @@ def finish_rx_action(s, c, t):
         sd.cpu[c].softirq_pending = 0
         sd.cpu[c].hs_active = 0
         if sd.cpu[c].ks_running:  # nothing left: ksoftirqd goes back to sleep
-            sd.cpu[c].ks_lag = sleep_lag(s, c, SCHED_KSOFTIRQD, sd.cpu[c].ks_vrt)
+            sd.cpu[c].ks_lag = sleep_lag(s, c, np.int64(SCHED_KSOFTIRQD), sd.cpu[c].ks_vrt)
         sd.cpu[c].ksoftirqd = 0
         sd.cpu[c].ks_running = 0
     return t

@@ -51,7 +51,7 @@ def napi_thread_arrive(s, nid, t):
     if nt[nid].nt_state != TH_WAKING:
         return
     c = napi_thread_cpu(s, nid)
-    nt[nid].nt_vrt = place_woken(s, c, SCHED_NAPI_THREAD, nt[nid].nt_vrt, nt[nid].nt_lag)
+    nt[nid].nt_vrt = place_woken(s, c, np.int64(SCHED_NAPI_THREAD), nt[nid].nt_vrt, nt[nid].nt_lag)
     nt[nid].nt_state = TH_RUNNABLE
     ttwu_arrive(s, nt[nid].nt_waker, c)
     wake_preempt(s, c, nt[nid].nt_vrt)
@@ -111,7 +111,7 @@ def napi_thread_after(s, c, nid, t):
             return
     elif s.sd.cpu[c].seg_work >= p.napi_weight:
         return
-    nt[nid].nt_lag = sleep_lag(s, c, SCHED_NAPI_THREAD, nt[nid].nt_vrt)
+    nt[nid].nt_lag = sleep_lag(s, c, np.int64(SCHED_NAPI_THREAD), nt[nid].nt_vrt)
     nt[nid].nt_state = TH_SLEEP
     if nid < p.nq:
         napi_complete_done(s, nid, t)

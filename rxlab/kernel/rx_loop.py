@@ -304,7 +304,7 @@ def softirq_segment(s, c, t, t_end, napi, ctx, was_ks):
     if sd.cpu[c].ksoftirqd and not was_ks:
         if not sd.cpu[c].ks_running:
             # wakeup_softirqd at the end of handle_softirqs: the fair class places it
-            sd.cpu[c].ks_vrt = place_woken(s, c, SCHED_KSOFTIRQD, sd.cpu[c].ks_vrt,
+            sd.cpu[c].ks_vrt = place_woken(s, c, np.int64(SCHED_KSOFTIRQD), sd.cpu[c].ks_vrt,
                                            sd.cpu[c].ks_lag)
             wake_preempt(s, c, sd.cpu[c].ks_vrt)
         sd.cpu[c].ks_running = 1
@@ -364,7 +364,7 @@ def handle_event(s, t, kind, arg):
         if so.sock[arg].th_state == TH_WAKING:
             c = so.sock[arg].thread_cpu
             if not has_runnable_thread(s, c):  # the CPU's application entity wakes
-                sd.cpu[c].app_vrt = place_woken(s, c, SCHED_APP, sd.cpu[c].app_vrt,
+                sd.cpu[c].app_vrt = place_woken(s, c, np.int64(SCHED_APP), sd.cpu[c].app_vrt,
                                                 sd.cpu[c].app_lag)
             so.sock[arg].th_state = TH_RUNNABLE
             ttwu_arrive(s, so.sock[arg].th_waker, c)
@@ -379,7 +379,7 @@ def handle_event(s, t, kind, arg):
         if s.cm.entry[arg].kt_state == TH_WAKING:
             c = p.cpumap[arg].cpu
             ent = s.cm.entry
-            ent[arg].kt_vrt = place_woken(s, c, SCHED_CPUMAP_KTHREAD, ent[arg].kt_vrt,
+            ent[arg].kt_vrt = place_woken(s, c, np.int64(SCHED_CPUMAP_KTHREAD), ent[arg].kt_vrt,
                                           ent[arg].kt_lag)
             ent[arg].kt_state = TH_RUNNABLE
             ttwu_arrive(s, ent[arg].flush_cpu, c)

@@ -70,7 +70,7 @@ def app_sleeps(s, c):
         if so.sock[so.cpu_threads[c, k]].th_state == TH_RUNNABLE:
             n += 1
     if n == 1:
-        sd.cpu[c].app_lag = sleep_lag(s, c, SCHED_APP, sd.cpu[c].app_vrt)
+        sd.cpu[c].app_lag = sleep_lag(s, c, np.int64(SCHED_APP), sd.cpu[c].app_vrt)
 
 
 @njit(**JIT_STATE)
@@ -161,11 +161,12 @@ def slice_len(s, n):
 def sleep_lag(s, c, k, v):
     """The lag candidate k of CPU c keeps as it goes to sleep (EEVDF
     ``update_entity_lag``): the average vruntime of the runnable tasks, it included,
-    minus its own, within +-max(2 slices, a tick); CFS keeps none."""
+    minus its own, within +-max(2 slices, a tick); CFS keeps none. Callers pass k as
+    np.int64 (as to place_woken): one compiled copy, not one per literal candidate."""
     p = s.p
     if not p.sched_eevdf:
         return 0
-    n, vsum, _ = fair_stats(s, c, k)
+    n, vsum, _ = fair_stats(s, c, np.int64(k))  # int64: one compiled copy, not one per literal
     lag = (vsum + v) // (n + 1) - v
     return min(max(lag, -p.sched_lag_limit_ns), p.sched_lag_limit_ns)
 
@@ -178,7 +179,7 @@ def place_woken(s, c, k, v, lag):
     lag, scaled by (W + w) / W so that the lag survives its own weight joining the
     average; on an empty queue at min_vruntime."""
     p, sd = s.p, s.sd
-    n, vsum, vmin = fair_stats(s, c, k)
+    n, vsum, vmin = fair_stats(s, c, np.int64(k))
     if n:
         sd.cpu[c].min_vrt = max(sd.cpu[c].min_vrt, vmin)
     if not p.sched_eevdf:
@@ -211,7 +212,7 @@ def wake_preempt(s, c, v):
     if vc >= sd.cpu[c].cur_vend:
         sd.cpu[c].resched = 1
         return
-    n, vsum, _ = fair_stats(s, c, -1)
+    n, vsum, _ = fair_stats(s, c, np.int64(-1))
     if vc * n > vsum:
         sd.cpu[c].resched = 1
 
@@ -274,5 +275,5 @@ def pick_next(s, c, t):
     sd.cpu[c].cur_who = best
     if n:
         sd.cpu[c].min_vrt = max(sd.cpu[c].min_vrt, bv)  # update_min_vruntime
-        sd.cpu[c].cur_vend = bv + slice_len(s, n)
+        sd.cpu[c].cur_vend = bv + slice_len(s, np.int64(n))
     return best

@@ -312,7 +312,7 @@ def kworker_after(s, t):
     if s.p.arfs_model == 3 and g.pend_n > 0:
         return  # mlx5: the ordered queue holds the work items queued meanwhile
     c = g.svc_cpu
-    s.sd.cpu[c].kw_lag = sleep_lag(s, c, SCHED_KWORKER, s.sd.cpu[c].kw_vrt)
+    s.sd.cpu[c].kw_lag = sleep_lag(s, c, np.int64(SCHED_KWORKER), s.sd.cpu[c].kw_vrt)
     g.svc_pending = SVC_IDLE  # ice_service_task_complete: the next request queues it
 
 
@@ -322,7 +322,7 @@ def kworker_wake(s, c, t):
     class (rxlab.kernel.sched), runnable."""
     g, sd = s.ar.glob[0], s.sd
     if g.svc_pending == SVC_QUEUED:
-        sd.cpu[c].kw_vrt = place_woken(s, c, SCHED_KWORKER, sd.cpu[c].kw_vrt,
+        sd.cpu[c].kw_vrt = place_woken(s, c, np.int64(SCHED_KWORKER), sd.cpu[c].kw_vrt,
                                        sd.cpu[c].kw_lag)
         g.svc_pending = SVC_RUNNABLE
         wake_preempt(s, c, sd.cpu[c].kw_vrt)

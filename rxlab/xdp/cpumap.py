@@ -214,7 +214,7 @@ def cpumap_after_batch(s, e, t):
             cm.ring[e, cm.entry[e].cons % p.cpumap[e].qsize].stamp <= t):
         cm.entry[e].kt_state = TH_RUNNABLE
         return
-    cm.entry[e].kt_lag = sleep_lag(s, p.cpumap[e].cpu, SCHED_CPUMAP_KTHREAD,
+    cm.entry[e].kt_lag = sleep_lag(s, p.cpumap[e].cpu, np.int64(SCHED_CPUMAP_KTHREAD),
                                    cm.entry[e].kt_vrt)
     if cm.entry[e].cons < cm.entry[e].prod:
         # the ring looks empty now; the flush that produced these frames wakes us
