@@ -11,8 +11,13 @@ from rxlab.repro import EXPERIMENTS
 
 
 def reproduce(capsys, name):
+    """The reproduction's --json, checked against the output schema."""
+    from rxlab.metrics.schema import validate_reproduction
+
     assert main(["reproduce", name, "--quick", "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)
+    validate_reproduction(out)
+    return out
 
 
 @pytest.mark.parametrize("name,cases,metric", [

@@ -4,20 +4,27 @@ Names follow the kernel's ``enum skb_drop_reason`` (include/net/dropreason-core.
 one exists; ``DROP_<NAME>`` is a reason's index into the drop counters.
 """
 
-DROP_REASONS = (
-    "ring_full",  # NIC rx ring had no free descriptor (rx_missed / rx_no_buffer)
-    "nic_overrun",  # NIC packet-rate ceiling exceeded (rx_fifo_errors)
-    "backlog",  # enqueue_to_backlog: qlen > netdev_max_backlog (CPU_BACKLOG)
-    "flow_limit",  # skb_flow_limit said drop (counted as CPU_BACKLOG by the kernel)
-    "socket_rcvbuf",  # socket receive buffer full (SOCKET_RCVBUFF)
-    "no_socket",  # no listener: UdpNoPorts / TCP reset (NO_SOCKET)
-    "xdp_drop",  # the XDP program returned XDP_DROP (SKB_DROP_REASON has none: no skb)
-    "xdp_aborted",  # XDP_ABORTED, or a cpumap redirect whose key has no entry (fallback 0)
-    "cpumap_full",  # bq_flush_to_queue: the entry's ptr_ring slot was not empty
-    "xsk_rx_ring_full",  # AF_XDP RX ring full (XDP_STATISTICS rx_ring_full)
-    "xsk_fill_empty",  # no UMEM frame on the FILL ring (rx_fill_ring_empty_descs)
-    "socket_backlog",  # tcp_add_backlog: owned socket's backlog over its limit (TCPBacklogDrop)
-)
+# name -> what the kernel calls it and which counter shows it (the output's meaning)
+DROP_REASON_DOC = {
+    "ring_full": "the NIC's rx ring had no free descriptor (ethtool -S rx_missed / "
+                 "rx_no_buffer)",
+    "nic_overrun": "the NIC's packet-rate ceiling was exceeded (rx_fifo_errors)",
+    "backlog": "enqueue_to_backlog: qlen > netdev_max_backlog (SKB_DROP_REASON_CPU_BACKLOG, "
+               "softnet_stat dropped)",
+    "flow_limit": "skb_flow_limit said drop (the kernel counts it as CPU_BACKLOG, and in "
+                  "softnet_stat flow_limit_count)",
+    "socket_rcvbuf": "the socket's receive buffer was full (SKB_DROP_REASON_SOCKET_RCVBUFF, "
+                     "UDP RcvbufErrors)",
+    "no_socket": "no listener (SKB_DROP_REASON_NO_SOCKET: UdpNoPorts, a TCP reset)",
+    "xdp_drop": "the XDP program returned XDP_DROP (no skb, so no drop reason)",
+    "xdp_aborted": "XDP_ABORTED, or a cpumap redirect whose key has no entry",
+    "cpumap_full": "bq_flush_to_queue: the entry's ptr_ring slot was not empty",
+    "xsk_rx_ring_full": "the AF_XDP RX ring was full (XDP_STATISTICS rx_ring_full)",
+    "xsk_fill_empty": "no UMEM frame on the FILL ring (rx_fill_ring_empty_descs)",
+    "socket_backlog": "tcp_add_backlog: the owned socket's backlog was over its limit "
+                      "(TCPBacklogDrop)",
+}
+DROP_REASONS = tuple(DROP_REASON_DOC)
 N_DROP_SLOTS = 16  # room for later mechanisms (XDP, cpumap, AF_XDP)
 (
     DROP_RING_FULL,
