@@ -20,6 +20,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rxlab.errors import UsageError
+from rxlab.inputs import parse_yaml, read_text
 
 T = TypeVar("T")
 ICE = "drivers/net/ethernet/intel/ice"
@@ -269,9 +270,6 @@ def load(ref: str) -> Preset:
     if not ref.endswith((".yaml", ".yml")) or not Path(ref).is_file():
         raise ValueError(f"{ref!r} is not a driver rxlab knows; use one of "
                          f"{', '.join(DRIVERS)} or a preset file (.yaml)")
-    from rxlab.inputs import read_text
-    from rxlab.scenario import parse_yaml
-
     try:
         data = parse_yaml(read_text(Path(ref), "driver preset"), ref)
     except UsageError as err:

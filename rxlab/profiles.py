@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 from rxlab.errors import UsageError
-from rxlab.inputs import read_text
+from rxlab.inputs import parse_yaml, read_text
 from rxlab.kernel.stages import STAGES
 
 MAX_COST_NS = 1e9  # one stage costs at most 1 s of CPU per unit (as host.costs)
@@ -20,8 +20,6 @@ def profile_names() -> list[str]:
 
 def load_profile(ref: str) -> dict:
     """A built-in profile name or a YAML path -> {"name", "stages": {stage: {ns, source}}}."""
-    from rxlab.scenario import parse_yaml
-
     path = Path(ref)
     if not path.exists():
         path = PROFILE_DIR / f"{ref}.yaml"

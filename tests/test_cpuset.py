@@ -122,7 +122,7 @@ def test_mask_forms_rxlab_adds_and_refuses():
 
 
 def test_mask_text_of_python_ints_and_yaml_numbers():
-    from rxlab.scenario import YamlInt
+    from rxlab.inputs import YamlInt
 
     assert mask_text(0xFFFF) == "ffff"  # a Python int is the mask's value
     assert mask_text(YamlInt(10, "10")) == "10"  # YAML `rps_cpus: 10` is the text "10"

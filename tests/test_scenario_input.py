@@ -363,6 +363,6 @@ def test_dates_stay_text_and_duplicate_keys_are_errors(tmp_path, capsys):
     assert "'seed' given twice (first on line 1)" in cli_error(capsys, "run", str(p))
     merged = tmp_path / "merged.yaml"  # a key merged in with '<<' may be overridden
     merged.write_text("a: &a {x: 1}\nb:\n  <<: *a\n  x: 2\n")
-    from rxlab.scenario import load_yaml
+    from rxlab.inputs import load_yaml
 
     assert load_yaml(merged)["b"] == {"x": 2}

@@ -10,6 +10,7 @@ import random
 import pytest
 import yaml
 
+from rxlab import inputs
 from rxlab import scenario as S
 
 ODD = ["true", "null", "yes", "on", "1e3", "0x10", "1_000", "2001-12-14", "<<", "~", "",
@@ -31,7 +32,7 @@ def _value(rnd: random.Random, depth: int = 0):
 
 
 def _yaml(text: str):
-    return yaml.load(text, Loader=S._Loader)  # noqa: S506 (a SafeLoader subclass)
+    return yaml.load(text, Loader=inputs._Loader)  # noqa: S506 (a SafeLoader subclass)
 
 
 def _same(a, b) -> bool:
@@ -47,8 +48,8 @@ def _same(a, b) -> bool:
 
 
 def test_default_scenario_as_json_reads_as_yaml_does():
-    text = json.dumps(S.load_yaml(S.BUILTIN_DIR / "default.yaml"))
-    assert _same(S._plain_json(text), _yaml(text))
+    text = json.dumps(inputs.load_yaml(S.BUILTIN_DIR / "default.yaml"))
+    assert _same(inputs._plain_json(text), _yaml(text))
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -59,8 +60,8 @@ def test_json_reader_agrees_with_pyyaml(seed):
         data = {"k": _value(rnd)}
         text = json.dumps(data, indent=rnd.choice([None, 2, 4]), ensure_ascii=rnd.random() < .7)
         try:
-            got = S._plain_json(text)
-        except S._NotPlain:
+            got = inputs._plain_json(text)
+        except inputs._NotPlain:
             continue  # PyYAML reads it (or refuses it)
         fast += 1
         assert _same(got, _yaml(text)), text[:200]
@@ -69,9 +70,9 @@ def test_json_reader_agrees_with_pyyaml(seed):
 
 def test_a_key_given_twice_is_still_yamls_error():
     with pytest.raises(S.UsageError, match="given twice"):
-        S.parse_yaml('{"a": 1, "a": 2}', "s.json")
+        inputs.parse_yaml('{"a": 1, "a": 2}', "s.json")
 
 
 def test_an_integer_too_long_for_python_is_still_yamls_error():
     with pytest.raises(S.UsageError, match="5,000 characters"):
-        S.parse_yaml('{"a": ' + "9" * 5000 + "}", "s.json")
+        inputs.parse_yaml('{"a": ' + "9" * 5000 + "}", "s.json")

@@ -88,7 +88,7 @@ def parse_sets(items: list[str]) -> dict:
     """--set PATH=VALUE items -> {path: value}. The value is YAML read by the scenario
     loader, so a number keeps its text (host.kernel=5.15 is "5.15", rps_cpus=10 is the
     mask "10"); a malformed value is a one-line error."""
-    from rxlab.scenario import parse_yaml
+    from rxlab.inputs import parse_yaml
 
     out = {}
     for item in items:

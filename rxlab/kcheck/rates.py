@@ -74,9 +74,8 @@ def load(path: str) -> dict:
     """The calibrated profile: validated as ``host.cost_profile`` and with the lab
     figures these checks need."""
     from rxlab.errors import UsageError
-    from rxlab.inputs import read_text
+    from rxlab.inputs import parse_yaml, read_text
     from rxlab.profiles import load_profile
-    from rxlab.scenario import parse_yaml
     try:
         load_profile(path)
     except UsageError as err:

@@ -37,13 +37,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from rxlab.errors import UsageError
-from rxlab.scenario import (
-    BUILTIN_DIR,
-    Scenario,
-    load_yaml,
-    scenario_from_dict,
-    validation_message,
-)
+from rxlab.inputs import load_yaml
+from rxlab.scenario import BUILTIN_DIR, Scenario, scenario_from_dict, validation_message
 from rxlab.sweep.metrics import DEFAULT_METRICS, check_metric_name
 
 MAX_RUNS = 100_000  # parameter points x seeds; each run is a process task and a JSON file
@@ -374,7 +369,7 @@ def load_sweep(path: str | Path) -> Sweep:
 
     The file is read by ``load_yaml`` (``rxlab.inputs.read_text``: a size limit, UTF-8, no
     devices; nesting and alias expansion bounded)."""
-    from rxlab.scenario import load_yaml
+    from rxlab.inputs import load_yaml
 
     p = Path(path)
     try:
