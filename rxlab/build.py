@@ -18,7 +18,16 @@ from rxlab.engine.core import PRIO_TIMER, PRIO_WAKE, Calendar, new_calendar, sch
 from rxlab.engine.rng import JITTER_EXP, JITTER_LOGNORMAL, JITTER_NONE, new_state
 from rxlab.errors import UsageError
 from rxlab.kernel import constants as K
-from rxlab.kernel.counters import HIST_BINS, N_ARFS_CNT, N_CNT, N_CPUMAP_CNT, N_RFS_CNT
+from rxlab.kernel.counters import (
+    CPU_CATS,
+    HIST_BINS,
+    LAT_SUMS,
+    N_ARFS_CNT,
+    N_CNT,
+    N_CPUMAP_CNT,
+    N_RFS_CNT,
+    TS_PKT,
+)
 from rxlab.kernel.drop_reasons import N_DROP_SLOTS
 from rxlab.kernel.events import EV_ARFS_TIMER, EV_MIGRATE
 from rxlab.kernel.flow_hash import skb_get_hash_flows
@@ -487,10 +496,10 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     st = Stats(
         cnt=np.zeros(N_CNT, I64), lat_sock=np.zeros(HIST_BINS, I64),
         lat_app=np.zeros(HIST_BINS, I64), lat_nic=np.zeros(HIST_BINS, I64),
-        lat_sum=np.zeros(3, np.float64),
-        cpu_ns=np.zeros((ncpu, 5), I64), win_cpu=np.zeros((ncpu, 5), I64),
-        ts_cpu=np.zeros((n_int, ncpu, 5), I64),
-        ts_pkt=np.zeros((n_int, 4), I64), ts_drop=np.zeros((n_int, N_DROP_SLOTS), I64),
+        lat_sum=np.zeros(len(LAT_SUMS), np.float64),
+        cpu_ns=np.zeros((ncpu, len(CPU_CATS)), I64), win_cpu=np.zeros((ncpu, len(CPU_CATS)), I64),
+        ts_cpu=np.zeros((n_int, ncpu, len(CPU_CATS)), I64),
+        ts_pkt=np.zeros((n_int, len(TS_PKT)), I64), ts_drop=np.zeros((n_int, N_DROP_SLOTS), I64),
         rng=new_state(sc.seed), icache=np.zeros(3, I64),
     )
     # calendar: at most one pending CPU event per CPU, one IRQ per queue, one wake per

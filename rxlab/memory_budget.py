@@ -26,6 +26,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from rxlab.errors import UsageError
+from rxlab.kernel.counters import CPU_CATS, TS_PKT
+from rxlab.kernel.drop_reasons import N_DROP_SLOTS
 
 KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 ENV = "RXLAB_MAX_MEMORY"
@@ -36,7 +38,9 @@ OVERHEAD = 256 * MiB
 
 MAX_INTERVALS = 10_000
 SERIES_BUDGET = 64 * MiB  # series arrays plus the result's lists, on many CPUs
-SERIES_ARRAY_CPU, SERIES_ARRAY_FIXED = 5 * 8, (4 + 16) * 8  # ts_cpu; ts_pkt + ts_drop
+# int64 per interval: ts_cpu's per CPU; ts_pkt's and ts_drop's (their declared columns)
+SERIES_ARRAY_CPU = len(CPU_CATS) * 8
+SERIES_ARRAY_FIXED = (len(TS_PKT) + N_DROP_SLOTS) * 8
 # the result's lists per interval: cpu_busy and cpu_softirq (float objects, temporaries)
 SERIES_LIST_CPU, SERIES_LIST_FIXED = 112, 400
 

@@ -41,29 +41,31 @@ class Calendar(NamedTuple):
     first: np.ndarray  # int64[5]
 
 
-H_TIME, H_KEY, H_KIND, H_ARG = range(4)
+H_TIME, H_KEY, H_KIND, H_ARG = range(4)  # a heap record's fields
+N_SIZE, N_SEQ = range(2)  # Calendar.n
+F_VALID, F_TIME, F_KEY, F_KIND, F_ARG = range(5)  # Calendar.first
 
 
 def new_calendar(capacity: int) -> Calendar:
     return Calendar(np.zeros((capacity, 4), np.int64), np.zeros(2, np.int64),
-                    np.zeros(5, np.int64))
+                    np.zeros(5, np.int64))  # heap records, (N_SIZE, N_SEQ), first (F_*)
 
 
 @njit(**JIT_LEAF)
 def clear(ev):
     """Drop every pending event (the sequence counter keeps counting)."""
-    ev.n[0] = 0
-    ev.first[0] = 0
+    ev.n[N_SIZE] = 0
+    ev.first[F_VALID] = 0
 
 
 @njit(**JIT_LEAF)
 def _heap_push(ev, t, key, kind, arg):
     """Sift up with a hole: parents move down until (t, key) fits, then it is written."""
     h = ev.heap
-    n = ev.n[0]
+    n = ev.n[N_SIZE]
     if n >= h.shape[0]:
         raise RuntimeError("event calendar full: capacity too small for this scenario")
-    ev.n[0] = n + 1
+    ev.n[N_SIZE] = n + 1
     i = n
     while i > 0:
         parent = (i - 1) >> 1
@@ -93,52 +95,52 @@ def schedule(ev, t, prio, kind, arg):
 
 @njit(**JIT_LEAF)
 def _schedule(ev, t, prio, kind, arg):
-    key = (np.int64(prio) << _SEQ_BITS) | ev.n[1]
-    ev.n[1] += 1
+    key = (np.int64(prio) << _SEQ_BITS) | ev.n[N_SEQ]
+    ev.n[N_SEQ] += 1
     f = ev.first
-    if f[0] == 0:
+    if f[F_VALID] == 0:
         h0t = ev.heap[0, H_TIME]
-        if ev.n[0] > 0 and (h0t < t or (h0t == t and ev.heap[0, H_KEY] < key)):
+        if ev.n[N_SIZE] > 0 and (h0t < t or (h0t == t and ev.heap[0, H_KEY] < key)):
             _heap_push(ev, t, key, kind, arg)
             return
-    elif f[1] < t or (f[1] == t and f[2] < key):
+    elif f[F_TIME] < t or (f[F_TIME] == t and f[F_KEY] < key):
         _heap_push(ev, t, key, kind, arg)
         return
     else:
-        _heap_push(ev, f[1], f[2], f[3], f[4])  # the new event goes ahead of it
-    f[0] = 1
-    f[1] = t
-    f[2] = key
-    f[3] = kind
-    f[4] = arg
+        _heap_push(ev, f[F_TIME], f[F_KEY], f[F_KIND], f[F_ARG])  # the new event goes ahead of it
+    f[F_VALID] = 1
+    f[F_TIME] = t
+    f[F_KEY] = key
+    f[F_KIND] = kind
+    f[F_ARG] = arg
 
 
 @njit(**JIT_LEAF)
 def peek_time(ev):
-    if ev.first[0]:
-        return ev.first[1]
-    return ev.heap[0, H_TIME] if ev.n[0] > 0 else INF_TIME
+    if ev.first[F_VALID]:
+        return ev.first[F_TIME]
+    return ev.heap[0, H_TIME] if ev.n[N_SIZE] > 0 else INF_TIME
 
 
 @njit(**JIT_LEAF)
 def pending(ev):
     """Events waiting in the calendar."""
-    return ev.n[0] + ev.first[0]
+    return ev.n[N_SIZE] + ev.first[F_VALID]
 
 
 @njit(**JIT_LEAF)
 def pop(ev):
     """Remove the earliest event; returns (time, kind, arg)."""
     f = ev.first
-    if f[0]:
-        f[0] = 0
-        return f[1], f[3], f[4]
+    if f[F_VALID]:
+        f[F_VALID] = 0
+        return f[F_TIME], f[F_KIND], f[F_ARG]
     h = ev.heap
     t = h[0, H_TIME]
     kind = h[0, H_KIND]
     arg = h[0, H_ARG]
-    n = ev.n[0] - 1
-    ev.n[0] = n
+    n = ev.n[N_SIZE] - 1
+    ev.n[N_SIZE] = n
     if n > 0:
         # sift the last record down from the root with a hole: the smaller child moves
         # up until the record fits (the same comparisons as swapping, half the moves)

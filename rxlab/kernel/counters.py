@@ -26,23 +26,27 @@ N_CNT = CNT_DROP0 + N_DROP_SLOTS
 
 # --- CPU time categories (Stats.cpu_ns, win_cpu, ts_cpu) ----------------------------
 CPU_CATS = ("softirq", "ksoftirqd", "hardirq", "system", "user")
-T_SOFTIRQ, T_KSOFTIRQD, T_HARDIRQ, T_SYSTEM, T_USER = range(5)
+T_SOFTIRQ, T_KSOFTIRQD, T_HARDIRQ, T_SYSTEM, T_USER = range(len(CPU_CATS))
 
 # --- per-interval packet series (Stats.ts_pkt) --------------------------------------
 TS_PKT = ("offered", "delivered", "dropped", "processed")
-TS_OFFERED, TS_DELIVERED, TS_DROPPED, TS_PROCESSED = range(4)
+TS_OFFERED, TS_DELIVERED, TS_DROPPED, TS_PROCESSED = range(len(TS_PKT))
+
+# --- exact latency sums for the means (Stats.lat_sum) --------------------------------
+LAT_SUMS = ("to_socket", "to_app", "nic_wait")
+LAT_SOCK, LAT_APP, LAT_NIC = range(len(LAT_SUMS))
 
 # --- latency histogram: log-linear, 64 sub-buckets per power of two (~1.6 %) --------
 HIST_BINS = 128 + 64 * 40
 
 RFS_CNT = ("rfs_steered", "rfs_moves", "rfs_held", "arfs_calls")
-N_RFS_CNT = 8
-RFS_STEERED, RFS_MOVES, RFS_HELD, RFS_ARFS_CALLS = range(4)
+N_RFS_CNT = len(RFS_CNT)
+RFS_STEERED, RFS_MOVES, RFS_HELD, RFS_ARFS_CALLS = range(N_RFS_CNT)
 
 CPUMAP_CNT = ("enqueued", "enqueue_drops", "flushes", "kthread_processed", "kthread_batches",
               "kthread_wakeups")
-N_CPUMAP_CNT = 8
-(CM_ENQUEUED, CM_DROPS, CM_FLUSHES, CM_PROCESSED, CM_BATCHES, CM_WAKEUPS) = range(6)
+N_CPUMAP_CNT = len(CPUMAP_CNT)
+(CM_ENQUEUED, CM_DROPS, CM_FLUSHES, CM_PROCESSED, CM_BATCHES, CM_WAKEUPS) = range(N_CPUMAP_CNT)
 
 ARFS_CNT = ("arfs_add", "arfs_update", "arfs_skip", "arfs_expire", "arfs_avoided",
             "arfs_hw_full", "arfs_programmed", "arfs_no_memory",
@@ -50,7 +54,7 @@ ARFS_CNT = ("arfs_add", "arfs_update", "arfs_skip", "arfs_expire", "arfs_avoided
             # service task's sync runs, its spin and its hold of the lock (ns)
             "arfs_lock_contended", "arfs_lock_wait_ns", "arfs_sync_runs",
             "arfs_sync_wait_ns", "arfs_sync_hold_ns")
-N_ARFS_CNT = 16
+N_ARFS_CNT = len(ARFS_CNT)
 (ARFS_ADD, ARFS_UPDATE, ARFS_SKIP, ARFS_EXPIRE, ARFS_AVOIDED, ARFS_HW_FULL,
  ARFS_PROGRAMMED, ARFS_NO_MEMORY, ARFS_LOCK_CONTENDED, ARFS_LOCK_WAIT_NS, ARFS_SYNC_RUNS,
- ARFS_SYNC_WAIT_NS, ARFS_SYNC_HOLD_NS) = range(13)
+ ARFS_SYNC_WAIT_NS, ARFS_SYNC_HOLD_NS) = range(N_ARFS_CNT)

@@ -25,7 +25,7 @@ DROP_REASON_DOC = {
                       "(TCPBacklogDrop)",
 }
 DROP_REASONS = tuple(DROP_REASON_DOC)
-N_DROP_SLOTS = 16  # room for later mechanisms (XDP, cpumap, AF_XDP)
+N_DROP_SLOTS = len(DROP_REASONS)  # a column per reason (Stats.cnt, ts_drop)
 (
     DROP_RING_FULL,
     DROP_NIC_OVERRUN,

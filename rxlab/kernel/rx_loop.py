@@ -16,7 +16,7 @@ from rxlab.engine.core import PRIO_CPU, PRIO_FIRST, PRIO_WAKE, peek_time, pop, s
 from rxlab.engine.rng import uniform
 from rxlab.kernel.accounting import account, cost, hist_index
 from rxlab.kernel.backlog import napi_list_add
-from rxlab.kernel.counters import T_HARDIRQ, T_KSOFTIRQD, T_SOFTIRQ, T_SYSTEM, T_USER
+from rxlab.kernel.counters import LAT_NIC, T_HARDIRQ, T_KSOFTIRQD, T_SOFTIRQ, T_SYSTEM, T_USER
 from rxlab.kernel.events import (
     EV_ARFS_SVC,
     EV_ARFS_TIMER,
@@ -429,7 +429,7 @@ def nic_wait(st, t_wire, t_nic, overrun, svc_ns):
         if not overrun[i]:
             d = t_nic[i] - svc_ns - t_wire[i]
             st.lat_nic[hist_index(d)] += 1
-            st.lat_sum[2] += d
+            st.lat_sum[LAT_NIC] += d
 
 
 def feed(sim, t_wire, t_nic, flow, length, overrun, t_until=-1):

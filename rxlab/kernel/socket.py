@@ -28,6 +28,8 @@ from rxlab.kernel.counters import (
     CNT_LAT_SOCK_N,
     CNT_REORDERED,
     CNT_SOCKET_IN,
+    LAT_APP,
+    LAT_SOCK,
     T_SYSTEM,
     TS_DELIVERED,
     TS_PROCESSED,
@@ -151,7 +153,7 @@ def sock_queue_tail(s, c, sk, f, tarr, seq, length, t):
     st.cnt[CNT_SOCKET_IN] += 1
     lat = t - tarr
     st.lat_sock[hist_index(lat)] += 1
-    st.lat_sum[0] += lat
+    st.lat_sum[LAT_SOCK] += lat
     st.cnt[CNT_LAT_SOCK_N] += 1
     if seq < so.flow[f].flow_max_seq:
         st.cnt[CNT_REORDERED] += 1
@@ -232,7 +234,7 @@ def app_read(s, th, t):
             sock_rps_record_flow(s, p.flow[f].flow_hash, so.sock[th].thread_cpu)
         lat = t - skb.tarr
         st.lat_app[hist_index(lat)] += 1
-        st.lat_sum[1] += lat
+        st.lat_sum[LAT_APP] += lat
         st.cnt[CNT_LAT_APP_N] += 1
         st.cnt[CNT_DELIVERED] += 1
         st.ts_pkt[interval_of(s, t), TS_DELIVERED] += 1

@@ -23,6 +23,9 @@ from rxlab.kernel.counters import (
     CNT_XDP_REDIRECT,
     CNT_XDP_RUNS,
     CPUMAP_CNT,
+    LAT_APP,
+    LAT_NIC,
+    LAT_SOCK,
     RFS_CNT,
     T_HARDIRQ,
     T_KSOFTIRQD,
@@ -146,10 +149,10 @@ def assemble(m, in_flight: int) -> Result:
                      "socket_drops": int(so.sock["so_drops"][t]),
                      "wakeups": int(so.sock["th_wakeups"][t]),
                      "wakeups_remote": int(so.sock["th_wakeups_remote"][t])})
-    lat_sock = _lat(st.lat_sock, float(st.lat_sum[0]), int(cnt[CNT_LAT_SOCK_N]))
-    lat_app = _lat(st.lat_app, float(st.lat_sum[1]), int(cnt[CNT_LAT_APP_N]))
+    lat_sock = _lat(st.lat_sock, float(st.lat_sum[LAT_SOCK]), int(cnt[CNT_LAT_SOCK_N]))
+    lat_app = _lat(st.lat_app, float(st.lat_sum[LAT_APP]), int(cnt[CNT_LAT_APP_N]))
     # the NIC's FIFO at its packet-rate ceiling (nic.max_pps): wire arrival to service
-    lat_nic = _lat(st.lat_nic, float(st.lat_sum[2]), int(st.lat_nic.sum()))
+    lat_nic = _lat(st.lat_nic, float(st.lat_sum[LAT_NIC]), int(st.lat_nic.sum()))
     offered = int(cnt[CNT_OFFERED])
     delivered = int(cnt[CNT_DELIVERED])
     processed = int(sd.cpu["processed"].sum())
