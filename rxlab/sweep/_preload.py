@@ -4,7 +4,7 @@ First it asks for SIGKILL when its parent, the sweep driver, dies (the workers a
 same of the forkserver), so a killed driver leaves no process behind. Then it loads
 (or, with a cold cache, compiles) the jitted loop once by simulating a tiny scenario,
 so every worker starts with the compiled code in memory: no per-worker cache load, and
-never N simultaneous numba compiles (each about a minute and over a GB) when the cache
+never N simultaneous numba compiles (each about two minutes and about a GB) when the cache
 is cold. A failure here only means the workers load the code themselves.
 """
 
