@@ -77,6 +77,12 @@ BAD = [
     ({"replications": 0}, "sweep.replications: 0 is not an integer >= 1"),
     ({"seeds": [1, 1]}, "sweep.seeds: a seed is listed twice"),
     ({"metrics": ["nonsense"]}, "sweep.metrics: unknown metric 'nonsense'"),
+    # dotted paths are checked against the output schema (docs/output.md)
+    ({"metrics": ["latency_ns.to_ap.p99"]}, "did you mean 'latency_ns.to_app'?"),
+    ({"metrics": ["cpus.x.util.softirq"]}, "cpus is a list: give an index, e.g. cpus.0"),
+    ({"metrics": ["latency_ns.to_app"]}, "not a number but a section; name a figure in "
+                                         "it, e.g. latency_ns.to_app.p50"),
+    ({"metrics": ["drop_bogus"]}, "sweep.metrics: unknown metric 'drop_bogus'"),
     ({"base": "no-such-scenario"}, "sweep.base: 'no-such-scenario' is neither"),
 ]
 
@@ -142,3 +148,13 @@ def test_key_metrics_from_result_data():
     assert m["time_squeeze"] == 3 and m["flow_limit_count"] == 3
     assert m["latency_ns.to_app.p99"] == 7.0 and m["cpus.1.util.softirq"] == 0.4
     assert m["cpus.9.x"] is None
+
+
+@pytest.mark.parametrize("name", ["latency_ns.to_app.p99", "cpus.3.util.softirq",
+                                  "cpus.0.softnet_stat.time_squeeze", "xdp.pass",
+                                  "flows_by_group.clients.delivered", "drop_flow_limit",
+                                  "packets.dropped_by_reason.backlog", "config.hz"])
+def test_metric_paths_the_schema_has_are_accepted(name):
+    from rxlab.sweep.metrics import check_metric_name
+
+    check_metric_name(name, "sweep.metrics")

@@ -10,7 +10,9 @@ so a new output field is declared here first.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import difflib
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -512,3 +514,72 @@ def markdown(name: str) -> str:
         if sub.get("type") == "object" and "properties" in sub:
             lines += _table(key, sub)
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------- metric paths ----------
+
+def _unwrap(ann):
+    """X from X | None (a section a scenario may not have)."""
+    args = [a for a in get_args(ann) if a is not type(None)]
+    if get_origin(ann) in (Union, UnionType) and len(args) == 1:
+        return args[0]
+    return ann
+
+
+def _child(ann, part: str):
+    """The annotation one dotted part below ``ann``, or None when there is no such part."""
+    ann = _unwrap(ann)
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        for name, f in ann.model_fields.items():
+            if part in (name, f.alias):
+                return f.annotation
+        return None
+    if get_origin(ann) is list:
+        return get_args(ann)[0] if part.isdigit() else None
+    if get_origin(ann) is dict:
+        return get_args(ann)[1]
+    return None
+
+
+def _parts(ann) -> list[str]:
+    ann = _unwrap(ann)
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return [f.alias or n for n, f in ann.model_fields.items()]
+    return ["0"] if get_origin(ann) is list else []
+
+
+def metric_path_problem(path: str) -> str | None:
+    """None when ``path`` (``latency_ns.to_app.p99``, ``cpus.0.util.softirq``) names a
+    number in a run's result, else what is wrong with it: the first part that does not
+    exist, with the parts that do."""
+    ann, done = RunResult, []
+    for part in path.split("."):
+        nxt = _child(ann, part)
+        if nxt is None and get_origin(_unwrap(ann)) is list:
+            where = ".".join(done)
+            return f"{where} is a list: give an index, e.g. {where}.0 (docs/output.md)"
+        if nxt is None:
+            where = ".".join(done) or "the result"
+            near = difflib.get_close_matches(part, _parts(ann), n=1)
+            hint = f"did you mean {'.'.join([*done, near[0]])!r}? " if near else ""
+            return (f"{where} has no {part!r}; {hint}it has "
+                    + ", ".join(_parts(ann)) + " (docs/output.md)")
+        ann, done = nxt, [*done, part]
+    if _unwrap(ann) not in (int, float):
+        eg = _first_number(ann, path)
+        return (f"{path!r} is not a number but a section; name a figure in it, e.g. {eg} "
+                "(docs/output.md)" if eg else f"{path!r} is not a number (docs/output.md)")
+    return None
+
+
+def _first_number(ann, path: str, depth: int = 0) -> str | None:
+    """The first path below ``ann`` that names a number (an example for a message)."""
+    if _unwrap(ann) in (int, float):
+        return path
+    if depth > 6:
+        return None
+    for part in _parts(ann):
+        found = _first_number(_child(ann, part), f"{path}.{part}", depth + 1)
+        if found:
+            return found
+    return None

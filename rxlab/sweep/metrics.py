@@ -1,7 +1,8 @@
 """Key metrics of a run (one table row) and means with 95 % confidence intervals.
 
 A metric is a named column below, ``drop_<reason>`` for one drop reason, or a dotted
-path into the run's ``Result.data`` (``latency_ns.to_app.p99``, ``cpus.0.util.softirq``).
+path to a number in the run's result (``latency_ns.to_app.p99``, ``cpus.0.util.softirq``),
+checked against the output schema (rxlab.metrics.schema, docs/output.md).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import math
 from typing import Any
 
 from rxlab.errors import UsageError
+from rxlab.kernel.drop_reasons import DROP_REASONS
+from rxlab.metrics.schema import metric_path_problem
 from rxlab.stats import mean_interval
 
 # name -> (description, unit)
@@ -39,13 +42,19 @@ RESULT_TOP = ("packets", "throughput", "cpus", "queues", "apps", "latency_ns",
 
 
 def check_metric_name(name: Any, where: str) -> None:
+    """A named column, drop_<reason>, or a path to a number in the result's schema."""
     if not isinstance(name, str) or not name:
         raise UsageError(f"{where}: {name!r} is not a metric name")
-    if name in METRICS or name.startswith("drop_") or name.split(".")[0] in RESULT_TOP:
+    if name in METRICS or name.removeprefix("drop_") in DROP_REASONS:
         return
+    problem = metric_path_problem(name)
+    if problem is None:
+        return
+    if "." in name or name.split(".")[0] in RESULT_TOP:
+        raise UsageError(f"{where}: unknown metric {name!r}: {problem}")
     raise UsageError(f"{where}: unknown metric {name!r}; choose from "
-                     + ", ".join(METRICS) + ", drop_<reason>, or a dotted path into the "
-                     "result (e.g. latency_ns.to_app.p99)")
+                     + ", ".join(METRICS) + ", drop_<reason>, or a dotted path to a number "
+                     "in the result (e.g. latency_ns.to_app.p99; docs/output.md)")
 
 
 def _path(data: Any, path: str) -> Any:
