@@ -182,7 +182,7 @@ def run_experiment(module, quick: bool = False, kernel: str | None = None,
         raise UsageError(f"--seeds: {seeds}; a 95 % interval needs at least 2 (default "
                          f"{DEFAULT_SEEDS})")
     if jobs < 1:
-        raise UsageError(f"--jobs: {jobs}; give N >= 1")
+        raise UsageError(f"--jobs {jobs}: give a number of processes >= 1")
     cases = module.cases(quick, kernel)
     kernels = kernels_of(cases)
     tasks = [(i, s) for s in range(seeds) for i in range(len(cases))]
