@@ -27,9 +27,14 @@ CPython wrapper for them (``no_cpython_wrapper``, as numba does for its own
 building ~120 of them was ~40 % of the cold compile (docs/performance.md). Calling one
 from Python would jump to a null entry point, so ``tests/test_jit_entry.py`` checks that
 every such function takes ``s`` and that no Python code calls one.
+
+No function gets a C-callable wrapper either (``no_cfunc_wrapper``): rxlab never takes a
+jitted function's address as a C callback (``@cfunc``, ``.ctypes``, first-class function
+values), and the wrapper of a function marked ``alwaysinline`` inlined a whole copy of its
+body, ~8 CPU s of machine code over the loop's functions (docs/performance.md).
 """
 
-JIT = dict(cache=True, fastmath=False, nogil=True)
+JIT = dict(cache=True, fastmath=False, nogil=True, no_cfunc_wrapper=True)
 JIT_LEAF = dict(JIT, _nrt=False)
 JIT_INNER = dict(JIT_LEAF, no_cpython_wrapper=True)  # called from compiled code only
 JIT_STATE = dict(JIT_INNER, forceinline=True)

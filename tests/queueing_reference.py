@@ -60,7 +60,7 @@ In rxlab's stages, for one queue on one CPU, no RPS, the reader on another CPU:
   D = irq_latency + nic.rx_usecs   (Params.irq_delay_ns: ingest -> EV_IRQ)
       + hardirq                    (interrupt() adds it as irq_debt; dispatch() charges
                                     it before the NAPI segment starts on an idle CPU)
-      + napi_poll                  (net_rx_action_step, once per poll)
+      + napi_poll                  (napi.napi_poll, once per poll)
   S = driver_rx + gro              (driver_poll, per packet)
       + stack_rx + socket_enqueue  (netif_receive_skb_core, per packet)
   latency_ns.to_socket (mean) = E[W] + E[S]: sock_queue_tail stamps the packet after

@@ -2,8 +2,9 @@
 softirq restart / ksoftirqd hand-off (net/core/dev.c: net_rx_action, __napi_poll;
 kernel/softirq.c: handle_softirqs).
 
-One NAPI poll is one CPU segment: ``net_rx_action_step`` starts it and
-``napi_segment_end`` does what net_rx_action does after ``__napi_poll`` returns.
+One NAPI poll is one CPU segment: ``net_rx_action_next`` picks the NAPI, ``napi_poll``
+polls it and ``napi_segment_end`` does what net_rx_action does after ``__napi_poll``
+returns.
 NAPI ids: rx queue ``q`` (driver) or ``nq + cpu`` (that CPU's backlog).
 """
 
@@ -25,8 +26,6 @@ from rxlab.kernel.stages import C_DRIVER_RX, C_GRO, C_NAPI_POLL, C_RPS_ENQUEUE
 from rxlab.kernel.state import REFILL_AFTER_LOOP, REFILL_IN_LOOP, REFILL_PER_PACKET, XDP_PASS
 from rxlab.xdp.cpumap import xdp_do_flush
 from rxlab.xdp.program import xdp_rx
-
-NAPI_PAUSED = -2  # net_rx_action_step: the driver poll waits for the next chunk
 
 
 @njit(**JIT_STATE)
@@ -55,7 +54,7 @@ def driver_poll(s, c, q, t, work, count, phase):
     once (mvpp2_rx: mvpp2_rxq_received) takes at most what was written when it started.
     Descriptors go back to the NIC as the driver refills (``refill_*``). ``work``,
     ``count`` and ``phase`` carry a poll that paused at the end of a traffic chunk
-    (``net_rx_action_step`` resumes it); a new poll passes 0, 0, 0.
+    (``napi_poll`` resumes it); a new poll passes 0, 0, 0.
     """
     p, nic = s.p, s.nic
     if phase == 0:
@@ -138,50 +137,54 @@ def _take_poll_list(s, c):
 
 
 @njit(**JIT_STATE)
-def net_rx_action_step(s, c, t):
-    """Run the next NAPI poll of net_rx_action on CPU c at time t.
+def net_rx_action_next(s, c, t):
+    """The next NAPI that net_rx_action polls on CPU c at time t, or -1 when
+    net_rx_action returns (then t is when it has returned: ``finish_rx_action``)."""
+    p, sd = s.p, s.sd
+    if not sd.cpu[c].in_rx_action:
+        if not sd.cpu[c].hs_active and not sd.cpu[c].ksoftirqd:
+            # handle_softirqs(): restart window of MAX_SOFTIRQ_TIME, MAX_SOFTIRQ_RESTART
+            sd.cpu[c].hs_active = 1
+            sd.cpu[c].hs_end_j = jiffies(s, t) + p.max_softirq_jiffies
+            sd.cpu[c].hs_restart = MAX_SOFTIRQ_RESTART
+        sd.cpu[c].in_rx_action = 1
+        sd.cpu[c].softirq_pending = 0
+        sd.cpu[c].budget = p.netdev_budget
+        sd.cpu[c].time_limit_j = jiffies(s, t) + p.budget_jiffies
+        _take_poll_list(s, c)
+    while sd.cpu[c].ll_pos >= sd.cpu[c].ll_n:
+        if sd.cpu[c].rp_n == 0 and sd.cpu[c].pl_n > 0:
+            _take_poll_list(s, c)  # the poll list was refilled meanwhile: goto start
+            continue
+        return np.int64(-1), finish_rx_action(s, c, t)
+    napi = sd.local_list[c, sd.cpu[c].ll_pos]
+    sd.cpu[c].ll_pos += 1
+    return napi, t
 
-    Returns (segment end time, napi id); napi id -1 means net_rx_action returned,
-    ``NAPI_PAUSED`` that the driver poll waits for the next chunk. The next call on
-    CPU c (first thing in the next chunk) resumes that poll where it was: one call site
-    of the driver poll, whose whole receive path is inlined, for both.
+
+@njit(**JIT_STATE)
+def napi_poll(s, c, napi, t):
+    """__napi_poll of NAPI ``napi`` on CPU c from t, for net_rx_action (softirq) and for
+    a NAPI kthread alike: the driver's poll of an rx queue, or ``process_backlog`` with
+    the backlog's ``dev_rx_weight``. Returns (work, t, paused).
+
+    A driver poll that paused at the end of the last traffic chunk (``s.nic.pause``) is
+    resumed here instead, where it was. This is the one call site of the driver poll and
+    of process_backlog, so their whole receive path is inlined into the loop once.
     """
-    p, sd, pz = s.p, s.sd, s.nic.pause[0]
+    p, pz = s.p, s.nic.pause[0]
     if pz.on:
-        pz.on = 0
+        pz.on = pz.thread = 0
         napi, t, work, count, phase = pz.q, pz.t, pz.work, pz.count, pz.phase
     else:
-        if not sd.cpu[c].in_rx_action:
-            if not sd.cpu[c].hs_active and not sd.cpu[c].ksoftirqd:
-                # handle_softirqs(): restart window of MAX_SOFTIRQ_TIME, MAX_SOFTIRQ_RESTART
-                sd.cpu[c].hs_active = 1
-                sd.cpu[c].hs_end_j = jiffies(s, t) + p.max_softirq_jiffies
-                sd.cpu[c].hs_restart = MAX_SOFTIRQ_RESTART
-            sd.cpu[c].in_rx_action = 1
-            sd.cpu[c].softirq_pending = 0
-            sd.cpu[c].budget = p.netdev_budget
-            sd.cpu[c].time_limit_j = jiffies(s, t) + p.budget_jiffies
-            _take_poll_list(s, c)
-        while sd.cpu[c].ll_pos >= sd.cpu[c].ll_n:
-            if sd.cpu[c].rp_n == 0 and sd.cpu[c].pl_n > 0:
-                _take_poll_list(s, c)  # the poll list was refilled meanwhile: goto start
-                continue
-            return finish_rx_action(s, c, t), -1
-        napi = sd.local_list[c, sd.cpu[c].ll_pos]
-        sd.cpu[c].ll_pos += 1
         t += cost(s, C_NAPI_POLL)
         if napi >= p.nq:
             work, t = process_backlog(s, c, t, p.dev_rx_weight)
-            sd.cpu[c].seg_work = work
-            return t, napi
+            return work, t, 0
         s.nic.queue[napi].q_polls += 1
         # one signature with the resumed poll's int64 state
         work = count = phase = np.int64(0)
-    work, t, paused = driver_poll(s, c, napi, t, work, count, phase)
-    if paused:
-        return t, NAPI_PAUSED
-    sd.cpu[c].seg_work = work
-    return t, napi
+    return driver_poll(s, c, napi, t, work, count, phase)
 
 
 @njit(**JIT_STATE)

@@ -31,16 +31,15 @@ import numpy as np
 from numba import njit
 
 from rxlab.config import JIT_STATE
-from rxlab.engine.core import PRIO_CPU, PRIO_FIRST, schedule
-from rxlab.kernel.accounting import account, cost
-from rxlab.kernel.backlog import net_rps_send_ipi, process_backlog
+from rxlab.engine.core import PRIO_CPU, schedule
+from rxlab.kernel.accounting import account
+from rxlab.kernel.backlog import net_rps_send_ipi
 from rxlab.kernel.counters import T_SYSTEM
 from rxlab.kernel.events import EV_CPU
-from rxlab.kernel.napi import driver_poll, napi_complete_done
+from rxlab.kernel.napi import napi_complete_done
 from rxlab.kernel.nic_rx import kick_cpu
 from rxlab.kernel.sched import SCHED_NAPI_THREAD, place_woken, sleep_lag, wake_preempt
 from rxlab.kernel.sched_states import SEG_NAPI_THREAD, TH_RUNNABLE, TH_SLEEP, TH_WAKING
-from rxlab.kernel.stages import C_NAPI_POLL
 from rxlab.kernel.wake import napi_thread_cpu, napi_thread_wake, ttwu_arrive
 
 
@@ -59,29 +58,12 @@ def napi_thread_arrive(s, nid, t):
 
 
 @njit(**JIT_STATE)
-def napi_thread_poll(s, c, nid, t0, t_ev):
-    """One pass of napi_threaded_poll_loop on CPU c from t0: __napi_poll of NAPI nid (an
-    rx queue's driver poll, or the CPU's backlog: process_backlog with its dev_weight
-    quota), then the RPS IPIs it queued. A driver poll that waits for the next traffic
-    chunk pauses (as net_rx_action_step's does) and this call resumes it, first thing in
-    that chunk."""
-    p, sd, pz, nq, nt = s.p, s.sd, s.nic.pause[0], s.nic.queue, s.nic.thread
-    if nid >= p.nq:
-        work, t = process_backlog(s, c, t0 + cost(s, C_NAPI_POLL), p.dev_rx_weight)
-    else:
-        if pz.on:
-            pz.on = pz.thread = 0
-            t, work, count, phase = pz.t, pz.work, pz.count, pz.phase
-        else:
-            t = t0 + cost(s, C_NAPI_POLL)
-            nq[nid].q_polls += 1
-            work = count = phase = np.int64(0)  # one signature with the resumed poll's
-        work, t, paused = driver_poll(s, c, nid, t, work, count, phase)
-        if paused:
-            pz.on, pz.thread, pz.t0 = 1, 1, t0
-            sd.cpu[c].ev_pending = 1
-            schedule(s.ev, t_ev, PRIO_FIRST, EV_CPU, c)
-            return
+def napi_thread_pass(s, c, nid, t0, t, work):
+    """The rest of one pass of napi_threaded_poll_loop on CPU c, whose __napi_poll of
+    NAPI nid (``napi.napi_poll``: an rx queue's driver poll, or the CPU's backlog with
+    its dev_weight quota) ran from t0 to t: the RPS IPIs the poll queued, then the
+    segment is the kthread's system time."""
+    sd, nt = s.sd, s.nic.thread
     t = net_rps_send_ipi(s, c, t)  # net_rps_action_and_irq_enable
     account(s, c, T_SYSTEM, t0, t)
     nt[nid].nt_vrt += t - t0

@@ -29,13 +29,13 @@ from rxlab.kernel.events import (
     EV_WAKE,
 )
 from rxlab.kernel.napi import (
-    NAPI_PAUSED,
     jiffies,
+    napi_poll,
     napi_segment_end,
-    net_rx_action_step,
+    net_rx_action_next,
     softirq_context,
 )
-from rxlab.kernel.napi_thread import napi_thread_after, napi_thread_arrive, napi_thread_poll
+from rxlab.kernel.napi_thread import napi_thread_after, napi_thread_arrive, napi_thread_pass
 from rxlab.kernel.nic_rx import ingest, kick_cpu
 from rxlab.kernel.sched import (
     SCHED_APP,
@@ -143,19 +143,18 @@ def tick_irq_exit(s, c, kind, t):
 def dispatch(s, c, t):
     """CPU c finished its segment at t: bookkeeping, then start the next segment.
 
-    A driver poll that paused at the end of a chunk (``NAPI_PAUSED``) goes on through
-    this same call (one inlined copy of the receive path): an event at this dispatch's
-    time, ahead of every other event then, so it is the first thing the next chunk runs,
-    in the same order of effects as without a chunk boundary."""
+    Every NAPI poll, in softirq or in a NAPI kthread, goes through the one call of
+    ``napi_poll`` at the end, so the receive path is inlined into the loop once. A driver
+    poll that paused at the end of a chunk goes on through that same call: an event at
+    this dispatch's time, ahead of every other event then, so it is the first thing the
+    next chunk runs, in the same order of effects as without a chunk boundary."""
     sd, pz = s.sd, s.nic.pause[0]
     sd.cpu[c].ev_pending = 0
     t_ev = t  # no pending event is earlier, no arrival of the next chunk as early
-    if pz.on and pz.thread:
-        napi_thread_poll(s, c, pz.q, pz.t0, t_ev)  # a NAPI kthread's paused poll
-        return
+    thread = ctx = was_ks = np.int64(0)
     if pz.on:
-        # the paused poll (net_rx_action_step resumes it), as the segment started
-        t, ctx, was_ks = pz.t0, pz.ctx, pz.was_ks
+        # the paused poll (napi_poll resumes it), as its segment started
+        napi, thread, t, ctx, was_ks = pz.q, pz.thread, pz.t0, pz.ctx, pz.was_ks
     else:
         kind = sd.cpu[c].seg_kind
         sd.cpu[c].seg_kind = SEG_NONE
@@ -213,28 +212,37 @@ def dispatch(s, c, t):
         who = pick_next(s, c, t)
         if who != SCHED_SOFTIRQ:
             sd.cpu[c].bh_inline = 0  # the reader's do_softirq has returned
-        if who != SCHED_SOFTIRQ and who != SCHED_KSOFTIRQD:
+        if who == SCHED_NAPI_THREAD:
+            thread, napi, t_ev = 1, napi_thread_next(s, c), t
+        elif who != SCHED_SOFTIRQ and who != SCHED_KSOFTIRQD:
             run_thread(s, c, who, t)
             return
-        was_ks = sd.cpu[c].ksoftirqd
-        ctx = softirq_context(s, c)
-    t_end, napi = net_rx_action_step(s, c, t)
-    if napi == NAPI_PAUSED:
+        else:
+            was_ks = sd.cpu[c].ksoftirqd
+            ctx = softirq_context(s, c)
+            napi, t_end = net_rx_action_next(s, c, t)
+            if napi < 0:
+                softirq_segment(s, c, t, t_end, napi, ctx, was_ks)
+                return
+    work, t_end, paused = napi_poll(s, c, napi, t)
+    if paused:
         # the driver poll waits for the next chunk's arrivals
-        pz.on, pz.t0, pz.ctx, pz.was_ks = 1, t, ctx, was_ks
+        pz.on, pz.thread, pz.t0, pz.ctx, pz.was_ks = 1, thread, t, ctx, was_ks
         sd.cpu[c].ev_pending = 1
         schedule(s.ev, t_ev, PRIO_FIRST, EV_CPU, c)
         return
-    softirq_segment(s, c, t, t_end, napi, ctx, was_ks)
+    if thread:
+        napi_thread_pass(s, c, napi, t, t_end, work)
+    else:
+        sd.cpu[c].seg_work = work
+        softirq_segment(s, c, t, t_end, napi, ctx, was_ks)
 
 
 @njit(**JIT_HELPER)
 def run_thread(s, c, who, t):
     """Start the segment of the thread ``pick_next`` chose on CPU c (not softirq)."""
     sd, so, ev = s.sd, s.so, s.ev
-    if who == SCHED_NAPI_THREAD:
-        napi_thread_poll(s, c, napi_thread_next(s, c), t, t)
-    elif who == SCHED_CPUMAP_KTHREAD:
+    if who == SCHED_CPUMAP_KTHREAD:
         e = s.p.cpu[c].cm_entry
         t_end = cpumap_kthread_step(s, c, e, t)
         account(s, c, T_SYSTEM, t, t_end)
