@@ -220,22 +220,20 @@ def dispatch(s, c, t):
         else:
             was_ks = sd.cpu[c].ksoftirqd
             ctx = softirq_context(s, c)
-            napi, t_end = net_rx_action_next(s, c, t)
-            if napi < 0:
-                softirq_segment(s, c, t, t_end, napi, ctx, was_ks)
-                return
-    work, t_end, paused = napi_poll(s, c, napi, t)
-    if paused:
-        # the driver poll waits for the next chunk's arrivals
-        pz.on, pz.thread, pz.t0, pz.ctx, pz.was_ks = 1, thread, t, ctx, was_ks
-        sd.cpu[c].ev_pending = 1
-        schedule(s.ev, t_ev, PRIO_FIRST, EV_CPU, c)
-        return
-    if thread:
-        napi_thread_pass(s, c, napi, t, t_end, work)
-    else:
+            napi, t_end = net_rx_action_next(s, c, t)  # -1: net_rx_action returned
+    if napi >= 0:
+        work, t_end, paused = napi_poll(s, c, napi, t)
+        if paused:
+            # the driver poll waits for the next chunk's arrivals
+            pz.on, pz.thread, pz.t0, pz.ctx, pz.was_ks = 1, thread, t, ctx, was_ks
+            sd.cpu[c].ev_pending = 1
+            schedule(s.ev, t_ev, PRIO_FIRST, EV_CPU, c)
+            return
+        if thread:
+            napi_thread_pass(s, c, napi, t, t_end, work)
+            return
         sd.cpu[c].seg_work = work
-        softirq_segment(s, c, t, t_end, napi, ctx, was_ks)
+    softirq_segment(s, c, t, t_end, napi, ctx, was_ks)
 
 
 @njit(**JIT_HELPER)
