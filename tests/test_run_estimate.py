@@ -86,15 +86,15 @@ def test_a_plan_of_runs_says_how_long_from_the_runs_after_the_first():
 
 
 def test_compare_reports_each_finished_run_to_its_plan(monkeypatch):
-    import rxlab.sweep.runner as sweep_runner
+    import rxlab.parallel as parallel
     from rxlab.compare.runner import build_configs, run_all
 
-    def fake_run_local(tasks, jobs, on_result):
-        for t in tasks:
-            on_result({"run_id": t["run_id"], "data": {}})
+    def fake_run_local(fn, tasks, jobs, on_result):
+        for rid, _ in tasks:
+            on_result(rid, {"run_id": rid, "data": {}})
         return len(tasks)
 
-    monkeypatch.setattr(sweep_runner, "run_local", fake_run_local)
+    monkeypatch.setattr(parallel, "run_local", fake_run_local)
     configs = build_configs(["default"], ["rps:kernel.rps_cpus=f"], {}, 3, None)
     seen = []
     run_all(configs, 1, None, plan=lambda done, total: seen.append((done, total)))

@@ -1,8 +1,8 @@
 """Independent replications in parallel processes (``rxlab run --jobs N``).
 
 Replication ``i`` is the scenario with seed ``seed + i``: its own traffic, flows and
-jitter draws. Each runs in a worker process (``concurrent.futures``, spawn start
-method so no parent state leaks in); a run's result is exactly what
+jitter draws. Each runs in a worker process of the pool every command uses
+(``rxlab.parallel``); a run's result is exactly what
 ``rxlab run --seed seed+i --json`` prints. Key metrics (the numeric leaves of the
 sections below) are reported as mean and the half-width of a 95 % Student-t interval
 over the replications.
@@ -10,9 +10,7 @@ over the replications.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
-from concurrent.futures import ProcessPoolExecutor
 
 from rxlab.stats import mean_ci95
 
@@ -44,10 +42,12 @@ def key_metrics(data: dict) -> dict:
     return out
 
 
-def _one(scenario_data: dict, seed: int) -> dict:
+def _one(task: tuple) -> dict:
+    """One replication, in a worker: (the scenario as a mapping, its seed)."""
     from rxlab.scenario import scenario_from_dict
     from rxlab.simulate import simulate
 
+    scenario_data, seed = task
     sc = scenario_from_dict(scenario_data, scenario_data.get("name", "scenario"))
     return simulate(sc, seed=seed).data
 
@@ -60,11 +60,17 @@ def replicate(sc, n: int, workers: int | None = None) -> dict:
     seeds = [sc.seed + i for i in range(n)]
     workers = max(1, min(n, workers or os.cpu_count() or 1))
     if workers == 1:
-        runs = [_one(data, s) for s in seeds]
+        runs = [_one((data, s)) for s in seeds]
     else:
-        with ProcessPoolExecutor(max_workers=workers,
-                                 mp_context=mp.get_context("spawn")) as pool:
-            runs = list(pool.map(_one, [data] * n, seeds))
+        from rxlab.parallel import RunError, run_local
+
+        got: dict = {}
+        try:
+            run_local(_one, [(str(i), (data, s)) for i, s in enumerate(seeds)], workers,
+                      got.__setitem__)
+        except RunError as e:
+            raise e.error from None  # as the same run here would have raised it
+        runs = [got[str(i)] for i in range(n)]
     return summarise(runs, workers)
 
 

@@ -54,7 +54,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args) -> int:
     from rxlab.memory_budget import process_limit
-    from rxlab.sweep.runner import Terminated, sigterm_raises
+    from rxlab.parallel import Terminated, sigterm_raises
 
     try:
         with process_limit(args.max_memory), sigterm_raises():

@@ -49,7 +49,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args) -> int:
     from rxlab.memory_budget import process_limit
-    from rxlab.sweep.runner import Terminated, sigterm_raises
+    from rxlab.parallel import Terminated, sigterm_raises
 
     try:
         # local workers inherit the limit; Dask workers use their own machine's default

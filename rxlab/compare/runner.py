@@ -2,7 +2,7 @@
 
 A configuration is a scenario (file or built-in name) or a variant: the first scenario
 with ``--set-variant NAME:PATH=VALUE`` overrides. Runs go to the sweep's local process
-pool (``rxlab.sweep.runner.run_local``: a forkserver with the compiled loop loaded,
+pool (``rxlab.parallel.run_local``: a forkserver with the compiled loop loaded,
 workers that die with the driver), one task per configuration and seed.
 """
 
@@ -133,7 +133,8 @@ def run_all(configs: list[Config], jobs: int | None, console=None,
     """Every configuration on each of its seeds: {name: [Result.data per seed]}.
     ``plan(done, total)`` after each run: without a bar, the time left is said once
     (rxlab.cli.run_cmd.PlanLine)."""
-    from rxlab.sweep.runner import RunError, _Bar, run_local
+    from rxlab.parallel import RunError, run_local
+    from rxlab.sweep.runner import _Bar, execute_run
     from rxlab.sweep.spec import dump_scenario
 
     if jobs is not None and jobs < 1:  # before the default: 0 is not 'the default'
@@ -154,8 +155,8 @@ def run_all(configs: list[Config], jobs: int | None, console=None,
 
     done = [0]
 
-    def on_result(res: dict) -> None:
-        name, si = where[res["run_id"]]
+    def on_result(rid: str, res: dict) -> None:
+        name, si = where[rid]
         out[name][si] = res["data"]
         bar.advance()
         done[0] += 1
@@ -164,7 +165,7 @@ def run_all(configs: list[Config], jobs: int | None, console=None,
 
     try:
         with bar:
-            run_local(tasks, jobs, on_result)
+            run_local(execute_run, [(t["run_id"], t) for t in tasks], jobs, on_result)
     except RunError as e:
         name, si = where[e.run_id]
         seed = next(c.seeds[si] for c in configs if c.name == name)

@@ -169,7 +169,10 @@ def run_case(module, name: str, params: dict, spec, offset: int) -> dict:
             **(extra(name, spec) if extra else {})}
 
 
-def _pool_task(name: str, quick: bool, kernel: str | None, index: int, offset: int) -> dict:
+def _pool_task(task: tuple) -> dict:
+    """One case on one seed offset, in a worker: (experiment name, quick, kernel, case
+    index, seed offset)."""
+    name, quick, kernel, index, offset = task
     mod = get(name)
     case, params, spec = mod.cases(quick, kernel)[index]
     return run_case(mod, case, params, spec, offset)
@@ -193,18 +196,19 @@ def run_experiment(module, quick: bool = False, kernel: str | None = None,
                 progress(n, len(tasks), f"{cases[i][0]}, seed +{s}")
             results[i, s] = run_case(module, *cases[i], s)
     else:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor, as_completed
+        from rxlab.parallel import RunError, run_local
 
-        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)),
-                                 mp_context=mp.get_context("spawn")) as pool:
-            futs = {pool.submit(_pool_task, module.NAME, quick, kernel, i, s): (i, s)
-                    for i, s in tasks}
-            for n, fut in enumerate(as_completed(futs)):
-                if progress:
-                    i, s = futs[fut]
-                    progress(n, len(tasks), f"{cases[i][0]}, seed +{s}")
-                results[futs[fut]] = fut.result()
+        def got(key: str, metrics: dict) -> None:
+            i, s = map(int, key.split("."))
+            if progress:
+                progress(len(results), len(tasks), f"{cases[i][0]}, seed +{s}")
+            results[i, s] = metrics
+
+        try:
+            run_local(_pool_task, [(f"{i}.{s}", (module.NAME, quick, kernel, i, s))
+                                   for i, s in tasks], jobs, got)
+        except RunError as e:
+            raise e.error from None  # as the same case here would have raised it
     out = []
     for i, (name, params, spec) in enumerate(cases):
         runs = [results[i, s] for s in range(seeds)]

@@ -173,26 +173,15 @@ class Runner:
 
 
 def _parallel(tasks: list[dict], jobs: int) -> dict:
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
+    """The runs on the pool every command uses (``rxlab.parallel``)."""
+    from rxlab.parallel import RunError, run_local
 
-    from rxlab.sweep import runner
-
-    ctx = runner._context(mp)
-    parent = runner._start_forkserver(ctx)
-    ex = ProcessPoolExecutor(max_workers=max(1, min(jobs, len(tasks))), mp_context=ctx,
-                             initializer=runner._init_local_worker, initargs=(parent,))
+    out: dict = {}
     try:
-        with runner._stops_held():
-            futs = [ex.submit(run_one, t) for t in tasks]
-        out = {}
-        for f in futs:
-            r = f.result()
-            out[tuple(r["key"])] = r["data"]
-    except BaseException:
-        runner._kill_pool(ex)
-        raise
-    ex.shutdown(wait=True)
+        run_local(run_one, [(str(i), t) for i, t in enumerate(tasks)], jobs,
+                  lambda _, r: out.__setitem__(tuple(r["key"]), r["data"]))
+    except RunError as e:
+        raise e.error from None  # as the same run here would have raised it
     return out
 
 

@@ -1,6 +1,7 @@
-"""Imported once by the forkserver that local sweep workers are forked from.
+"""Imported once by the forkserver that the local worker processes of ``rxlab.parallel``
+are forked from.
 
-First it asks for SIGKILL when its parent, the sweep driver, dies (the workers ask the
+First it asks for SIGKILL when its parent, the driver, dies (the workers ask the
 same of the forkserver), so a killed driver leaves no process behind. Then it loads
 (or, with a cold cache, compiles) the jitted loop once by simulating a tiny scenario,
 so every worker starts with the compiled code in memory: no per-worker cache load, and
@@ -10,7 +11,7 @@ is cold. A failure here only means the workers load the code themselves.
 
 import os
 
-from rxlab.sweep.runner import DRIVER_ENV, die_with_parent
+from rxlab.parallel import DRIVER_ENV, die_with_parent
 
 die_with_parent()
 if os.environ.get(DRIVER_ENV, str(os.getppid())) != str(os.getppid()):
