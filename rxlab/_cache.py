@@ -173,11 +173,13 @@ def announce_compile() -> None:
     _announced = True
     if cache_off:
         _notice(f"compiling the event loop in memory, for this run only (the compile "
-                f"cache folder {cache_off}): about two minutes of CPU and 1 GB of memory on 2 "
-                "vCPUs; make the folder writable, or set NUMBA_CACHE_DIR to one that is")
+                f"cache folder {cache_off}): about a minute and a half of CPU and 0.8 GB of "
+                "memory on 2 vCPUs; make the folder writable, or set NUMBA_CACHE_DIR to one "
+                "that is")
     elif not loop_compiled():
-        _notice("compiling the event loop for this install, once: about two minutes of "
-                "CPU and 1 GB of memory on 2 vCPUs (later runs start in under a second)")
+        _notice("compiling the event loop for this install, once: about a minute and a "
+                "half of CPU and 0.8 GB of memory on 2 vCPUs (later runs start in under a "
+                "second)")
 
 
 def _is_key(name: str) -> bool:

@@ -5,7 +5,7 @@ First it asks for SIGKILL when its parent, the driver, dies (the workers ask the
 same of the forkserver), so a killed driver leaves no process behind. Then it loads
 (or, with a cold cache, compiles) the jitted loop once by simulating a tiny scenario,
 so every worker starts with the compiled code in memory: no per-worker cache load, and
-never N simultaneous numba compiles (each about two minutes and about a GB) when the cache
+never N simultaneous numba compiles (each about a minute and a half and 0.8 GB) when the cache
 is cold. A failure here only means the workers load the code themselves.
 """
 

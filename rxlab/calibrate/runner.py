@@ -44,7 +44,7 @@ def calibrate(*, quick: bool = False, base: str = profile.DEFAULT_BASE,
             progress(msg, done[0], total)
         done[0] += 1
 
-    step("loading the model (the first run on a machine compiles it: about two minutes)")
+    step("loading the model (the first run on a machine compiles it: about a minute and a half)")
     warm_model(base)
     from rxlab.host.export import kernel_hz
     hz = kernel_hz()

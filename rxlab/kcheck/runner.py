@@ -38,7 +38,7 @@ def warm_model(log: Callable[[str], None]) -> float:
     """Load (or compile, the first time) the simulator before touching the host."""
     from rxlab.kcheck import model
     t = time.monotonic()
-    log("loading the model (the first run on a machine compiles it: about two minutes)")
+    log("loading the model (the first run on a machine compiles it: about a minute and a half)")
     d = model.scenario([model.group("w", [40000, 40001], 10_000)], {"rps_cpus": "3"},
                        duration=0.01)
     model.simulate(d)
