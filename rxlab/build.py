@@ -38,7 +38,11 @@ from rxlab.kernel.state import (
     ARFS_ENTRY,
     ARFS_FREE,
     ARFS_GLOB,
+    ARFS_ICE_HASH_MATCH,
+    ARFS_ICE_TUPLE_MATCH,
+    ARFS_MLX5,
     ARFS_MODELS,
+    ARFS_OFF,
     CPU_PARAMS,
     CPUMAP_ENTRY,
     CPUMAP_PARAMS,
@@ -368,7 +372,7 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
 
     rfs_on = bool(sock_entries) and bool(dev_logs.any())
     arfs = sc.nic.arfs
-    arfs_model = ARFS_MODELS.index(arfs.model) if arfs else 0
+    arfs_model = ARFS_MODELS.index(arfs.model) if arfs else ARFS_OFF
     cpu_rmap = np.full(ncpu, -1, I64)
     for q in reversed(range(nq)):
         cpu_rmap[irq[q]] = q  # cpu_rmap_lookup_index: the queue whose IRQ is on the CPU
@@ -473,7 +477,7 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
         dev_log=dev_logs, cnt=np.zeros(N_RFS_CNT, I64),
     )
     cap = max(2 * nflows, arfs.capacity) if arfs else 1
-    nb = 4 * 256 if arfs_model == 3 else 1024
+    nb = 4 * 256 if arfs_model == ARFS_MLX5 else 1024
     entry = np.zeros(cap, ARFS_ENTRY)
     entry["state"] = ARFS_FREE
     entry["next"] = -1
@@ -510,7 +514,8 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
             schedule(ev, int(p.mig_t[th, 0]), PRIO_WAKE, EV_MIGRATE, th)
         elif so.sock[th]["mig_every_ns"]:
             schedule(ev, int(so.sock[th]["mig_every_ns"]), PRIO_WAKE, EV_MIGRATE, th)
-    if arfs_model in (1, 2):  # ice's service timer (mlx5 has none: its work items expire)
+    if arfs_model in (ARFS_ICE_HASH_MATCH, ARFS_ICE_TUPLE_MATCH):
+        # ice's service timer (mlx5 has none: its work items expire)
         schedule(ev, p.arfs_period_ns, PRIO_TIMER, EV_ARFS_TIMER, 0)
     config = {
         "kernel": sc.host.kernel,

@@ -53,6 +53,7 @@ class Flows:
 def flows_of(m) -> Flows:
     """The flow table of a model that has run (``rxlab.build.Model``)."""
     from rxlab.build import flow_steering
+    from rxlab.kernel.state import ARFS_OFF
 
     sc, p = m.scenario, m.params
     fl = m.flows
@@ -85,7 +86,7 @@ def flows_of(m) -> Flows:
         via[rfs] = True
         notes.append("RFS is on: a flow's backlog CPU is shown as its reading thread's CPU "
                      "(where rps_sock_flow_table points it)")
-    if p.arfs_model:
+    if p.arfs_model != ARFS_OFF:
         notes.append("aRFS is on: filters move flows between queues during the run; queues "
                      "shown are RSS's")
     if p.netif_rx:

@@ -19,6 +19,7 @@ from rxlab.kernel.drop_reasons import DROP_NIC_OVERRUN, DROP_RING_FULL
 from rxlab.kernel.events import EV_CPU, EV_IRQ
 from rxlab.kernel.rps import get_rps_cpu
 from rxlab.kernel.stages import C_DRIVER_RX, C_RPS_ENQUEUE
+from rxlab.kernel.state import ARFS_OFF
 
 
 @njit(**JIT_STATE)
@@ -61,7 +62,7 @@ def ingest(s, f, length, t_wire, t, overrun):
         drop(s, DROP_NIC_OVERRUN, t)
         return
     q = p.flow[f].flow_rxq
-    if p.arfs_model != 0 and s.ar.fdir_queue[f] >= 0:
+    if p.arfs_model != ARFS_OFF and s.ar.fdir_queue[f] >= 0:
         q = s.ar.fdir_queue[f]  # an aRFS filter for this 5-tuple overrides RSS
     sk = p.flow[f].flow_sock
     if sk >= 0 and t >= p.warmup_ns:

@@ -15,7 +15,7 @@ from rxlab.kernel.constants import RPS_NO_FILTER
 from rxlab.kernel.counters import ARFS_LOCK_WAIT_NS, RFS_ARFS_CALLS
 from rxlab.kernel.hashfn import hash_32, s32_diff
 from rxlab.kernel.stages import C_ARFS_STEER
-from rxlab.kernel.state import U32
+from rxlab.kernel.state import ARFS_OFF, U32
 from rxlab.nic.arfs_steer import arfs_lock, ndo_rx_flow_steer
 
 
@@ -63,7 +63,7 @@ def set_rps_cpu(s, q, slot, next_cpu, skb_hash, f, t):
     rs = np.int64(slot)
     spent = np.int64(0)
     if next_cpu < p.ncpu:
-        if p.arfs_model != 0:
+        if p.arfs_model != ARFS_OFF:
             rxq_index = p.cpu[next_cpu].cpu_rmap
             if rxq_index >= 0 and rxq_index != q and rf.dev_log[rxq_index] > 0:
                 flow_id = rfs_slot(s, skb_hash, rf.dev_log[rxq_index])

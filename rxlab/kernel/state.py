@@ -215,7 +215,7 @@ class Params(NamedTuple):
     sock_flow_mask: int  # rps_sock_flow_entries (rounded) - 1
     rps_cpu_mask: int  # roundup_pow_of_two(nr_cpu_ids) - 1
     rfs_hash32: bool  # per-queue slot hash_32(hash, log) since v6.15 (else hash & mask)
-    arfs_model: int  # 0 off, 1 ice-hash-match, 2 ice-tuple-match, 3 mlx5
+    arfs_model: int  # ARFS_OFF, ARFS_ICE_HASH_MATCH, ARFS_ICE_TUPLE_MATCH, ARFS_MLX5
     arfs_protect: bool  # v6.18: do not overwrite an active filter of another flow
     cpu: np.ndarray  # CPU_PARAMS[ncpu]
     arfs_capacity: int  # hardware n-tuple filters
@@ -487,3 +487,5 @@ XDP_REDIRECT_XSK = 5  # rxlab's code for XDP_REDIRECT into an XSKMAP (not a kern
 
 ARFS_FREE, ARFS_INACTIVE, ARFS_ACTIVE = -1, 0, 1
 ARFS_MODELS = ("off", "ice-hash-match", "ice-tuple-match", "mlx5")
+# Params.arfs_model: the index of the scenario's nic.arfs.model in ARFS_MODELS
+ARFS_OFF, ARFS_ICE_HASH_MATCH, ARFS_ICE_TUPLE_MATCH, ARFS_MLX5 = range(len(ARFS_MODELS))

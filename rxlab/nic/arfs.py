@@ -62,7 +62,14 @@ from rxlab.kernel.rfs import rps_may_expire_flow
 from rxlab.kernel.sched import SCHED_KWORKER, place_woken, sleep_lag, wake_preempt
 from rxlab.kernel.sched_states import SVC_IDLE, SVC_QUEUED, SVC_RUNNABLE
 from rxlab.kernel.stages import C_ARFS_PROGRAM, C_ARFS_SYNC_BUCKET, C_ARFS_SYNC_ENTRY
-from rxlab.kernel.state import ARFS_ACTIVE, ARFS_FREE, ARFS_INACTIVE
+from rxlab.kernel.state import (
+    ARFS_ACTIVE,
+    ARFS_FREE,
+    ARFS_ICE_HASH_MATCH,
+    ARFS_ICE_TUPLE_MATCH,
+    ARFS_INACTIVE,
+    ARFS_MLX5,
+)
 from rxlab.nic.arfs_steer import arfs_lock, queue_service
 
 ICE_ARFS_TIME_DELTA_EXPIRATION_NS = 5_000_000_000  # UDP filters live at most 5 s
@@ -109,7 +116,7 @@ def _expired(s, e, t):
     if rps_may_expire_flow(s, ar.entry[e].q, ar.entry[e].flow_id,
                            ar.entry[e].fltr_id):
         return True
-    return p.arfs_model != 3 and p.flow[ar.entry[e].flow].flow_udp and (
+    return p.arfs_model != ARFS_MLX5 and p.flow[ar.entry[e].flow].flow_udp and (
         t - ar.entry[e].time >= ICE_ARFS_TIME_DELTA_EXPIRATION_NS)
 
 
@@ -156,7 +163,7 @@ def arfs_expire_scan(s, t):
     queued again. Returns the buckets and entries visited and the ns of hardware
     deletions owed (a rule that was never written costs none)."""
     ar, p = s.ar, s.p
-    mlx5 = p.arfs_model == 3
+    mlx5 = p.arfs_model == ARFS_MLX5
     quota = 0
     rules = np.int64(0)
     spent = np.int64(0)
@@ -250,7 +257,8 @@ def ice_sync(s, t):
 
 @njit(**JIT_STATE)
 def arm_timer(s, t):
-    if s.p.arfs_model == 1 or s.p.arfs_model == 2:  # ice's service timer; mlx5 has none
+    # ice's service timer; mlx5 has none
+    if s.p.arfs_model == ARFS_ICE_HASH_MATCH or s.p.arfs_model == ARFS_ICE_TUPLE_MATCH:
         schedule(s.ev, t + s.p.arfs_period_ns, PRIO_TIMER, EV_ARFS_TIMER, 0)
 
 
@@ -273,7 +281,7 @@ def kworker_step(s, c, t):
         g.svc_run = 1
         g.svc_n0 = g.pend_n
         g.svc_pos = 0
-        if s.p.arfs_model != 3:
+        if s.p.arfs_model != ARFS_MLX5:
             # ice: every run syncs the whole list under the lock, then writes
             t_end = ice_sync(s, t)
             g.svc_n0 = g.pend_n
@@ -286,7 +294,7 @@ def kworker_step(s, c, t):
         k = g.svc_pos
         g.svc_pos = k + 1
         spent = arfs_program_one(s, k, t)
-        if s.p.arfs_model == 3:
+        if s.p.arfs_model == ARFS_MLX5:
             # arfs_handle_work: every work item ends with arfs_may_expire_flow
             return mlx5_expire(s, t + spent)
         if spent > 0:
@@ -309,7 +317,7 @@ def kworker_after(s, t):
     g.svc_n0 = 0
     g.svc_pos = 0
     g.svc_run = 0
-    if s.p.arfs_model == 3 and g.pend_n > 0:
+    if s.p.arfs_model == ARFS_MLX5 and g.pend_n > 0:
         return  # mlx5: the ordered queue holds the work items queued meanwhile
     c = g.svc_cpu
     s.sd.cpu[c].kw_lag = sleep_lag(s, c, np.int64(SCHED_KWORKER), s.sd.cpu[c].kw_vrt)

@@ -33,7 +33,7 @@ from rxlab.kernel.counters import (
 )
 from rxlab.kernel.events import EV_ARFS_SVC
 from rxlab.kernel.sched_states import SVC_IDLE, SVC_QUEUED
-from rxlab.kernel.state import ARFS_ACTIVE, ARFS_INACTIVE
+from rxlab.kernel.state import ARFS_ACTIVE, ARFS_ICE_TUPLE_MATCH, ARFS_INACTIVE, ARFS_MLX5
 
 ICE_ARFS_LST_MASK = 1023  # ICE_MAX_ARFS_LIST - 1
 MLX5_ARFS_HASH = 256  # ARFS_HASH_SIZE buckets per table
@@ -42,7 +42,7 @@ MLX5_ARFS_HASH = 256  # ARFS_HASH_SIZE buckets per table
 @njit(**JIT_STATE)
 def arfs_bucket(s, f, skb_hash):
     p = s.p
-    if p.arfs_model == 3:
+    if p.arfs_model == ARFS_MLX5:
         # mlx5: l = sport | (dport << 2) on the __be16 values (byte-swapped on LE),
         # hash_long(l, 8) on 64-bit: (l * GOLDEN_RATIO_64) >> 56
         sp = ((p.flow[f].flow_sport & 0xFF) << 8) | (p.flow[f].flow_sport >> 8)
@@ -111,11 +111,11 @@ def ndo_rx_flow_steer(s, f, skb_hash, rxq, flow_id, c, t):
     e = ar.bucket[b]
     avoided = False
     while e >= 0:
-        if p.arfs_model == 3:
+        if p.arfs_model == ARFS_MLX5:
             hit = ar.entry[e].flow == f  # arfs_cmp: ports, EtherType, addresses
         else:
             hit = ar.entry[e].flow_id == flow_id
-            if hit and p.arfs_model == 2 and ar.entry[e].flow != f:
+            if hit and p.arfs_model == ARFS_ICE_TUPLE_MATCH and ar.entry[e].flow != f:
                 hit = False  # ice_arfs_cmp refuses another flow's entry
                 avoided = True
         if hit:
@@ -123,7 +123,7 @@ def ndo_rx_flow_steer(s, f, skb_hash, rxq, flow_id, c, t):
                 ar.cnt[ARFS_AVOIDED] += 1
             # ice: same queue or not yet ACTIVE; mlx5: same queue or its work item is
             # still pending (work_busy): return the filter id unchanged
-            if p.arfs_model == 3:
+            if p.arfs_model == ARFS_MLX5:
                 busy = ar.entry[e].pend != 0
             else:
                 busy = ar.entry[e].state != ARFS_ACTIVE
@@ -144,7 +144,7 @@ def ndo_rx_flow_steer(s, f, skb_hash, rxq, flow_id, c, t):
         return -1
     ar.glob[0].free_n -= 1
     e = ar.free[ar.glob[0].free_n]
-    if p.arfs_model == 3:
+    if p.arfs_model == ARFS_MLX5:
         fid = ar.glob[0].last_fltr_id % 0xFFFF  # last_filter_id++ % 0xffff, from 0
     else:
         fid = (ar.glob[0].last_fltr_id + 1) % 0xFFFF  # ++arfs_last_fltr_id % 0xffff, from 1
