@@ -35,6 +35,7 @@ from rxlab.kernel.hashfn import ilog2, roundup_pow_of_two
 from rxlab.kernel.sched import SCHED_IDLE
 from rxlab.kernel.stages import JITTERED, STAGES
 from rxlab.kernel.state import (
+    APP_THREAD,
     ARFS_ENTRY,
     ARFS_FREE,
     ARFS_GLOB,
@@ -449,13 +450,14 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     total = int(sock_off[-1]) or 1
     nflows = len(fl)
     so = SockState(
-        sq=np.zeros(total, SKB), sock=np.zeros(nth, SOCK), flow=np.zeros(nflows, FLOW_SEQ),
+        sq=np.zeros(total, SKB), sock=np.zeros(nth, SOCK), thread=np.zeros(nth, APP_THREAD),
+        flow=np.zeros(nflows, FLOW_SEQ),
         cpu_threads=cpu_threads,
         cpu_nthreads=np.array([len(x) for x in per_cpu], I64),
     )
     so.flow["flow_max_seq"] = -1
-    sk = so.sock  # socket i and the thread that reads it
-    sk["sock_thread"] = sk["thread_sock"] = np.arange(nth)
+    sk, app = so.sock, so.thread  # socket i and the thread that reads it
+    sk["sock_thread"] = app["thread_sock"] = np.arange(nth)
     sk["sock_rcvbuf"] = sock_rcvbuf
     sk["sock_cap"] = sock_cap
     sk["sock_mask"] = sock_store - 1
@@ -463,11 +465,11 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     sk["sock_tcp"] = sock_tcp
     sk["sock_xsk_copy"] = xsk_copy
     sk["sock_fill_bound"] = fill_bound
-    sk["thread_user_ns"] = th_user
-    sk["thread_sys_ns"] = th_sys
-    sk["thread_batch"] = th_batch
-    sk["thread_cpu"] = th_cpu
-    sk["mig_every_ns"], sk["mig_set_n"], sk["mig_n"] = mig[0], mig[2], mig[5]
+    app["thread_user_ns"] = th_user
+    app["thread_sys_ns"] = th_sys
+    app["thread_batch"] = th_batch
+    app["thread_cpu"] = th_cpu
+    app["mig_every_ns"], app["mig_set_n"], app["mig_n"] = mig[0], mig[2], mig[5]
     S = 1 << int(dev_logs.max()) if dev_logs.any() else 1
     dev = np.zeros((nq, S), RPS_DEV_FLOW)
     dev["cpu"] = K.RPS_NO_CPU
@@ -510,10 +512,10 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     # thread, and IPIs (at most one in flight per target and per backlog re-wake)
     ev = new_calendar(4 * (ncpu + nq + nth) + 64)
     for th in range(nth):
-        if so.sock[th]["mig_n"]:
+        if so.thread[th]["mig_n"]:
             schedule(ev, int(p.mig_t[th, 0]), PRIO_WAKE, EV_MIGRATE, th)
-        elif so.sock[th]["mig_every_ns"]:
-            schedule(ev, int(so.sock[th]["mig_every_ns"]), PRIO_WAKE, EV_MIGRATE, th)
+        elif so.thread[th]["mig_every_ns"]:
+            schedule(ev, int(so.thread[th]["mig_every_ns"]), PRIO_WAKE, EV_MIGRATE, th)
     if arfs_model in (ARFS_ICE_HASH_MATCH, ARFS_ICE_TUPLE_MATCH):
         # ice's service timer (mlx5 has none: its work items expire)
         schedule(ev, p.arfs_period_ns, PRIO_TIMER, EV_ARFS_TIMER, 0)

@@ -252,7 +252,14 @@ def estimate(sc, capture=None) -> Estimate:
     from rxlab.kernel import constants as K
     from rxlab.kernel.counters import HIST_BINS, N_CNT
     from rxlab.kernel.stages import STAGES
-    from rxlab.kernel.state import NAPI_KTHREAD, QUEUE_PARAMS, RX_RING, SOCK, SOFTNET_DATA
+    from rxlab.kernel.state import (
+        APP_THREAD,
+        NAPI_KTHREAD,
+        QUEUE_PARAMS,
+        RX_RING,
+        SOCK,
+        SOFTNET_DATA,
+    )
 
     ncpu, nq, k = sc.host.cpus, sc.nic.queues, sc.kernel
     terms: list[Term] = []
@@ -302,9 +309,10 @@ def estimate(sc, capture=None) -> Estimate:
             add(f"apps[{i}].rcvbuf", th * slots * SLOT_BYTES,
                 what=f"{th:,} socket queues of {slots:,} packets",
                 fix="use a smaller rcvbuf (the kernel's rmem_default is 212992)")
-        # the socket-and-thread record, sock_off, calendar slots, cpu_threads and mig_set
-        # rows, explicit moves; config and Model.threads entries
-        add(f"apps[{i}].cpus", th * (SOCK.itemsize + 8 + 128 + 16 * ncpu + 16 * kmax),
+        # the socket and thread records, sock_off, calendar slots, cpu_threads and
+        # mig_set rows, explicit moves; config and Model.threads entries
+        rec = SOCK.itemsize + APP_THREAD.itemsize
+        add(f"apps[{i}].cpus", th * (rec + 8 + 128 + 16 * ncpu + 16 * kmax),
             th * 600, f"{th:,} threads on {ncpu:,} CPUs", "use fewer threads")
 
     entries = _pow2(k.rps_sock_flow_entries) if k.rps_sock_flow_entries else 1

@@ -57,7 +57,7 @@ def check_task_time(m: Model) -> None:
     """Every ns of system and user time belongs to a task, and the softirq the tasks
     ran in their own context is part of the CPUs' inline softirq (rxlab.metrics.tasks):
     a mechanism that charges a CPU without its task is a model bug."""
-    so, nic, cm, sd, cpu_ns = m.so.sock, m.nic.thread, m.cm.entry, m.sd.cpu, m.st.cpu_ns
+    so, nic, cm, sd, cpu_ns = m.so.thread, m.nic.thread, m.cm.entry, m.sd.cpu, m.st.cpu_ns
     own = int(so["th_ns"].sum() + nic["nt_ns"].sum() + cm["kt_ns"].sum() + sd["kw_ns"].sum())
     charged = int(cpu_ns[:, T_SYSTEM].sum() + cpu_ns[:, T_USER].sum())
     inline = int(so["th_bh_ns"].sum() + nic["nt_bh_ns"].sum())

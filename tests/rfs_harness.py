@@ -198,7 +198,7 @@ def run_with_snapshots(m, times_s):
         snaps.append({
             "cnt": m.st.cnt.copy(), "processed": m.sd.cpu["processed"].copy(),
             "rfs": m.rf.cnt.copy(), "arfs": m.ar.cnt.copy(),
-            "thread_cpu": m.so.sock["thread_cpu"].copy(),
+            "thread_cpu": m.so.thread["thread_cpu"].copy(),
             "delivered": m.so.flow["flow_delivered"].copy(),
         })
 

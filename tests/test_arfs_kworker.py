@@ -78,7 +78,7 @@ def test_kworker_competes_by_runtime_with_an_application_thread():
     h = kworker_host()
     c = 2
     th = int(h.m.so.cpu_threads[c, 0])
-    h.m.so.sock["th_state"][th] = TH_RUNNABLE
+    h.m.so.thread["th_state"][th] = TH_RUNNABLE
     queue_work_on(h, c)
     cpu = h.sd.cpu
     cpu["app_vrt"][c], cpu["kw_vrt"][c] = 5_000, 4_000
@@ -96,7 +96,7 @@ def test_woken_kworker_is_placed_at_the_average_less_its_lag():
 
     h = kworker_host()
     c = 3
-    h.m.so.sock["th_state"][int(h.m.so.cpu_threads[c, 0])] = TH_RUNNABLE
+    h.m.so.thread["th_state"][int(h.m.so.cpu_threads[c, 0])] = TH_RUNNABLE
     h.ar.glob[0]["svc_pending"] = SVC_QUEUED
     h.sd.cpu["app_vrt"][c] = 7_000_000
     h.sd.cpu["kw_vrt"][c] = 0  # slept long

@@ -28,7 +28,7 @@ def host(version: str, cpus: int = 2, hz: int = 250) -> Harness:
 
 def app_runnable(h: Harness, on: bool = True) -> None:
     th = int(h.m.so.cpu_threads[C, 0])
-    h.m.so.sock["th_state"][th] = TH_RUNNABLE if on else TH_SLEEP
+    h.m.so.thread["th_state"][th] = TH_RUNNABLE if on else TH_SLEEP
 
 
 def ksoftirqd_runnable(h: Harness, on: bool = True) -> None:

@@ -412,7 +412,7 @@ def test_process_backlog_advances_head_once_per_call_and_releases_the_flow(h19):
 
     f = 0
     hv = int(h19.p.flow["flow_hash"][f])
-    c = int(h19.m.so.sock["thread_cpu"][h19.m.so.sock["sock_thread"][h19.p.flow["flow_sock"][f]]])
+    c = int(h19.m.so.thread["thread_cpu"][h19.m.so.sock["sock_thread"][h19.p.flow["flow_sock"][f]]])
     other = (c + 1) % 4
     h19.sd.cpu["input_queue_head"][c] = h19.sd.cpu["input_queue_tail"][c] = 0xFFFFFFFD
     h19.record(hv, c)
@@ -592,7 +592,7 @@ def test_e2e_migration_moves_flows_in_order(e2e):
     m, snaps = e2e["rfs"]
     from rxlab.kernel.counters import CNT_REORDERED, RFS_MOVES
 
-    assert int(m.so.sock["th_migrations"].sum()) == 2
+    assert int(m.so.thread["th_migrations"].sum()) == 2
     # before the migration the only moves come from flows of different consumers that
     # share a (queue, slot) entry (2 such pairs among these 64 flows): a low rate
     background = int(snaps[1]["rfs"][RFS_MOVES] - snaps[0]["rfs"][RFS_MOVES]) / 20e-3
@@ -634,7 +634,7 @@ def test_e2e_guard_holds_flows_under_load_and_keeps_order():
 
     m = build(scenario_from_dict(rfs_dict(cpus=4, groups=groups, apps=apps, duration=0.03)))
     run_model(m)
-    assert int(m.so.sock["th_migrations"].sum()) == 20
+    assert int(m.so.thread["th_migrations"].sum()) == 20
     assert int(m.rf.cnt[RFS_MOVES]) > 64
     assert int(m.rf.cnt[RFS_HELD]) > 0
     assert int(m.st.cnt[CNT_REORDERED]) == 0
@@ -649,6 +649,6 @@ def test_e2e_random_migration_keeps_order():
 
     m = build(scenario_from_dict(rfs_dict(cpus=4, groups=groups, apps=apps, duration=0.03)))
     run_model(m)
-    assert int(m.so.sock["th_migrations"].sum()) > 10
+    assert int(m.so.thread["th_migrations"].sum()) > 10
     assert int(m.rf.cnt[RFS_MOVES]) > 0
     assert int(m.st.cnt[CNT_REORDERED]) == 0

@@ -61,7 +61,7 @@ def test_per_cpu_the_tasks_own_time_is_the_cpu_s_system_and_user_time(name):
     check_task_time(m)
     own = np.zeros(m.params.ncpu, np.int64)
     for t, (_, cpu) in enumerate(m.threads):
-        own[cpu] += m.so.sock[t]["th_ns"]
+        own[cpu] += m.so.thread[t]["th_ns"]
     for e, cpu in enumerate(m.params.cpumap["cpu"]):
         own[cpu] += m.cm.entry[e]["kt_ns"]
     own += m.sd.cpu["kw_ns"]
@@ -85,7 +85,7 @@ def test_time_charged_to_no_task_is_a_conservation_error():
     with pytest.raises(ConservationError, match="task time conservation broken"):
         check_task_time(m)
     m.st.cpu_ns[1, T_SYSTEM] -= 1
-    m.so.sock[0]["th_bh_ns"] += int(m.st.cpu_ns[:, T_SOFTIRQ].sum()) + 1
+    m.so.thread[0]["th_bh_ns"] += int(m.st.cpu_ns[:, T_SOFTIRQ].sum()) + 1
     with pytest.raises(ConservationError):
         check_task_time(m)
 

@@ -137,11 +137,11 @@ def test_each_placement_costs_its_stages():
     assert rcv(0, 5) == ns["stack_rx"] + ns["tcp_rcv"] + ns["tcp_remote"] + ns["tcp_ofo"]
     rec = so.sock[sk]
     assert (rec["tcp_local"], rec["tcp_remote_n"], rec["tcp_ofo_n"]) == (1, 2, 1)
-    so.sock["th_own_lo"][sk], so.sock["th_own_hi"][sk] = 0, 10**9  # inside recvmsg
-    so.sock["th_rel"][sk] = 2 * 10**9
+    so.thread["th_own_lo"][sk], so.thread["th_own_hi"][sk] = 0, 10**9  # inside recvmsg
+    so.thread["th_rel"][sk] = 2 * 10**9
     assert rcv(0, 6) == ns["stack_rx"] + ns["socket_enqueue"]
     assert so.sock["tcp_backlog_n"][sk] == 1
-    assert so.sock["th_bl_ns"][sk] == ns["tcp_rcv"]
+    assert so.thread["th_bl_ns"][sk] == ns["tcp_rcv"]
     tail = so.sock["so_tail"][sk] - 1
     slot = h.p.sock_off[sk] + (tail & so.sock["sock_mask"][sk])
     assert so.sq["stamp"][slot] == 2 * 10**9  # readable once release_sock ran
@@ -149,4 +149,4 @@ def test_each_placement_costs_its_stages():
     assert app_after_read(s, 1, sk, 2 * 10**9) == 2 * 10**9 + ns["tcp_rcv"]
     spent = h.m.st.cpu_ns[1] - sys0
     assert spent[T_SYSTEM] == spent.sum() == ns["tcp_rcv"]  # system time, reader's CPU
-    assert so.sock["th_bl_ns"][sk] == 0
+    assert so.thread["th_bl_ns"][sk] == 0

@@ -75,7 +75,7 @@ def flows_of(m) -> Flows:
         if n and on_q.any():
             cpu[on_q] = np.asarray(p.rps_map[q])[_reciprocal_scale(h[on_q], n).astype(np.int64)]
             via[on_q] = True
-    thread_cpu = np.asarray(m.so.sock["thread_cpu"], np.int64)
+    thread_cpu = np.asarray(m.so.thread["thread_cpu"], np.int64)
     if p.rfs_on:
         # RFS steers a flow whose socket records its reader's CPU (connected UDP, TCP)
         rec = np.asarray(m.so.sock["sock_record"], bool)

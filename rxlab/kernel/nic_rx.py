@@ -67,7 +67,7 @@ def ingest(s, f, length, t_wire, t, overrun):
     sk = p.flow[f].flow_sock
     if sk >= 0 and t >= p.warmup_ns:
         # good: the queue's interrupt lands where the flow's consumer runs now
-        if p.queue[q].irq_cpu == so.sock[so.sock[sk].sock_thread].thread_cpu:
+        if p.queue[q].irq_cpu == so.thread[so.sock[sk].sock_thread].thread_cpu:
             st.cnt[CNT_GOOD_QUEUE] += 1
         else:
             st.cnt[CNT_BAD_QUEUE] += 1

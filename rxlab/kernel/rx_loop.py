@@ -265,7 +265,7 @@ def run_thread(s, c, who, t):
         th = -1
         for k in range(nth):
             cand = so.cpu_threads[c, (sd.cpu[c].rr + k) % nth]
-            if so.sock[cand].th_state == TH_RUNNABLE:
+            if so.thread[cand].th_state == TH_RUNNABLE:
                 th = cand
                 sd.cpu[c].rr = (sd.cpu[c].rr + k + 1) % nth
                 break
@@ -273,7 +273,7 @@ def run_thread(s, c, who, t):
         account(s, c, T_SYSTEM, t, t + sys_ns)
         account(s, c, T_USER, t + sys_ns, t_end)
         sd.cpu[c].app_vrt += t_end - t
-        so.sock[th].th_ns += t_end - t
+        so.thread[th].th_ns += t_end - t
         sd.cpu[c].seg_kind = SEG_APP
         sd.cpu[c].seg_t0 = t
         sd.cpu[c].seg_arg = th
@@ -288,7 +288,7 @@ def bh_task_time(s, c, ns):
     /proc/PID/stat (tick-based accounting); at irq exit it is no task's."""
     sd = s.sd
     if sd.cpu[c].bh_inline == BH_APP:
-        s.so.sock[sd.cpu[c].bh_task].th_bh_ns += ns
+        s.so.thread[sd.cpu[c].bh_task].th_bh_ns += ns
     elif sd.cpu[c].bh_inline == BH_NAPI_THREAD:
         s.nic.thread[sd.cpu[c].bh_task].nt_bh_ns += ns
 
@@ -326,18 +326,18 @@ def softirq_segment(s, c, t, t_end, napi, ctx, was_ks):
 def migrate_thread(s, th, t):
     """Move a thread to another CPU (an explicit move, or a random one every period)."""
     p, so = s.p, s.so
-    k = so.sock[th].th_mig_k
+    k = so.thread[th].th_mig_k
     new = -1
-    if k < so.sock[th].mig_n:
+    if k < so.thread[th].mig_n:
         new = p.mig_cpu[th, k]
-        so.sock[th].th_mig_k = k + 1
-        if k + 1 < so.sock[th].mig_n:
+        so.thread[th].th_mig_k = k + 1
+        if k + 1 < so.thread[th].mig_n:
             schedule(s.ev, p.mig_t[th, k + 1], PRIO_WAKE, EV_MIGRATE, th)
-    elif so.sock[th].mig_every_ns > 0:
-        n = so.sock[th].mig_set_n
+    elif so.thread[th].mig_every_ns > 0:
+        n = so.thread[th].mig_set_n
         new = p.mig_set[th, np.int64(uniform(s.st.rng) * n) % n]
-        schedule(s.ev, t + so.sock[th].mig_every_ns, PRIO_WAKE, EV_MIGRATE, th)
-    old = so.sock[th].thread_cpu
+        schedule(s.ev, t + so.thread[th].mig_every_ns, PRIO_WAKE, EV_MIGRATE, th)
+    old = so.thread[th].thread_cpu
     if new < 0 or new == old:
         return
     # unlink from the old CPU's list, append to the new one's
@@ -349,9 +349,9 @@ def migrate_thread(s, th, t):
             break
     so.cpu_threads[new, so.cpu_nthreads[new]] = th
     so.cpu_nthreads[new] += 1
-    so.sock[th].thread_cpu = new
-    so.sock[th].th_migrations += 1
-    if so.sock[th].th_state == TH_RUNNABLE:
+    so.thread[th].thread_cpu = new
+    so.thread[th].th_migrations += 1
+    if so.thread[th].th_state == TH_RUNNABLE:
         kick_cpu(s, new, t)
 
 
@@ -367,13 +367,13 @@ def handle_event(s, t, kind, arg):
         sd.cpu[arg].received_rps += 1  # rps_trigger_softirq on the target
         interrupt(s, arg, p.nq + arg, cost(s, C_IPI_RECV), t)
     elif kind == EV_WAKE:
-        if so.sock[arg].th_state == TH_WAKING:
-            c = so.sock[arg].thread_cpu
+        if so.thread[arg].th_state == TH_WAKING:
+            c = so.thread[arg].thread_cpu
             if not has_runnable_thread(s, c):  # the CPU's application entity wakes
                 sd.cpu[c].app_vrt = place_woken(s, c, np.int64(SCHED_APP), sd.cpu[c].app_vrt,
                                                 sd.cpu[c].app_lag)
-            so.sock[arg].th_state = TH_RUNNABLE
-            ttwu_arrive(s, so.sock[arg].th_waker, c)
+            so.thread[arg].th_state = TH_RUNNABLE
+            ttwu_arrive(s, so.thread[arg].th_waker, c)
             wake_preempt(s, c, sd.cpu[c].app_vrt)
             kick_cpu(s, c, t)
     elif kind == EV_MIGRATE:

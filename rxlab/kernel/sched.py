@@ -55,7 +55,7 @@ def has_runnable_thread(s, c):
     """An application thread on CPU c is runnable."""
     so = s.so
     for k in range(so.cpu_nthreads[c]):
-        if so.sock[so.cpu_threads[c, k]].th_state == TH_RUNNABLE:
+        if so.thread[so.cpu_threads[c, k]].th_state == TH_RUNNABLE:
             return True
     return False
 
@@ -67,7 +67,7 @@ def app_sleeps(s, c):
     so, sd = s.so, s.sd
     n = 0
     for k in range(so.cpu_nthreads[c]):
-        if so.sock[so.cpu_threads[c, k]].th_state == TH_RUNNABLE:
+        if so.thread[so.cpu_threads[c, k]].th_state == TH_RUNNABLE:
             n += 1
     if n == 1:
         sd.cpu[c].app_lag = sleep_lag(s, c, np.int64(SCHED_APP), sd.cpu[c].app_vrt)

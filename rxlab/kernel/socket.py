@@ -99,10 +99,10 @@ def tcp_v4_rcv_sock(s, c, sk, f, tarr, seq, length, t):
     """tcp_v4_rcv once the established socket is found, on CPU c at time t."""
     p, so = s.p, s.so
     th = so.sock[sk].sock_thread
-    tc = so.sock[th].thread_cpu
+    tc = so.thread[th].thread_cpu
     slot = p.sock_off[sk] + (so.sock[sk].so_tail & so.sock[sk].sock_mask)
     full = so.sock[sk].so_tail - so.sock[sk].so_head >= so.sock[sk].sock_cap
-    if c != tc and so.sock[th].th_own_lo <= t < so.sock[th].th_own_hi:
+    if c != tc and so.thread[th].th_own_lo <= t < so.thread[th].th_own_hi:
         # sock_owned_by_user: tcp_add_backlog (limit since v6.10, ec00ed472bdb:
         # 2 x sk_rcvbuf + sk_sndbuf / 2 + 64 KB against backlog + sk_rmem_alloc)
         limit = 2 * so.sock[sk].sock_rcvbuf + TCP_SNDBUF // 2 + 65536
@@ -114,8 +114,8 @@ def tcp_v4_rcv_sock(s, c, sk, f, tarr, seq, length, t):
         so.sock[sk].tcp_backlog_n += 1
         ofo = tcp_ofo_cost(s, sk, f, seq)
         # __release_sock -> tcp_v4_do_rcv on the thread's CPU, at the read's end
-        so.sock[th].th_bl_ns += cost(s, C_TCP_RCV) + ofo
-        sock_queue_tail(s, tc, sk, f, tarr, seq, length, so.sock[th].th_rel)
+        so.thread[th].th_bl_ns += cost(s, C_TCP_RCV) + ofo
+        sock_queue_tail(s, tc, sk, f, tarr, seq, length, so.thread[th].th_rel)
         so.sq[slot].src = c
         return t
     if full or so.sock[sk].so_rmem > so.sock[sk].sock_rcvbuf:
@@ -160,11 +160,11 @@ def sock_queue_tail(s, c, sk, f, tarr, seq, length, t):
     else:
         so.flow[f].flow_max_seq = seq
     th = so.sock[sk].sock_thread
-    if so.sock[th].th_state == TH_SLEEP:
-        so.sock[th].th_state = TH_WAKING
+    if so.thread[th].th_state == TH_SLEEP:
+        so.thread[th].th_state = TH_WAKING
         thread_woken(s, th, c)
         schedule(ev, t + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_WAKE, th)
-        t += ttwu_remote(s, c, so.sock[th].thread_cpu)  # sock_def_readable's try_to_wake_up
+        t += ttwu_remote(s, c, so.thread[th].thread_cpu)  # sock_def_readable's try_to_wake_up
     return t
 
 
@@ -172,10 +172,10 @@ def sock_queue_tail(s, c, sk, f, tarr, seq, length, t):
 def thread_woken(s, th, waker):
     """Count a wake-up of thread th by CPU ``waker`` (result: ``apps[].wakeups``)."""
     so = s.so
-    so.sock[th].th_wakeups += 1
-    so.sock[th].th_waker = waker
-    if waker != so.sock[th].thread_cpu:
-        so.sock[th].th_wakeups_remote += 1
+    so.thread[th].th_wakeups += 1
+    so.thread[th].th_waker = waker
+    if waker != so.thread[th].thread_cpu:
+        so.thread[th].th_wakeups_remote += 1
 
 
 @njit(**JIT_STATE)
@@ -187,8 +187,8 @@ def bh_enable_runs_softirq(s, th):
     The reader's read ends after one datagram and the softirq runs next, on its time
     (with an empty queue too: the lock is taken and released all the same)."""
     p, so, sd = s.p, s.so, s.sd
-    c = so.sock[th].thread_cpu
-    if so.sock[so.sock[th].thread_sock].sock_tcp:
+    c = so.thread[th].thread_cpu
+    if so.sock[so.thread[th].thread_sock].sock_tcp:
         return False
     if not (sd.cpu[c].softirq_pending or sd.cpu[c].in_rx_action):
         return False  # (in_rx_action: ksoftirqd's run, which no thread preempts midway)
@@ -206,22 +206,22 @@ def app_read(s, th, t):
     Returns (end time, packets, system ns, user ns).
     """
     p, so, st = s.p, s.so, s.st
-    sk = so.sock[th].thread_sock
+    sk = so.thread[th].thread_sock
     t0 = t
     n = 0
     sys_ns = np.int64(0)
     user_ns = np.int64(0)
     bh_softirq = bh_enable_runs_softirq(s, th)  # what is pending now stays so meanwhile
-    while (n < so.sock[th].thread_batch
+    while (n < so.thread[th].thread_batch
            and so.sock[sk].so_head < so.sock[sk].so_tail):
         slot = p.sock_off[sk] + (so.sock[sk].so_head & so.sock[sk].sock_mask)
         skb = so.sq[slot]
         if skb.stamp > t:
             break  # queued by a segment that, in simulated time, has not happened yet
-        ds = work_ns(s, so.sock[th].thread_sys_ns)
-        if so.sock[sk].sock_tcp and skb.src != so.sock[th].thread_cpu:
+        ds = work_ns(s, so.thread[th].thread_sys_ns)
+        if so.sock[sk].sock_tcp and skb.src != so.thread[th].thread_cpu:
             ds += cost(s, C_CROSS_CPU)  # the copy reads lines another CPU wrote
-        du = work_ns(s, so.sock[th].thread_user_ns)
+        du = work_ns(s, so.thread[th].thread_user_ns)
         sys_ns += ds
         user_ns += du
         t += ds + du
@@ -231,7 +231,7 @@ def app_read(s, th, t):
         so.flow[f].flow_delivered += 1
         if so.sock[sk].sock_record:
             # recvmsg -> sock_rps_record_flow: RFS learns where the consumer runs
-            sock_rps_record_flow(s, p.flow[f].flow_hash, so.sock[th].thread_cpu)
+            sock_rps_record_flow(s, p.flow[f].flow_hash, so.thread[th].thread_cpu)
         lat = t - skb.tarr
         st.lat_app[hist_index(lat)] += 1
         st.lat_sum[LAT_APP] += lat
@@ -241,12 +241,12 @@ def app_read(s, th, t):
         n += 1
         if bh_softirq:
             break  # this datagram's spin_unlock_bh runs the softirq
-    so.sock[th].th_served += n
+    so.thread[th].th_served += n
     if so.sock[sk].sock_tcp:
         # lock_sock .. release_sock around the copies (accounted first, as system)
-        so.sock[th].th_own_lo = t0
-        so.sock[th].th_own_hi = t0 + sys_ns
-        so.sock[th].th_rel = t
+        so.thread[th].th_own_lo = t0
+        so.thread[th].th_own_hi = t0 + sys_ns
+        so.thread[th].th_rel = t
     return t, n, sys_ns, user_ns
 
 
@@ -256,27 +256,27 @@ def app_after_read(s, c, th, t):
     other CPUs queued meanwhile (system time), then the thread is runnable, waking for a
     queued packet, or asleep. Returns the time after the backlog."""
     p, so, ev = s.p, s.so, s.ev
-    sk = so.sock[th].thread_sock
-    if so.sock[th].th_bl_ns > 0:
-        account(s, c, T_SYSTEM, t, t + so.sock[th].th_bl_ns)
-        so.sock[th].th_ns += so.sock[th].th_bl_ns
-        t += so.sock[th].th_bl_ns
-        so.sock[th].th_bl_ns = 0
+    sk = so.thread[th].thread_sock
+    if so.thread[th].th_bl_ns > 0:
+        account(s, c, T_SYSTEM, t, t + so.thread[th].th_bl_ns)
+        so.thread[th].th_ns += so.thread[th].th_bl_ns
+        t += so.thread[th].th_bl_ns
+        so.thread[th].th_bl_ns = 0
     queued = so.sock[sk].so_head < so.sock[sk].so_tail
     slot = p.sock_off[sk] + (so.sock[sk].so_head & so.sock[sk].sock_mask)
     if queued and so.sq[slot].stamp <= t:
-        so.sock[th].th_state = TH_RUNNABLE
+        so.thread[th].th_state = TH_RUNNABLE
         return t
     app_sleeps(s, c)
     if queued:
         # asleep when the segment that queued it (still running on its CPU) gets
         # there: that CPU wakes the thread, and pays for it when the segment ends
-        so.sock[th].th_state = TH_WAKING
+        so.thread[th].th_state = TH_WAKING
         src = np.int64(so.sq[slot].src)
         thread_woken(s, th, src)
         ttwu_remote_owed(s, src, c)
         schedule(ev, so.sq[slot].stamp + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_WAKE, th)
     else:
-        so.sock[th].th_state = TH_SLEEP
+        so.thread[th].th_state = TH_SLEEP
     return t
 

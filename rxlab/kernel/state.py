@@ -3,8 +3,8 @@
 Python allocates (``rxlab.build``); jitted mechanisms mutate in place (stumpy's
 ``stumpi`` pattern). Each kernel struct the model keeps is one array of a numpy
 structured dtype, one record per entry (``SOFTNET_DATA`` per CPU, ``RX_RING`` per rx
-queue, ``SOCK`` per socket and its thread, ``RPS_DEV_FLOW`` per queue and slot,
-``ARFS_ENTRY``, ``CPUMAP_ENTRY``, ``FLOW``, ``SKB``): compiled code reads
+queue, ``SOCK`` per socket, ``APP_THREAD`` per application thread, ``RPS_DEV_FLOW`` per
+queue and slot, ``ARFS_ENTRY``, ``CPUMAP_ENTRY``, ``FLOW``, ``SKB``): compiled code reads
 ``sd.cpu[c].input_queue_head``, Python reads a field of every entry as
 ``sd.cpu["input_queue_head"]`` (a view). Queue positions are free-running counters as
 in the kernel (``input_queue_head``/``tail`` are u32 and compared with ``s32_diff``);
@@ -373,8 +373,8 @@ class SoftnetData(NamedTuple):
     fl_buckets: np.ndarray  # int64[ncpu, table_len]
 
 
-# A socket's receive queue (``struct sock``: sk_rcvbuf, sk_rmem_alloc, the queue) and the
-# application thread that reads it, one record per socket: socket i is read by thread i.
+# A socket's receive queue (``struct sock``: sk_rcvbuf, sk_rmem_alloc, the queue), one
+# record per socket; socket i is read by application thread i (``APP_THREAD``).
 SOCK = struct(
     ("sock_thread", np.int64),  # the thread that reads it (= its index)
     ("sock_rcvbuf", np.int64),  # sk_rcvbuf, bytes
@@ -386,6 +386,16 @@ SOCK = struct(
     ("so_head", np.int64), ("so_tail", np.int64),  # queue positions (free-running)
     ("so_rmem", np.int64),  # sk_rmem_alloc (truesize bytes)
     ("so_drops", np.int64),
+    # TCP (connected, established): where the softirq's work on a packet runs
+    ("sock_tcp", np.int64),  # 1 = a TCP socket (tcp_v4_rcv), 0 = UDP / AF_XDP
+    ("tcp_local", np.int64),  # packets processed on the reader's CPU
+    ("tcp_remote_n", np.int64),  # on another CPU, socket not owned
+    ("tcp_backlog_n", np.int64),  # on another CPU, owned: to the socket backlog
+    ("tcp_ofo_n", np.int64),  # out of order: ofo queue and an immediate (S)ACK
+)
+# An application thread (its ``task_struct`` as the model needs it), one record per
+# thread: thread i reads socket i.
+APP_THREAD = struct(
     ("thread_sock", np.int64),  # the socket the thread reads (= its index)
     ("thread_batch", np.int64),  # packets per read
     ("thread_user_ns", np.float64), ("thread_sys_ns", np.float64),  # mean work per packet
@@ -396,16 +406,11 @@ SOCK = struct(
     ("thread_cpu", np.int64),  # where the thread runs now
     ("th_mig_k", np.int64),  # next explicit move
     ("th_migrations", np.int64),
-    # TCP (connected, established): where the softirq's work on a packet runs
-    ("sock_tcp", np.int64),  # 1 = a TCP socket (tcp_v4_rcv), 0 = UDP / AF_XDP
-    ("th_own_lo", np.int64), ("th_own_hi", np.int64),  # the latest read's recvmsg part:
-    # the thread holds the socket lock (sock_owned_by_user) over [lo, hi)
+    # a TCP reader's latest read: its recvmsg part, where it holds the socket lock
+    # (sock_owned_by_user) over [lo, hi)
+    ("th_own_lo", np.int64), ("th_own_hi", np.int64),
     ("th_rel", np.int64),  # that read's end: release_sock runs the backlog
     ("th_bl_ns", np.int64),  # backlog work __release_sock owes (system ns)
-    ("tcp_local", np.int64),  # packets processed on the reader's CPU
-    ("tcp_remote_n", np.int64),  # on another CPU, socket not owned
-    ("tcp_backlog_n", np.int64),  # on another CPU, owned: to the socket backlog
-    ("tcp_ofo_n", np.int64),  # out of order: ofo queue and an immediate (S)ACK
     # wake-ups of the thread, those from another CPU, and the latest one's waker
     ("th_wakeups", np.int64), ("th_wakeups_remote", np.int64), ("th_waker", np.int64),
     # the thread's CPU time (/proc/PID/stat): its own (recvmsg, release_sock's backlog,
@@ -419,6 +424,7 @@ class SockState(NamedTuple):
 
     sq: np.ndarray  # SKB[total]: socket sk's queue at sock_off[sk]
     sock: np.ndarray  # SOCK[nsock]: compiled code reads so.sock[sk].so_tail
+    thread: np.ndarray  # APP_THREAD[nthreads]: compiled code reads so.thread[th].th_state
     flow: np.ndarray  # FLOW_SEQ[nflows]
     cpu_threads: np.ndarray  # int64[ncpu, nthreads]: threads on each CPU
     cpu_nthreads: np.ndarray  # int64[ncpu]

@@ -144,11 +144,11 @@ def assemble(m, in_flight: int) -> Result:
     ]
     apps = []
     for t, (name, cpu) in enumerate(m.threads):
-        apps.append({"app": name, "cpu": cpu, "served": int(so.sock["th_served"][t]),
-                     "served_pps": round(int(so.sock["th_served"][t]) / dur, 3),
+        apps.append({"app": name, "cpu": cpu, "served": int(so.thread["th_served"][t]),
+                     "served_pps": round(int(so.thread["th_served"][t]) / dur, 3),
                      "socket_drops": int(so.sock["so_drops"][t]),
-                     "wakeups": int(so.sock["th_wakeups"][t]),
-                     "wakeups_remote": int(so.sock["th_wakeups_remote"][t])})
+                     "wakeups": int(so.thread["th_wakeups"][t]),
+                     "wakeups_remote": int(so.thread["th_wakeups_remote"][t])})
     lat_sock = _lat(st.lat_sock, float(st.lat_sum[LAT_SOCK]), int(cnt[CNT_LAT_SOCK_N]))
     lat_app = _lat(st.lat_app, float(st.lat_sum[LAT_APP]), int(cnt[CNT_LAT_APP_N]))
     # the NIC's FIFO at its packet-rate ceiling (nic.max_pps): wire arrival to service
@@ -192,7 +192,7 @@ def assemble(m, in_flight: int) -> Result:
         "steering": {
             "good_queue_packets": int(cnt[CNT_GOOD_QUEUE]),
             "bad_queue_packets": int(cnt[CNT_BAD_QUEUE]),
-            "thread_migrations": int(so.sock["th_migrations"].sum()),
+            "thread_migrations": int(so.thread["th_migrations"].sum()),
         },
         "rfs": {k: int(m.rf.cnt[i]) for i, k in enumerate(RFS_CNT)},
         "arfs": {**{k.removeprefix("arfs_"): int(m.ar.cnt[i]) for i, k in enumerate(ARFS_CNT)},

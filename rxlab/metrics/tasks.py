@@ -31,7 +31,7 @@ def tasks_block(m) -> list[dict]:
     run_s = sc.duration + sc.drain
     rows = []
     for t, (name, _cpu) in enumerate(m.threads):
-        r = so.sock[t]
+        r = so.thread[t]
         rows.append(_row(f"{name}/{t}", "app", r["thread_cpu"], int(r["th_ns"]),
                          int(r["th_bh_ns"]), run_s))
     for c in range(p.ncpu):
