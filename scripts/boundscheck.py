@@ -7,7 +7,7 @@ bounds checks, so such an index raises ``IndexError`` instead, and the run fails
 sample: the built-in scenarios, two richer scenarios that use most sections (RPS, RFS,
 flow limit, n-tuple rules, RSS contexts, migration, cost jitter, XDP, AF_XDP), aRFS under
 churn with the ice and mlx5 filter paths, the
-hostile command lines that may be accepted (``tests/hostile_cases.py``), two
+hostile command lines that may be accepted (``tests/support/hostile_cases.py``), two
 ``rxlab reproduce --quick`` experiments (each result must equal the unchecked run's),
 and the fuzz generators of ``tests/test_fuzz_cli.py``, whose every accepted case
 simulates 2 ms under the checks.
@@ -39,7 +39,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-import hostile_cases as H  # noqa: E402
+from support import hostile_cases as H  # noqa: E402
 
 RUN_TIMEOUT = 600.0
 CANARY = """
@@ -106,7 +106,7 @@ def sample(quick: bool) -> list[H.Case]:
             out.append(H.Case(f"fuzz-base-{name}", f"the fuzz's {name} scenario",
                               ("run", "s.yaml", "--json"), "ok", "rich",
                               {"s.yaml": yaml.safe_dump(data, sort_keys=False)}))
-    from rfs_harness import rfs_dict, tcp_group
+    from support.rfs_harness import rfs_dict, tcp_group
 
     for model in ("ice-hash-match", "mlx5"):  # aRFS under churn: steer, lock, walk, scan
         d = rfs_dict(cpus=8, version="6.15", flow_cnt=64, entries=8 * 64, duration=0.05,

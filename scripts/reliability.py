@@ -6,11 +6,12 @@
     .venv/bin/python scripts/reliability.py --all --write   # + fuzz counts, bounds check,
                                                             #   and the tests of other rows
 
-The hostile cases are ``tests/hostile_cases.py`` (the same table ``tests/test_hostile_inputs.py``
-asserts); ``--fuzz`` runs the generators of ``tests/test_fuzz_cli.py``; ``--boundscheck``
-runs ``scripts/boundscheck.py``; ``--delegated`` runs the tests named by the rows that
-other tests prove (host apply under signals, sweeps). ``--write`` replaces the generated
-parts of ``docs/reliability.md`` (between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->``).
+The hostile cases are ``tests/support/hostile_cases.py`` (the same table
+``tests/test_hostile_inputs.py`` asserts); ``--fuzz`` runs the generators of
+``tests/test_fuzz_cli.py``; ``--boundscheck`` runs ``scripts/boundscheck.py``;
+``--delegated`` runs the tests named by the rows that other tests prove (host apply
+under signals, sweeps). ``--write`` replaces the generated parts of
+``docs/reliability.md`` (between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->``).
 Exit status 1 if any case failed.
 """
 
@@ -25,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-import hostile_cases as H  # noqa: E402
+from support import hostile_cases as H  # noqa: E402
 
 DOC = ROOT / "docs" / "reliability.md"
 GROUPS = {

@@ -15,7 +15,7 @@ A test that needs a kernel feature skips with the cause when the kernel lacks it
 from __future__ import annotations
 
 import pytest
-from rfs_harness import merge  # the one deep merge of scenario dicts
+from support.rfs_harness import merge  # the one deep merge of scenario dicts
 
 
 def make_udp_group(

@@ -1,6 +1,6 @@
 """Accelerated RFS (``set_rps_cpu`` / ``rps_may_expire_flow`` in net/core/dev.c, the ice
 and mlx5 ``ndo_rx_flow_steer``) against references written from the kernel
-(tests/rfs_harness.py), never from rxlab.
+(tests/support/rfs_harness.py), never from rxlab.
 
 * two flows crafted to share the ice bucket (hash & 1023) and flow_id: the original
   ice driver (flow_id match) re-points the first flow's filter and the second never
@@ -22,8 +22,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from one_line import usage_error
-from rfs_harness import (
+from support.one_line import usage_error
+from support.rfs_harness import (
     Harness,
     apply_op,
     e2e_dict,
@@ -37,7 +37,7 @@ from rfs_harness import (
     sim_entries,
     tcp_group,
 )
-from rfs_reference import (
+from support.rfs_reference import (
     ICE_UDP_EXPIRY_NS,
     RPS_NO_CPU,
     RPS_NO_FILTER,
@@ -199,7 +199,7 @@ def test_two_colliding_flows(model, version):
 
 
 def test_mlx5_bucket_formula():
-    from compiled_calls import arfs_bucket
+    from support.compiled_calls import arfs_bucket
 
     h = Harness(rfs_dict(cpus=4, arfs="mlx5", groups=[
         tcp_group("t", flows=40), udp_group("u", flows=40),
@@ -222,7 +222,7 @@ def test_mlx5_bucket_formula():
 @pytest.mark.parametrize("model,first", [("ice-tuple-match", 1), ("ice-hash-match", 1),
                                          ("mlx5", 0)])
 def test_filter_ids_start_and_wrap(model, first):
-    from compiled_calls import ndo_rx_flow_steer
+    from support.compiled_calls import ndo_rx_flow_steer
 
     h = harness(model, "6.19")
     steer = lambda f, fid: int(ndo_rx_flow_steer(h.s, f, 0x1000 * (f + 1), 2, fid, 0, 0))  # noqa
@@ -418,7 +418,7 @@ def many():
 
 
 def make_stale_rules(h, n):
-    from compiled_calls import ndo_rx_flow_steer
+    from support.compiled_calls import ndo_rx_flow_steer
 
     for f in range(n):  # flow_ids whose rps_dev_flow entries never got the filter id
         assert int(ndo_rx_flow_steer(h.s, f, 0x100 + f, 2, f, 0, 0)) == f

@@ -10,8 +10,8 @@ workqueue runs a work item on the CPU that called ``queue_work`` (kernel/workque
 from __future__ import annotations
 
 import pytest
-from compiled_calls import pick_next
-from rfs_harness import Harness, rfs_dict, tcp_group
+from support.compiled_calls import pick_next
+from support.rfs_harness import Harness, rfs_dict, tcp_group
 
 from rxlab.build import build
 from rxlab.kernel.counters import (
@@ -92,7 +92,7 @@ def test_kworker_competes_by_runtime_with_an_application_thread():
 
 def test_woken_kworker_is_placed_at_the_average_less_its_lag():
     """EEVDF place_entity (6.14): a sleeper banks no CPU beyond the lag it kept."""
-    from compiled_calls import kworker_wake
+    from support.compiled_calls import kworker_wake
 
     h = kworker_host()
     c = 3

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from compiled_calls import arfs_lock, arfs_lock_each, ice_sync, ndo_rx_flow_steer
-from rfs_harness import Harness, rfs_dict, tcp_group
+from support.compiled_calls import arfs_lock, arfs_lock_each, ice_sync, ndo_rx_flow_steer
+from support.rfs_harness import Harness, rfs_dict, tcp_group
 
 from rxlab.kernel.counters import (
     ARFS_EXPIRE,
@@ -184,7 +184,7 @@ def mlx5_host(flows=64):
 
 
 def test_mlx5_scan_holds_the_lock_for_what_it_visits():
-    from compiled_calls import arfs_program_pending, mlx5_expire
+    from support.compiled_calls import arfs_program_pending, mlx5_expire
 
     h = mlx5_host()
     cb = int(h.p.cost_i[C_ARFS_SYNC_BUCKET])
@@ -219,7 +219,7 @@ def test_mlx5_scan_holds_the_lock_for_what_it_visits():
 
 
 def test_mlx5_scan_skips_rules_whose_work_is_pending():
-    from compiled_calls import mlx5_expire
+    from support.compiled_calls import mlx5_expire
 
     h = mlx5_host()
     for f in range(10):

@@ -1,4 +1,4 @@
-"""The hostile cases of issue 33 that are not one command line of tests/hostile_cases.py:
+"""The hostile cases of issue 33 that are not one command line of tests/support/hostile_cases.py:
 saved artifacts damaged on disk, a damaged or unwritable compile cache, CPU-time
 conservation, signals to a large sweep, and hostile text on the terminal.
 
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from one_line import cli_error
+from support.one_line import cli_error
 from test_capture import FRAMES, write_pcap
 
 ROOT = Path(__file__).resolve().parents[1]

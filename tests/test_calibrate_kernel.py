@@ -17,7 +17,7 @@ import time
 
 import pytest
 import yaml
-from lab_processes import traffic_processes
+from support.lab_processes import traffic_processes
 
 from rxlab.host import guard, procfs
 from rxlab.host.experiment import RECV_NAP

@@ -6,7 +6,7 @@ import json
 import os
 
 import pytest
-from one_line import cli_error
+from support.one_line import cli_error
 
 from rxlab.cli.main import main
 

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rfs_reference import ref_hash_32
+from support.rfs_reference import ref_hash_32
 
 from rxlab.nic.collisions import birthday, observed, pair_probability
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from one_line import usage_error
+from support.one_line import usage_error
 
 from rxlab import drivers
 from rxlab.build import build

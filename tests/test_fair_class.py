@@ -10,8 +10,8 @@ nice-0 weights) and asks the scheduling functions what the kernel would do.
 from __future__ import annotations
 
 import pytest
-from compiled_calls import need_resched, pick_next, place_woken, sleep_lag, wake_preempt
-from rfs_harness import Harness, rfs_dict
+from support.compiled_calls import need_resched, pick_next, place_woken, sleep_lag, wake_preempt
+from support.rfs_harness import Harness, rfs_dict
 
 from rxlab.kernel.sched import SCHED_APP, SCHED_IDLE, SCHED_KSOFTIRQD
 from rxlab.kernel.sched_states import TH_RUNNABLE, TH_SLEEP

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from compiled_calls import skb_flow_limit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.compiled_calls import skb_flow_limit
 
 from rxlab.build import build
 from rxlab.kernel.sim import sim_of

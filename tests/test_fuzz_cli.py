@@ -45,7 +45,7 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
-import hostile_cases as H  # noqa: E402
+from support import hostile_cases as H  # noqa: E402
 
 EXAMPLES = {"scenario": 700, "set": 400, "capture": 300, "rollback": 300}
 CLI_SAMPLE = {"scenario": 16, "set": 10, "capture": 6}  # cases through the real CLI

@@ -5,7 +5,7 @@ Without a lab: the plan is given, so this runs without root or namespaces."""
 from __future__ import annotations
 
 import yaml
-from plan_output import plan_steps
+from support.plan_output import plan_steps
 
 from rxlab.cli.main import main
 from rxlab.host import apply as host_apply

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from plan_output import plan_steps
+from support.plan_output import plan_steps
 
 from rxlab.host import apply as host_apply
 from rxlab.host import caps

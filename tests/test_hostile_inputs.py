@@ -1,4 +1,4 @@
-"""Every hostile command line of ``tests/hostile_cases.py`` through the real CLI.
+"""Every hostile command line of ``tests/support/hostile_cases.py`` through the real CLI.
 
 A case passes with exit 0 and valid JSON (no NaN or Infinity, packets conserved) or with
 exit 2 and one ``rxlab: error:`` line, as the case expects; a segfault, a hang past the
@@ -8,8 +8,8 @@ run in child processes, two at a time, once per session (the selected ones only)
 
 from __future__ import annotations
 
-import hostile_cases as H
 import pytest
+from support import hostile_cases as H
 
 _results: dict = {}
 

@@ -15,7 +15,7 @@ import sys
 import time
 
 import pytest
-from lab_processes import traffic_processes
+from support.lab_processes import traffic_processes
 
 from rxlab.host import caps, guard
 from rxlab.host.lab import KCHECK_NAMES

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hostile_cases import ROOT, run_cli, sweep_yaml
-from one_line import cli_error
+from support.hostile_cases import ROOT, run_cli, sweep_yaml
+from support.one_line import cli_error
 
 from rxlab.errors import OutputError, UsageError
 from rxlab.outfiles import MANIFEST, TMP_TAG, fs_error, write_file

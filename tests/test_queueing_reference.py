@@ -1,4 +1,4 @@
-"""The setup-time formula of tests/queueing_reference.py against its own event simulation.
+"""The setup-time formula of tests/support/queueing_reference.py against its own event simulation.
 
 The simulation is independent of the formula (a FIFO recursion over Poisson arrivals);
 the figures are the default cost profile's fixed overheads (irq_latency 500 ns, hardirq
@@ -8,7 +8,7 @@ the figures are the default cost profile's fixed overheads (irq_latency 500 ns, 
 from __future__ import annotations
 
 import pytest
-from queueing_reference import md1_wait, mg1_setup, simulate_napi
+from support.queueing_reference import md1_wait, mg1_setup, simulate_napi
 
 S = 1000.0  # ns per packet
 D = 500.0 + 300.0 + 19.0  # ns before the first packet of a busy period is served

@@ -3,7 +3,7 @@
 One Poisson flow, one rx queue whose interrupt is on CPU 0, no RPS, the reader on CPU 1,
 the ``modern-x86`` profile as it ships (interrupt latency 500 ns, hard interrupt 300 ns,
 NAPI poll 19 ns, deterministic costs) with ``stack_rx`` set to 1 us. The setup time and
-the service time come from the stages (tests/queueing_reference.py, "Mapping"):
+the service time come from the stages (tests/support/queueing_reference.py, "Mapping"):
 D = irq_latency + hardirq + napi_poll, S = driver_rx + gro + stack_rx + socket_enqueue.
 
 * ``ice`` cleans until an unwritten descriptor: the M/G/1 queue with setup times.
@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 import pytest
-from queueing_reference import md1_wait, mg1_setup
+from support.queueing_reference import md1_wait, mg1_setup
 
 from rxlab.build import build
 from rxlab.kernel.stages import STAGES

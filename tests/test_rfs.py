@@ -1,5 +1,5 @@
 """RFS (``get_rps_cpu`` and ``set_rps_cpu`` in net/core/dev.c, the socket table of
-include/net/rps.h) against references written from the kernel (tests/rfs_harness.py),
+include/net/rps.h) against references written from the kernel (tests/support/rfs_harness.py),
 never from rxlab.
 
 * hash_32 / reciprocal_scale / (int)(a - b) with test vectors worked independently;
@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from one_line import usage_error
-from rfs_harness import (
+from support.one_line import usage_error
+from support.rfs_harness import (
     Harness,
     apply_op,
     e2e_dict,
@@ -30,7 +30,7 @@ from rfs_harness import (
     set_positions,
     tcp_group,
 )
-from rfs_reference import (
+from support.rfs_reference import (
     RPS_NO_CPU,
     RPS_NO_FILTER,
     U32,
@@ -65,7 +65,7 @@ def h19(hx):
 
 def slot_of(h: Harness, hv: int, q: int = Q) -> int:
     v = h.m.scenario.host.kernel
-    from rfs_reference import hash32_rule
+    from support.rfs_reference import hash32_rule
 
     return ref_rfs_slot(hv, h.log(q), hash32_rule(v))
 
@@ -119,7 +119,7 @@ def test_simulator_hash_32_matches_reference(v, bits):
 # ------------------------------------------------------------- rfs_slot ------------
 @pytest.mark.parametrize("version", VERSIONS)
 def test_rfs_slot_per_version(hx, version):
-    from compiled_calls import rfs_slot
+    from support.compiled_calls import rfs_slot
 
     h = hx[version]
     hash32 = version != "6.14"
@@ -141,7 +141,7 @@ def test_rfs_slot_per_version(hx, version):
 def test_rps_flow_is_active_threshold(hx, version, last):
     """Active while fewer than 10 << log (since 6.15; 10 * mask before) packets left
     the CPU's backlog since the entry's last_qtail; the count wraps modulo 2^32."""
-    from compiled_calls import rps_flow_is_active
+    from support.compiled_calls import rps_flow_is_active
 
     h = hx[version].reset()
     log = h.log()
@@ -163,7 +163,7 @@ def test_rps_flow_is_active_threshold(hx, version, last):
 def test_rps_may_expire_flow_five_cases():
     """net/core/dev.c: keep (False) only with a table, flow_id < 2^log, the same filter id and
     an active entry; every other case expires."""
-    from compiled_calls import rps_may_expire_flow
+    from support.compiled_calls import rps_may_expire_flow
 
     # queue 1 has no table; queue 0 has 1024 entries, queue 2 has 256
     h = Harness(rfs_dict(cpus=4, version="6.19", flow_cnt={0: 1024, 2: 256, 3: 1024}))
@@ -193,7 +193,7 @@ def test_rps_may_expire_flow_five_cases():
 
 
 def test_rps_may_expire_flow_before_6_15_uses_ten_times_mask():
-    from compiled_calls import rps_may_expire_flow
+    from support.compiled_calls import rps_may_expire_flow
 
     h = Harness(rfs_dict(cpus=4, version="6.14", flow_cnt=1024))
     h.rf.dev["cpu"][0, 5] = 1
@@ -408,7 +408,7 @@ def test_rps_choice_does_not_touch_any_rflow():
 def test_process_backlog_advances_head_once_per_call_and_releases_the_flow(h19):
     """net/core/dev.c: head += work at the end of each process_backlog call (v6.10+); the
     flow can move once the head has reached its last_qtail (here across the u32 wrap)."""
-    from compiled_calls import process_backlog
+    from support.compiled_calls import process_backlog
 
     f = 0
     hv = int(h19.p.flow["flow_hash"][f])
@@ -417,7 +417,7 @@ def test_process_backlog_advances_head_once_per_call_and_releases_the_flow(h19):
     h19.sd.cpu["input_queue_head"][c] = h19.sd.cpu["input_queue_tail"][c] = 0xFFFFFFFD
     h19.record(hv, c)
     slot = None
-    from compiled_calls import enqueue_to_backlog
+    from support.compiled_calls import enqueue_to_backlog
 
     tail0 = int(h19.sd.cpu["bl_tail"][c])
     for k in range(5):  # five packets queued on CPU c for this flow
@@ -437,7 +437,7 @@ def test_process_backlog_advances_head_once_per_call_and_releases_the_flow(h19):
 
 
 def test_sock_rps_record_flow_value_and_index():
-    from compiled_calls import sock_rps_record_flow
+    from support.compiled_calls import sock_rps_record_flow
 
     h = Harness(rfs_dict(cpus=6, queues=2, version="6.19", entries=3000))
     assert h.p.sock_flow_mask == 4095 and h.p.rps_cpu_mask == 7

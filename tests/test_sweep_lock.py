@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from one_line import cli_error
+from support.one_line import cli_error
 
 from rxlab.cli.main import main
 from rxlab.errors import UsageError

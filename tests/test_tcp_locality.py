@@ -118,8 +118,8 @@ def test_each_placement_costs_its_stages():
     """tcp_v4_rcv on hand-set state, costs deterministic: on the reader's CPU, on another
     CPU (socket not owned), beyond a hole (ofo), and while the reader holds the socket
     (backlog: the softirq pays the enqueue, release_sock the segment's work)."""
-    from compiled_calls import app_after_read, netif_receive_skb_core
-    from rfs_harness import Harness
+    from support.compiled_calls import app_after_read, netif_receive_skb_core
+    from support.rfs_harness import Harness
 
     from rxlab.kernel.counters import T_SYSTEM
     from rxlab.kernel.stages import STAGES

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_YAML = (ROOT / "rxlab" / "scenarios" / "default.yaml").read_text()
 DEFAULT = yaml.safe_load(DEFAULT_YAML)
 MEM_LIMIT = 3 << 30  # address space per case: far above a normal run (~0.3 GB resident)

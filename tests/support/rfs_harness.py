@@ -11,7 +11,8 @@ from __future__ import annotations
 import copy
 
 import numpy as np
-from rfs_reference import (
+
+from support.rfs_reference import (
     RPS_NO_CPU,
     RPS_NO_FILTER,
     U32,
@@ -105,7 +106,7 @@ class Harness:
         self.rf.sock_flow[h & self.p.sock_flow_mask] = ((h & ~mask) & U32) | cpu
 
     def get_rps_cpu(self, rxq, h, f=0, t=0):
-        from compiled_calls import get_rps_cpu
+        from support.compiled_calls import get_rps_cpu
 
         cpu, rq, rs, _ = get_rps_cpu(self.s, int(rxq), int(h), int(f), int(t))
         self.rflow = (int(rq), int(rs))  # what the next enqueue records its tail in
@@ -114,7 +115,7 @@ class Harness:
     def enqueue(self, this_cpu, cpu, f=0, h=1, t=0):
         """enqueue_to_backlog, then forget the packet (keeps the FIFO and the NAPI lists
         from filling up; input_queue_tail and the rflow's last_qtail stay advanced)."""
-        from compiled_calls import enqueue_to_backlog
+        from support.compiled_calls import enqueue_to_backlog
 
         rq, rs = getattr(self, "rflow", (-1, -1))
         sd = self.sd
@@ -234,9 +235,8 @@ def run_with_snapshots(m, times_s):
 
 def harness_service(h: Harness, t: int) -> None:
     """The service task / work item runs: program queued filters (EV_ARFS_SVC)."""
-    from compiled_calls import arfs_program_pending
-
     from rxlab.engine.core import clear
+    from support.compiled_calls import arfs_program_pending
 
     arfs_program_pending(h.s, int(t))
     h.ar.glob[0]["svc_pending"] = 0
@@ -245,7 +245,7 @@ def harness_service(h: Harness, t: int) -> None:
 
 def harness_scan(h: Harness, t: int) -> None:
     """The periodic expiry scan (ice service timer / mlx5 arfs_may_expire_flow)."""
-    from compiled_calls import arfs_expire_scan
+    from support.compiled_calls import arfs_expire_scan
 
     arfs_expire_scan(h.s, int(t))
 
