@@ -15,37 +15,23 @@ import numpy as np
 from rxlab import drivers
 from rxlab.engine.arena import relocate
 from rxlab.engine.core import PRIO_TIMER, PRIO_WAKE, Calendar, new_calendar, schedule
-from rxlab.engine.rng import JITTER_EXP, JITTER_LOGNORMAL, JITTER_NONE, new_state
+from rxlab.engine.rng import JITTER_EXP, JITTER_LOGNORMAL, JITTER_NONE
 from rxlab.errors import UsageError
 from rxlab.kernel import constants as K
-from rxlab.kernel.counters import (
-    CPU_CATS,
-    HIST_BINS,
-    LAT_SUMS,
-    N_ARFS_CNT,
-    N_CNT,
-    N_CPUMAP_CNT,
-    N_RFS_CNT,
-    TS_PKT,
-)
-from rxlab.kernel.drop_reasons import N_DROP_SLOTS
+from rxlab.kernel.accounting import new_stats
 from rxlab.kernel.events import EV_ARFS_TIMER, EV_MIGRATE
 from rxlab.kernel.flow_hash import skb_get_hash_flows
 from rxlab.kernel.hashfn import ilog2, roundup_pow_of_two
+from rxlab.kernel.rfs import new_rfs_state
 from rxlab.kernel.sched import SCHED_IDLE
 from rxlab.kernel.stages import JITTERED, STAGES
 from rxlab.kernel.state import (
     APP_THREAD,
-    ARFS_ENTRY,
-    ARFS_FREE,
-    ARFS_GLOB,
     ARFS_ICE_HASH_MATCH,
     ARFS_ICE_TUPLE_MATCH,
-    ARFS_MLX5,
     ARFS_MODELS,
     ARFS_OFF,
     CPU_PARAMS,
-    CPUMAP_ENTRY,
     CPUMAP_PARAMS,
     FLOW,
     FLOW_SEQ,
@@ -55,7 +41,6 @@ from rxlab.kernel.state import (
     REFILL_AFTER_LOOP,
     REFILL_IN_LOOP,
     REFILL_PER_PACKET,
-    RPS_DEV_FLOW,
     RX_RING,
     SKB,
     SOCK,
@@ -71,6 +56,7 @@ from rxlab.kernel.state import (
 )
 from rxlab.kernel.versions import KernelBehaviour, behaviour
 from rxlab.memory_budget import check as check_memory
+from rxlab.nic.arfs import new_arfs_state
 from rxlab.nic.toeplitz import MS_RSS_KEY, parse_key, rss_hash_flows, v4_mapped
 from rxlab.profiles import stage_costs
 from rxlab.reuseport import ehash_secrets, lookup_hash, reuseport_pick
@@ -78,6 +64,7 @@ from rxlab.scenario import Scenario, hex_mask_to_cpus
 from rxlab.scenario_checks import table as table_of
 from rxlab.traffic.flows import FlowTable, build_flows
 from rxlab.traffic.match import match_mask
+from rxlab.xdp.cpumap import new_cpumap_state
 from rxlab.xdp.rules import compile_xdp, xdp_config
 
 I64 = np.int64
@@ -437,7 +424,6 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     nic = NicState(ring=np.zeros((nq, R), SKB), queue=np.zeros(nq, RX_RING),
                    pause=np.zeros(1, POLL_PAUSE), thread=np.zeros(nq + ncpu, NAPI_KTHREAD))
     nic.thread["nt_rewake"] = -1
-    z = lambda dt=I64: np.zeros(ncpu, dt)  # noqa: E731
     sd = SoftnetData(
         cpu=np.zeros(ncpu, SOFTNET_DATA), bl=np.zeros((ncpu, bl_cap), SKB),
         poll_list=np.zeros((ncpu, lists), I64), local_list=np.zeros((ncpu, lists), I64),
@@ -470,44 +456,10 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     app["thread_batch"] = th_batch
     app["thread_cpu"] = th_cpu
     app["mig_every_ns"], app["mig_set_n"], app["mig_n"] = mig[0], mig[2], mig[5]
-    S = 1 << int(dev_logs.max()) if dev_logs.any() else 1
-    dev = np.zeros((nq, S), RPS_DEV_FLOW)
-    dev["cpu"] = K.RPS_NO_CPU
-    dev["filter"] = K.RPS_NO_FILTER
-    rf = RfsState(
-        sock_flow=np.full(max(sock_entries, 1), K.RPS_NO_CPU, I64), dev=dev,
-        dev_log=dev_logs, cnt=np.zeros(N_RFS_CNT, I64),
-    )
-    cap = max(2 * nflows, arfs.capacity) if arfs else 1
-    nb = 4 * 256 if arfs_model == ARFS_MLX5 else 1024
-    entry = np.zeros(cap, ARFS_ENTRY)
-    entry["state"] = ARFS_FREE
-    entry["next"] = -1
-    glob = np.zeros(1, ARFS_GLOB)
-    glob["free_n"] = cap
-    ar = ArfsState(
-        entry=entry, free=np.arange(cap - 1, -1, -1, dtype=I64),  # pops entry 0 first
-        pend=np.zeros(cap, I64), bucket=np.full(nb, -1, I64), glob=glob,
-        fdir_queue=np.full(nflows, -1, I64), cnt=np.zeros(N_ARFS_CNT, I64),
-    )
-    ne, nr = len(p.cpumap), len(p.xdp_rr_n)
-    Q = int(p.cpumap["qsize"].max())
-    B = K.CPU_MAP_BULK_SIZE
-    cm = CpumapState(
-        bq_n=np.zeros((ncpu, ne), I64), bq=np.zeros((ncpu, ne, B), SKB), flush_n=z(),
-        flush_list=np.zeros((ncpu, ne), I64), ring=np.zeros((ne, Q), SKB),
-        entry=np.zeros(ne, CPUMAP_ENTRY),
-        rr=np.zeros((ncpu, nr), I64), cnt=np.zeros((ne, N_CPUMAP_CNT), I64),
-    )
-    st = Stats(
-        cnt=np.zeros(N_CNT, I64), lat_sock=np.zeros(HIST_BINS, I64),
-        lat_app=np.zeros(HIST_BINS, I64), lat_nic=np.zeros(HIST_BINS, I64),
-        lat_sum=np.zeros(len(LAT_SUMS), np.float64),
-        cpu_ns=np.zeros((ncpu, len(CPU_CATS)), I64), win_cpu=np.zeros((ncpu, len(CPU_CATS)), I64),
-        ts_cpu=np.zeros((n_int, ncpu, len(CPU_CATS)), I64),
-        ts_pkt=np.zeros((n_int, len(TS_PKT)), I64), ts_drop=np.zeros((n_int, N_DROP_SLOTS), I64),
-        rng=new_state(sc.seed), icache=np.zeros(3, I64),
-    )
+    rf = new_rfs_state(nq, sock_entries, dev_logs)
+    ar = new_arfs_state(max(2 * nflows, arfs.capacity) if arfs else 1, arfs_model, nflows)
+    cm = new_cpumap_state(ncpu, p.cpumap, len(p.xdp_rr_n))
+    st = new_stats(ncpu, n_int, sc.seed)
     # calendar: at most one pending CPU event per CPU, one IRQ per queue, one wake per
     # thread, and IPIs (at most one in flight per target and per backlog re-wake)
     ev = new_calendar(4 * (ncpu + nq + nth) + 64)

@@ -8,8 +8,34 @@ import numpy as np
 from numba import njit
 
 from rxlab.config import JIT_HELPER, JIT_LEAF
-from rxlab.engine.rng import jittered
-from rxlab.kernel.counters import CNT_DROP0, HIST_BINS, TS_DROPPED
+from rxlab.engine.rng import jittered, new_state
+from rxlab.kernel.counters import (
+    CNT_DROP0,
+    CPU_CATS,
+    HIST_BINS,
+    LAT_SUMS,
+    N_CNT,
+    TS_DROPPED,
+    TS_PKT,
+)
+from rxlab.kernel.drop_reasons import N_DROP_SLOTS
+from rxlab.kernel.state import Stats
+
+
+def new_stats(ncpu: int, n_int: int, seed: int) -> Stats:
+    """Zeroed counters, histograms, CPU time by category (whole run, traffic window and
+    ``n_int`` intervals) and the jitter generator seeded with ``seed``."""
+    i64, ncat = np.int64, len(CPU_CATS)
+    return Stats(
+        cnt=np.zeros(N_CNT, i64), lat_sock=np.zeros(HIST_BINS, i64),
+        lat_app=np.zeros(HIST_BINS, i64), lat_nic=np.zeros(HIST_BINS, i64),
+        lat_sum=np.zeros(len(LAT_SUMS), np.float64),
+        cpu_ns=np.zeros((ncpu, ncat), i64), win_cpu=np.zeros((ncpu, ncat), i64),
+        ts_cpu=np.zeros((n_int, ncpu, ncat), i64),
+        ts_pkt=np.zeros((n_int, len(TS_PKT)), i64),
+        ts_drop=np.zeros((n_int, N_DROP_SLOTS), i64),
+        rng=new_state(seed), icache=np.zeros(3, i64),
+    )
 
 
 @njit(**JIT_HELPER)

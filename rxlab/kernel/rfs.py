@@ -11,12 +11,25 @@ from numba import njit
 
 from rxlab.config import JIT_STATE, JIT_STATE_OUTLINE
 from rxlab.kernel.accounting import cost
-from rxlab.kernel.constants import RPS_NO_FILTER
-from rxlab.kernel.counters import ARFS_LOCK_WAIT_NS, RFS_ARFS_CALLS
+from rxlab.kernel.constants import RPS_NO_CPU, RPS_NO_FILTER
+from rxlab.kernel.counters import ARFS_LOCK_WAIT_NS, N_RFS_CNT, RFS_ARFS_CALLS
 from rxlab.kernel.hashfn import hash_32, s32_diff
 from rxlab.kernel.stages import C_ARFS_STEER
-from rxlab.kernel.state import ARFS_OFF, U32
+from rxlab.kernel.state import ARFS_OFF, RPS_DEV_FLOW, U32, RfsState
 from rxlab.nic.arfs_steer import arfs_lock, ndo_rx_flow_steer
+
+
+def new_rfs_state(nq: int, sock_entries: int, dev_logs: np.ndarray) -> RfsState:
+    """An empty rps_sock_flow_table of ``sock_entries`` slots and each rx queue's
+    rps_dev_flow table of 2^dev_logs[q] slots (stored at the largest size), every entry
+    RPS_NO_CPU (and RPS_NO_FILTER) as ``store_rps_dev_flow_table_cnt``
+    (net/core/net-sysfs.c) initialises them."""
+    size = 1 << int(dev_logs.max()) if dev_logs.any() else 1
+    dev = np.zeros((nq, size), RPS_DEV_FLOW)
+    dev["cpu"] = RPS_NO_CPU
+    dev["filter"] = RPS_NO_FILTER
+    return RfsState(sock_flow=np.full(max(sock_entries, 1), RPS_NO_CPU, np.int64), dev=dev,
+                    dev_log=dev_logs, cnt=np.zeros(N_RFS_CNT, np.int64))
 
 
 @njit(**JIT_STATE)

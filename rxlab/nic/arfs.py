@@ -56,6 +56,7 @@ from rxlab.kernel.counters import (
     ARFS_SYNC_HOLD_NS,
     ARFS_SYNC_RUNS,
     ARFS_SYNC_WAIT_NS,
+    N_ARFS_CNT,
 )
 from rxlab.kernel.events import EV_ARFS_TIMER
 from rxlab.kernel.rfs import rps_may_expire_flow
@@ -64,17 +65,38 @@ from rxlab.kernel.sched_states import SVC_IDLE, SVC_QUEUED, SVC_RUNNABLE
 from rxlab.kernel.stages import C_ARFS_PROGRAM, C_ARFS_SYNC_BUCKET, C_ARFS_SYNC_ENTRY
 from rxlab.kernel.state import (
     ARFS_ACTIVE,
+    ARFS_ENTRY,
     ARFS_FREE,
+    ARFS_GLOB,
     ARFS_ICE_HASH_MATCH,
     ARFS_ICE_TUPLE_MATCH,
     ARFS_INACTIVE,
     ARFS_MLX5,
+    ArfsState,
 )
 from rxlab.nic.arfs_steer import arfs_lock, queue_service
 
 ICE_ARFS_TIME_DELTA_EXPIRATION_NS = 5_000_000_000  # UDP filters live at most 5 s
 MLX5E_ARFS_EXPIRY_QUOTA = 60
 SERVICE_TIMER_CPU = 0  # the CPU that armed the ice service timer (probe): an assumption
+
+
+
+def new_arfs_state(cap: int, model: int, nflows: int) -> ArfsState:
+    """The driver's empty filter list: ``cap`` entries on the free stack (entry 0 popped
+    first), the hash buckets (mlx5's 4 rule tables of 256, ice's 1024) empty, no flow
+    with a programmed filter."""
+    entry = np.zeros(cap, ARFS_ENTRY)
+    entry["state"] = ARFS_FREE
+    entry["next"] = -1
+    glob = np.zeros(1, ARFS_GLOB)
+    glob["free_n"] = cap
+    nb = 4 * 256 if model == ARFS_MLX5 else 1024
+    return ArfsState(
+        entry=entry, free=np.arange(cap - 1, -1, -1, dtype=np.int64),
+        pend=np.zeros(cap, np.int64), bucket=np.full(nb, -1, np.int64), glob=glob,
+        fdir_queue=np.full(nflows, -1, np.int64), cnt=np.zeros(N_ARFS_CNT, np.int64),
+    )
 
 
 @njit(**JIT_STATE)

@@ -39,6 +39,7 @@ from rxlab.kernel.counters import (
     CM_FLUSHES,
     CM_PROCESSED,
     CM_WAKEUPS,
+    N_CPUMAP_CNT,
 )
 from rxlab.kernel.drop_reasons import DROP_CPUMAP_FULL
 from rxlab.kernel.events import EV_CPUMAP_WAKE
@@ -55,6 +56,7 @@ from rxlab.kernel.stages import (
     C_SW_HASH,
     C_WAKEUP_LATENCY,
 )
+from rxlab.kernel.state import CPUMAP_ENTRY, SKB, CpumapState
 from rxlab.kernel.wake import ttwu_remote, ttwu_remote_owed
 
 PTR_RING_CACHE_BATCH = 16  # 2 * SMP_CACHE_BYTES / sizeof(void *) on x86-64
@@ -64,6 +66,22 @@ def ptr_ring_batch(size: int) -> int:
     """``ptr_ring_set_size``: the consumer's zeroing batch for a ring of ``size``."""
     b = PTR_RING_CACHE_BATCH
     return 1 if b > size // 2 or b == 0 else b
+
+
+
+def new_cpumap_state(ncpu: int, entries: np.ndarray, nrr: int) -> CpumapState:
+    """Empty cpumap state for the map's ``entries`` (CPUMAP_PARAMS): per CPU a bulk
+    queue of CPU_MAP_BULK_SIZE frames per entry and its flush list, each entry's
+    ptr_ring of its qsize, and the round-robin positions of ``nrr`` rules."""
+    ne = len(entries)
+    q = int(entries["qsize"].max())
+    i64 = np.int64
+    return CpumapState(
+        bq_n=np.zeros((ncpu, ne), i64), bq=np.zeros((ncpu, ne, CPU_MAP_BULK_SIZE), SKB),
+        flush_n=np.zeros(ncpu, i64), flush_list=np.zeros((ncpu, ne), i64),
+        ring=np.zeros((ne, q), SKB), entry=np.zeros(ne, CPUMAP_ENTRY),
+        rr=np.zeros((ncpu, nrr), i64), cnt=np.zeros((ne, N_CPUMAP_CNT), i64),
+    )
 
 
 @njit(**JIT_LEAF)
