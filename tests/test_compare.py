@@ -236,3 +236,16 @@ def test_memory_limit_is_checked_before_any_run(capsys):
     line = _err(capsys, "compare", "--set-variant", "rps:kernel.rps_cpus=f",
                 "--max-memory", "64MiB")
     assert line.startswith("rxlab: error: default: ") and "--max-memory" in line
+
+
+def test_every_compared_figure_is_addressed_by_a_path_of_the_output_schema():
+    """compare reads each figure at its path in the run's result (docs/output.md): a path
+    the schema does not have fails here, not as a KeyError in a user's comparison."""
+    from rxlab.compare.analysis import BASE_METRICS, LATER_METRICS, metrics_for
+    from rxlab.metrics.schema import metric_path_problem
+
+    run = {"packets": {"dropped_by_reason": {"flow_limit": 3, "ring_full": 0}}}
+    rows = metrics_for([run])
+    assert [m.key for m in rows if m.key.startswith("drop_")] == ["drop_flow_limit"]
+    for m in BASE_METRICS + LATER_METRICS + rows:
+        assert metric_path_problem(m.path) is None, (m.key, m.path)

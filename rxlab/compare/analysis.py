@@ -4,50 +4,71 @@ difference against the first configuration (``rxlab.stats``)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from dataclasses import dataclass
 
 from rxlab import stats
 
 
-def _soft(d: dict) -> list[float]:
-    return [c["util"]["softirq"] for c in d.get("cpus", [])]
+@dataclass(frozen=True)
+class Metric:
+    """A row of the comparison: a figure of each run, addressed by its path in the run's
+    result (``rxlab.metrics.schema``, docs/output.md). ``over`` = "max" or "mean" takes
+    that figure over every CPU (``path`` then names CPU 0's, ``cpus.0....``); a latency
+    percentile is absent (None) when no packet got that far."""
+
+    key: str
+    label: str
+    kind: str  # rate, count, time, fraction: the unit it is printed in
+    path: str
+    over: str | None = None
+
+    def get(self, d: dict) -> float | None:
+        if self.over:
+            rest = self.path.split(".")[2:]  # cpus.0.util.softirq -> util.softirq
+            vals = [_at(c, rest) for c in d.get("cpus", [])]
+            if self.over == "max":
+                return max(vals, default=0.0)
+            return sum(vals) / len(vals) if vals else 0.0
+        parts = self.path.split(".")
+        if parts[0] == "latency_ns":
+            lat = d["latency_ns"].get(parts[1]) or {}
+            # no packet reached the socket or the application: no latency to compare
+            return lat.get(parts[2]) if lat.get("samples", 0) else None
+        return _at(d, parts)
 
 
-def _lat(which: str, q: str) -> Callable[[dict], float | None]:
-    def get(d: dict) -> float | None:
-        lat = d["latency_ns"].get(which) or {}
-        # no packet reached the socket or the application: no latency to compare
-        return lat.get(q) if lat.get("samples", 0) else None
-    return get
+def _at(d, parts: list[str]):
+    for part in parts:
+        d = d[int(part)] if isinstance(d, list) else d.get(part, 0)
+    return d
 
 
-# (key, label, kind, value of one run); kind: rate, count, time, fraction
-BASE_METRICS: list[tuple[str, str, str, Callable[[dict], float | None]]] = [
-    ("delivered_pps", "delivered rate", "rate", lambda d: d["throughput"]["delivered_pps"]),
-    ("dropped", "drops, all reasons", "count", lambda d: d["packets"]["dropped"]),
+BASE_METRICS = [
+    Metric("delivered_pps", "delivered rate", "rate", "throughput.delivered_pps"),
+    Metric("dropped", "drops, all reasons", "count", "packets.dropped"),
 ]
-LATER_METRICS: list[tuple[str, str, str, Callable[[dict], float | None]]] = [
-    ("latency_socket_p50_ns", "latency to socket p50", "time", _lat("to_socket", "p50")),
-    ("latency_socket_p99_ns", "latency to socket p99", "time", _lat("to_socket", "p99")),
-    ("latency_socket_p999_ns", "latency to socket p99.9", "time", _lat("to_socket", "p999")),
-    ("latency_app_p50_ns", "latency to app p50", "time", _lat("to_app", "p50")),
-    ("latency_app_p99_ns", "latency to app p99", "time", _lat("to_app", "p99")),
-    ("latency_app_p999_ns", "latency to app p99.9", "time", _lat("to_app", "p999")),
-    ("softirq_util_max", "softirq, busiest CPU", "fraction",
-     lambda d: max(_soft(d), default=0.0)),
-    ("softirq_util_mean", "softirq, mean of CPUs", "fraction",
-     lambda d: sum(_soft(d)) / len(_soft(d)) if _soft(d) else 0.0),
-    ("reordered_packets", "reordered packets", "count",
-     lambda d: d.get("reordered_packets", 0)),
+LATER_METRICS = [
+    Metric("latency_socket_p50_ns", "latency to socket p50", "time", "latency_ns.to_socket.p50"),
+    Metric("latency_socket_p99_ns", "latency to socket p99", "time", "latency_ns.to_socket.p99"),
+    Metric("latency_socket_p999_ns", "latency to socket p99.9", "time",
+           "latency_ns.to_socket.p999"),
+    Metric("latency_app_p50_ns", "latency to app p50", "time", "latency_ns.to_app.p50"),
+    Metric("latency_app_p99_ns", "latency to app p99", "time", "latency_ns.to_app.p99"),
+    Metric("latency_app_p999_ns", "latency to app p99.9", "time", "latency_ns.to_app.p999"),
+    Metric("softirq_util_max", "softirq, busiest CPU", "fraction", "cpus.0.util.softirq",
+           over="max"),
+    Metric("softirq_util_mean", "softirq, mean of CPUs", "fraction", "cpus.0.util.softirq",
+           over="mean"),
+    Metric("reordered_packets", "reordered packets", "count", "reordered_packets"),
 ]
 
 
-def metrics_for(runs: list[dict]) -> list[tuple[str, str, str, Callable]]:
+def metrics_for(runs: list[dict]) -> list[Metric]:
     """The metrics, with a row per drop reason that any run counts."""
     reasons = sorted({r for d in runs for r, n in d["packets"]["dropped_by_reason"].items()
                       if n})
-    drops = [(f"drop_{r}", f"drops: {r}", "count",
-              (lambda d, r=r: d["packets"]["dropped_by_reason"].get(r, 0))) for r in reasons]
+    drops = [Metric(f"drop_{r}", f"drops: {r}", "count", f"packets.dropped_by_reason.{r}")
+             for r in reasons]
     return BASE_METRICS + drops + LATER_METRICS
 
 
@@ -68,8 +89,9 @@ def compare(configs, results: dict[str, list[dict]]) -> dict:
     first = configs[0]
     paired = all(c.seeds == first.seeds for c in configs)
     rows = []
-    for key, label, kind, get in metrics_for(all_runs):
-        vals = {c.name: [get(d) for d in results[c.name]] for c in configs}
+    for m in metrics_for(all_runs):
+        key, label, kind = m.key, m.label, m.kind
+        vals = {c.name: [m.get(d) for d in results[c.name]] for c in configs}
         if any(v is None for vs in vals.values() for v in vs):
             per, diffs = _partial(configs, vals)
         else:
