@@ -31,6 +31,8 @@ def source_key(root: Path | None = None) -> str:
     for path in sorted(jitted):
         h.update(str(path.relative_to(root)).encode())
         h.update(path.read_bytes())
+    if os.environ.get("RXLAB_PROFILE") == "1":  # the profiled loop (rxlab.engine.cycles)
+        h.update(b"RXLAB_PROFILE=1")
     return h.hexdigest()[:16]
 
 

@@ -19,6 +19,7 @@ from rxlab.kernel.counters import (
     TS_PKT,
 )
 from rxlab.kernel.drop_reasons import N_DROP_SLOTS
+from rxlab.kernel.profile import SITES
 from rxlab.kernel.state import Stats
 
 
@@ -35,6 +36,7 @@ def new_stats(ncpu: int, n_int: int, seed: int) -> Stats:
         ts_pkt=np.zeros((n_int, len(TS_PKT)), i64),
         ts_drop=np.zeros((n_int, N_DROP_SLOTS), i64),
         rng=new_state(seed), icache=np.zeros(3, i64),
+        prof=np.zeros((len(SITES), 2), i64),
     )
 
 

@@ -19,6 +19,7 @@ from rxlab.kernel.constants import MAX_SOFTIRQ_RESTART
 from rxlab.kernel.counters import T_KSOFTIRQD, T_SOFTIRQ
 from rxlab.kernel.events import EV_IRQ
 from rxlab.kernel.nic_rx import ingest_until
+from rxlab.kernel.profile import P_ENQUEUE, P_GET_RPS_CPU, P_RECEIVE, prof_start, prof_stop
 from rxlab.kernel.rps import get_rps_cpu
 from rxlab.kernel.sched import SCHED_KSOFTIRQD, need_resched, sleep_lag
 from rxlab.kernel.socket import netif_receive_skb_core
@@ -100,15 +101,20 @@ def driver_poll(s, c, q, t, work, count, phase):
         t += cost(s, C_DRIVER_RX) + cost(s, C_GRO)
         cpu = rq = rs = np.int64(-1)
         if p.rps_needed:
+            t0 = prof_start()
             cpu, rq, rs, spent = get_rps_cpu(s, q, p.flow[f].flow_hash, f, t)
+            prof_stop(s, P_GET_RPS_CPU, t0)
             t += spent
+        t0 = prof_start()
         if cpu >= 0:
             # netif_receive_skb with RPS: always through a backlog, even the local one
             t += cost(s, C_RPS_ENQUEUE)
             t += enqueue_to_backlog(s, c, cpu, p.flow[f].flow_hash, f, tarr, seq, length, t,
                                     rq, rs)
+            prof_stop(s, P_ENQUEUE, t0)
         else:
             t = netif_receive_skb_core(s, c, c, f, tarr, seq, length, t)
+            prof_stop(s, P_RECEIVE, t0)
     if (p.refill_where == REFILL_AFTER_LOOP
             and nic.queue[q].ring_head - nic.queue[q].ring_ret >= p.refill_batch):
         refill(s, q, t)  # ice, mvpp2: once per poll; mlx5: post_wqes after the CQ loop

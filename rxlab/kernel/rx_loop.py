@@ -37,6 +37,19 @@ from rxlab.kernel.napi import (
 )
 from rxlab.kernel.napi_thread import napi_thread_after, napi_thread_arrive, napi_thread_pass
 from rxlab.kernel.nic_rx import ingest, kick_cpu
+from rxlab.kernel.profile import (
+    P_EV0,
+    P_INGEST,
+    P_NAPI_POLL,
+    P_PICK_NEXT,
+    P_RUN,
+    P_RUN_THREAD,
+    P_RX_ACTION_NEXT,
+    P_SEGMENT_END,
+    P_SOFTIRQ_SEGMENT,
+    prof_start,
+    prof_stop,
+)
 from rxlab.kernel.sched import (
     SCHED_APP,
     SCHED_CPUMAP_KTHREAD,
@@ -156,6 +169,7 @@ def dispatch(s, c, t):
         # the paused poll (napi_poll resumes it), as its segment started
         napi, thread, t, ctx, was_ks = pz.q, pz.thread, pz.t0, pz.ctx, pz.was_ks
     else:
+        p0 = prof_start()
         kind = sd.cpu[c].seg_kind
         sd.cpu[c].seg_kind = SEG_NONE
         if kind == SEG_NAPI:
@@ -209,20 +223,29 @@ def dispatch(s, c, t):
             account(s, c, T_HARDIRQ, t, t + sd.cpu[c].irq_debt)
             t += sd.cpu[c].irq_debt
             sd.cpu[c].irq_debt = 0
+        prof_stop(s, P_SEGMENT_END, p0)
+        p0 = prof_start()
         who = pick_next(s, c, t)
+        prof_stop(s, P_PICK_NEXT, p0)
         if who != SCHED_SOFTIRQ:
             sd.cpu[c].bh_inline = 0  # the reader's do_softirq has returned
         if who == SCHED_NAPI_THREAD:
             thread, napi, t_ev = 1, napi_thread_next(s, c), t
         elif who != SCHED_SOFTIRQ and who != SCHED_KSOFTIRQD:
+            p0 = prof_start()
             run_thread(s, c, who, t)
+            prof_stop(s, P_RUN_THREAD, p0)
             return
         else:
             was_ks = sd.cpu[c].ksoftirqd
             ctx = softirq_context(s, c)
+            p0 = prof_start()
             napi, t_end = net_rx_action_next(s, c, t)  # -1: net_rx_action returned
+            prof_stop(s, P_RX_ACTION_NEXT, p0)
     if napi >= 0:
+        p0 = prof_start()
         work, t_end, paused = napi_poll(s, c, napi, t)
+        prof_stop(s, P_NAPI_POLL, p0)
         if paused:
             # the driver poll waits for the next chunk's arrivals
             pz.on, pz.thread, pz.t0, pz.ctx, pz.was_ks = 1, thread, t, ctx, was_ks
@@ -233,7 +256,9 @@ def dispatch(s, c, t):
             napi_thread_pass(s, c, napi, t, t_end, work)
             return
         sd.cpu[c].seg_work = work
+    p0 = prof_start()
     softirq_segment(s, c, t, t_end, napi, ctx, was_ks)
+    prof_stop(s, P_SOFTIRQ_SEGMENT, p0)
 
 
 @njit(**JIT_HELPER)
@@ -409,19 +434,25 @@ def run(s, t_until):
     ev, w = s.ev, s.wire
     n = w.t_nic.size
     i = w.pos[0]  # kept in a register between events; a driver poll may move it
+    t_run = prof_start()
     while True:
         te = peek_time(ev)
         if i < n:
             if w.t_nic[i] <= te:
+                t0 = prof_start()
                 ingest(s, w.flow[i], w.length[i], w.t_wire[i], w.t_nic[i], w.overrun[i])
+                prof_stop(s, P_INGEST, t0)
                 i += 1
                 continue
         elif t_until < 0 or te > t_until:
             w.pos[0] = i
+            prof_stop(s, P_RUN, t_run)
             return
         w.pos[0] = i
         t, kind, arg = pop(ev)
+        t0 = prof_start()
         handle_event(s, t, kind, arg)
+        prof_stop(s, P_EV0 + kind - 1, t0)
         i = w.pos[0]
 
 

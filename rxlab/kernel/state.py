@@ -443,6 +443,7 @@ class Stats(NamedTuple):
     ts_drop: np.ndarray  # int64[n_intervals, N_DROP_SLOTS]
     rng: np.ndarray  # uint64[1]
     icache: np.ndarray  # int64[3]: the last interval_of() result and its [lo, hi) in ns
+    prof: np.ndarray  # int64[len(profile.SITES), 2]: calls, cycles (RXLAB_PROFILE=1 only)
 
 
 class RfsState(NamedTuple):
