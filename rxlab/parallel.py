@@ -138,6 +138,16 @@ def run_local(fn: Callable[[Any], Any], tasks: list[tuple[str, Any]], jobs: int,
     return breaks
 
 
+def run_each(fn: Callable[[Any], Any], tasks: list[tuple[str, Any]], jobs: int,
+             on_result: Callable[[str, Any], None]) -> None:
+    """``run_local``, with a task's error raised as the task raised it (a UsageError stays
+    a one-line error), for callers that have nothing to add to it."""
+    try:
+        run_local(fn, tasks, jobs, on_result)
+    except RunError as e:
+        raise e.error from None
+
+
 IN_FLIGHT_PER_WORKER = 2  # runs queued per worker: it never waits, the driver never hoards
 
 

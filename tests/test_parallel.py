@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rxlab.parallel import RunError, run_local
+from rxlab.parallel import RunError, run_each, run_local
 
 RXLAB = Path(__file__).resolve().parents[1] / "rxlab"
 
@@ -22,6 +22,11 @@ def test_a_task_that_raises_is_named_with_its_error():
     with pytest.raises(RunError) as e:
         run_local(math.sqrt, [("ok", 4.0), ("bad", -1.0)], 2, lambda *_: None)
     assert e.value.run_id == "bad" and isinstance(e.value.error, ValueError)
+
+
+def test_run_each_raises_the_task_s_own_error():
+    with pytest.raises(ValueError):
+        run_each(math.sqrt, [("bad", -1.0)], 2, lambda *_: None)
 
 
 def test_no_other_module_starts_a_process_pool():

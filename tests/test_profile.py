@@ -21,13 +21,11 @@ def test_every_site_is_inside_a_site_that_exists():
 
 def test_without_the_switch_nothing_is_counted():
     from rxlab.build import build
+    from rxlab.kernel.counters import CNT_OFFERED
     from rxlab.scenario import load_scenario
-    from rxlab.simulate import (
-        run_model,
-        simulate,  # noqa: F401 - loads the loop as every test does
-    )
+    from rxlab.simulate import run_model
 
     assert os.environ.get("RXLAB_PROFILE") != "1"
     m = build(load_scenario("default").model_copy(update={"duration": 0.002}))
     run_model(m)
-    assert int(m.st.cnt[0]) > 0 and not m.st.prof.any()
+    assert int(m.st.cnt[CNT_OFFERED]) > 0 and not m.st.prof.any()

@@ -62,14 +62,11 @@ def replicate(sc, n: int, workers: int | None = None) -> dict:
     if workers == 1:
         runs = [_one((data, s)) for s in seeds]
     else:
-        from rxlab.parallel import RunError, run_local
+        from rxlab.parallel import run_each
 
         got: dict = {}
-        try:
-            run_local(_one, [(str(i), (data, s)) for i, s in enumerate(seeds)], workers,
-                      got.__setitem__)
-        except RunError as e:
-            raise e.error from None  # as the same run here would have raised it
+        run_each(_one, [(str(i), (data, s)) for i, s in enumerate(seeds)], workers,
+                 got.__setitem__)
         runs = [got[str(i)] for i in range(n)]
     return summarise(runs, workers)
 

@@ -196,7 +196,7 @@ def run_experiment(module, quick: bool = False, kernel: str | None = None,
                 progress(n, len(tasks), f"{cases[i][0]}, seed +{s}")
             results[i, s] = run_case(module, *cases[i], s)
     else:
-        from rxlab.parallel import RunError, run_local
+        from rxlab.parallel import run_each
 
         def got(key: str, metrics: dict) -> None:
             i, s = map(int, key.split("."))
@@ -204,11 +204,8 @@ def run_experiment(module, quick: bool = False, kernel: str | None = None,
                 progress(len(results), len(tasks), f"{cases[i][0]}, seed +{s}")
             results[i, s] = metrics
 
-        try:
-            run_local(_pool_task, [(f"{i}.{s}", (module.NAME, quick, kernel, i, s))
-                                   for i, s in tasks], jobs, got)
-        except RunError as e:
-            raise e.error from None  # as the same case here would have raised it
+        run_each(_pool_task, [(f"{i}.{s}", (module.NAME, quick, kernel, i, s))
+                              for i, s in tasks], jobs, got)
     out = []
     for i, (name, params, spec) in enumerate(cases):
         runs = [results[i, s] for s in range(seeds)]

@@ -174,14 +174,11 @@ class Runner:
 
 def _parallel(tasks: list[dict], jobs: int) -> dict:
     """The runs on the pool every command uses (``rxlab.parallel``)."""
-    from rxlab.parallel import RunError, run_local
+    from rxlab.parallel import run_each
 
     out: dict = {}
-    try:
-        run_local(run_one, [(str(i), t) for i, t in enumerate(tasks)], jobs,
-                  lambda _, r: out.__setitem__(tuple(r["key"]), r["data"]))
-    except RunError as e:
-        raise e.error from None  # as the same run here would have raised it
+    run_each(run_one, [(str(i), t) for i, t in enumerate(tasks)], jobs,
+             lambda _, r: out.__setitem__(tuple(r["key"]), r["data"]))
     return out
 
 
