@@ -36,6 +36,13 @@ def jiffies(s, t):
 
 
 @njit(**JIT_STATE)
+def jiffy_start(s, j):
+    """The time jiffy j begins: ``jiffies(t) >= j`` is ``t >= jiffy_start(j)``, a
+    comparison where the per-poll and per-pick checks would divide."""
+    return j * s.p.jiffy_ns
+
+
+@njit(**JIT_STATE)
 def refill(s, q, t):
     """Give every consumed descriptor back to the NIC at t (one tail write)."""
     p, nic = s.p, s.nic
@@ -151,12 +158,12 @@ def net_rx_action_next(s, c, t):
         if not sd.cpu[c].hs_active and not sd.cpu[c].ksoftirqd:
             # handle_softirqs(): restart window of MAX_SOFTIRQ_TIME, MAX_SOFTIRQ_RESTART
             sd.cpu[c].hs_active = 1
-            sd.cpu[c].hs_end_j = jiffies(s, t) + p.max_softirq_jiffies
+            sd.cpu[c].hs_end_t = jiffy_start(s, jiffies(s, t) + p.max_softirq_jiffies)
             sd.cpu[c].hs_restart = MAX_SOFTIRQ_RESTART
         sd.cpu[c].in_rx_action = 1
         sd.cpu[c].softirq_pending = 0
         sd.cpu[c].budget = p.netdev_budget
-        sd.cpu[c].time_limit_j = jiffies(s, t) + p.budget_jiffies
+        sd.cpu[c].time_limit_t = jiffy_start(s, jiffies(s, t) + p.budget_jiffies)
         _take_poll_list(s, c)
     while sd.cpu[c].ll_pos >= sd.cpu[c].ll_n:
         if sd.cpu[c].rp_n == 0 and sd.cpu[c].pl_n > 0:
@@ -219,7 +226,7 @@ def napi_segment_end(s, c, napi, t):
     elif napi < p.nq:
         napi_complete_done(s, napi, t)
     sd.cpu[c].budget -= work
-    if sd.cpu[c].budget <= 0 or jiffies(s, t) >= sd.cpu[c].time_limit_j:
+    if sd.cpu[c].budget <= 0 or t >= sd.cpu[c].time_limit_t:
         sd.cpu[c].time_squeeze += 1
         return finish_rx_action(s, c, t)
     return t
@@ -254,7 +261,7 @@ def finish_rx_action(s, c, t):
         if sd.cpu[c].hs_active:
             sd.cpu[c].hs_restart -= 1
             if (
-                jiffies(s, t) >= sd.cpu[c].hs_end_j
+                t >= sd.cpu[c].hs_end_t
                 or sd.cpu[c].hs_restart <= 0
                 or need_resched(s, c, t)
             ):

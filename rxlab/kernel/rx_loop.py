@@ -288,11 +288,15 @@ def run_thread(s, c, who, t):
     elif who == SCHED_APP:
         nth = so.cpu_nthreads[c]
         th = -1
+        # round robin from rr, wrapping by a subtraction (rr is past the end only after
+        # a migration shrank the list)
+        r = sd.cpu[c].rr if sd.cpu[c].rr < nth else sd.cpu[c].rr % max(nth, 1)
         for k in range(nth):
-            cand = so.cpu_threads[c, (sd.cpu[c].rr + k) % nth]
+            i = r + k - nth if r + k >= nth else r + k
+            cand = so.cpu_threads[c, i]
             if so.thread[cand].th_state == TH_RUNNABLE:
                 th = cand
-                sd.cpu[c].rr = (sd.cpu[c].rr + k + 1) % nth
+                sd.cpu[c].rr = 0 if i + 1 == nth else i + 1
                 break
         t_end, n, sys_ns, user_ns = app_read(s, th, t)
         account(s, c, T_SYSTEM, t, t + sys_ns)

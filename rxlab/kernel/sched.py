@@ -186,6 +186,8 @@ def place_woken(s, c, k, v, lag):
         return max(v, sd.cpu[c].min_vrt - p.sched_slice_ns // 2)
     if n == 0:
         return sd.cpu[c].min_vrt
+    if n == 1:
+        return vsum - 2 * lag  # the common case, without two divisions
     return vsum // n - lag * (n + 1) // n
 
 
@@ -223,11 +225,11 @@ def slice_over(s, c, t):
     tick since the CPU's previous decision found its slice used up (``entity_tick`` ->
     ``update_curr``: ``update_deadline`` for EEVDF, ``check_preempt_tick`` for CFS;
     HRTICK is off, so nothing notices the slice's end between ticks)."""
-    sd, p = s.sd, s.p
+    sd = s.sd
     if sd.cpu[c].resched:
         return True
-    if t // p.jiffy_ns == sd.cpu[c].disp_t // p.jiffy_ns:
-        return False
+    if t < sd.cpu[c].disp_jend:
+        return False  # no tick since the previous decision
     return _candidate(s, c, sd.cpu[c].cur_who)[1] >= sd.cpu[c].cur_vend
 
 
@@ -261,7 +263,8 @@ def pick_next(s, c, t):
         return SCHED_KSOFTIRQD
     cur = sd.cpu[c].cur_who
     keep = (cur != SCHED_IDLE and _candidate(s, c, cur)[0] and not slice_over(s, c, t))
-    sd.cpu[c].disp_t = t
+    if t >= sd.cpu[c].disp_jend:  # a new jiffy: its end, by one division per jiffy
+        sd.cpu[c].disp_jend = (t // s.p.jiffy_ns + 1) * s.p.jiffy_ns
     if keep:
         return cur
     n, best, bv = 0, SCHED_IDLE, np.int64(0)

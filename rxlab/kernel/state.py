@@ -313,9 +313,9 @@ SOFTNET_DATA = struct(
     ("ipi_n", np.int64),
     # net_rx_action / handle_softirqs state
     ("softirq_pending", np.int64), ("in_rx_action", np.int64), ("budget", np.int64),
-    ("time_limit_j", np.int64),  # jiffies
+    ("time_limit_t", np.int64),  # ns: the jiffy at which net_rx_action stops begins
     ("hs_active", np.int64),  # inside handle_softirqs (inline)
-    ("hs_end_j", np.int64), ("hs_restart", np.int64),
+    ("hs_end_t", np.int64), ("hs_restart", np.int64),  # ns, as time_limit_t
     ("ksoftirqd", np.int64),  # softirq work deferred to ksoftirqd/<cpu>
     # the ksoftirqd task is awake (woken, not yet asleep again): work run inline meanwhile
     # (an interrupt's exit, a local_bh_enable) does not put it to sleep, so handing the
@@ -330,10 +330,10 @@ SOFTNET_DATA = struct(
     ("app_vrt", np.int64), ("app_lag", np.int64),  # the CPU's application threads
     ("min_vrt", np.int64),  # cfs_rq->min_vruntime: where a waking task is placed from
     # the task holding the CPU (SCHED_*, SCHED_IDLE: none), the vruntime at which its
-    # slice ends (EEVDF deadline, CFS sched_slice), the time of the CPU's previous
-    # scheduling decision (a tick since: rxlab.kernel.sched slice_over), and
-    # need_resched set by a wake-up
-    ("cur_who", np.int64), ("cur_vend", np.int64), ("disp_t", np.int64),
+    # slice ends (EEVDF deadline, CFS sched_slice), the start of the jiffy after the
+    # CPU's previous scheduling decision (a tick since: rxlab.kernel.sched slice_over),
+    # and need_resched set by a wake-up
+    ("cur_who", np.int64), ("cur_vend", np.int64), ("disp_jend", np.int64),
     ("resched", np.int64),
     # the segment the CPU is running
     ("ev_pending", np.int64),  # a PRIO_CPU event is in the calendar
