@@ -1,6 +1,7 @@
 """Where the first (cold) compile of the event loop spends its time.
 
-    NUMBA_CACHE_DIR=$(mktemp -d) /usr/bin/time -v .venv/bin/python benchmarks/compile_profile.py
+    NUMBA_CACHE_DIR=$(mktemp -d) /usr/bin/time -v \
+        .venv/bin/python benchmarks/compile_profile.py [--record]
 
 Runs ``rxlab.simulate('default', duration=0.001)`` with numba's event hooks
 (``numba.core.event``) installed and prints, in CPU seconds of this process: the
@@ -97,6 +98,8 @@ def main() -> None:
     ap.add_argument("--scenario", default="default")
     ap.add_argument("--json", help="write the figures to this file")
     ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--record", action="store_true",
+                    help="append the figures to benchmarks/results/compile.jsonl")
     args = ap.parse_args()
 
     llvm = time_llvm_steps()
@@ -126,6 +129,10 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
+    if args.record:
+        from record import record
+
+        print(f"# recorded in {record('compile', out)}")
 
 
 if __name__ == "__main__":

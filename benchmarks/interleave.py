@@ -1,6 +1,6 @@
 """Event-loop speed of two source trees, timed alternately (old, new, old, new, ...).
 
-    .venv/bin/python benchmarks/interleave.py OLD_TREE NEW_TREE [--rounds 3] [arfs ...]
+    .venv/bin/python benchmarks/interleave.py [--rounds 3] [--record] OLD_TREE NEW_TREE [arfs ...]
 
 Each round runs the loop once per tree, in a fresh process with that tree on PYTHONPATH
 (each tree keeps its own compiled loop in numba's cache: compile both first). The loop
@@ -85,6 +85,8 @@ def main() -> None:
     ap.add_argument("new", type=Path)
     ap.add_argument("which", nargs="*", default=list(SCENARIOS), help=", ".join(SCENARIOS))
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--record", action="store_true",
+                    help="append the figures to benchmarks/results/interleave.jsonl")
     a = ap.parse_args()
     got: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
     for _ in range(a.rounds):
@@ -94,6 +96,13 @@ def main() -> None:
     for sc in got["old"]:
         o, n = got["old"][sc], got["new"][sc]
         print(f"{sc:10s} old min {min(o):7.1f} {o}   new min {min(n):7.1f} {n}")
+    if a.record:
+        from record import record, tree_of
+
+        figures = {"old_tree": tree_of(a.old), "rounds": a.rounds, "scenarios": {
+            sc: {"old_min": min(got["old"][sc]), "new_min": min(got["new"][sc]),
+                 "old": got["old"][sc], "new": got["new"][sc]} for sc in got["old"]}}
+        print(f"# recorded in {record('interleave', figures, tree_of(a.new))}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ Usage::
 
     .venv/bin/python benchmarks/stages.py                       # all three, 2 runs each
     .venv/bin/python benchmarks/stages.py arfs --runs 3 --json out.json
+    .venv/bin/python benchmarks/stages.py --record    # into benchmarks/results/stages.jsonl
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("which", nargs="*", help=f"scenarios: {', '.join(SCENARIOS)} (default: all)")
     ap.add_argument("--runs", type=int, default=2, help="runs per scenario; the best is kept")
     ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    ap.add_argument("--record", action="store_true",
+                    help="append the rows to benchmarks/results/stages.jsonl")
     a = ap.parse_args(argv)
     bad = [w for w in a.which if w not in SCENARIOS]
     if bad:
@@ -64,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         with open(a.json, "w") as fh:
             json.dump({"machine": machine(), "rows": rows}, fh, indent=1)
+    if a.record:
+        from record import record
+
+        print(f"# recorded in {record('stages', {'runs': a.runs, 'rows': rows})}")
     return 0
 
 

@@ -26,7 +26,9 @@ from collections.abc import Callable
 
 from rxlab.bench import engine, machine, memory, scenarios, simpy_ref, toeplitz_c
 
-TARGETS = {"engine_pps": 10e6, "engine_pps_arfs": 1.5e6, "ratio_vs_simpy_loop": 50.0,
+# aRFS: real time for its host (1.64 Mpps offered); flow-limit and like for like: the
+# project's targets (docs/performance.md)
+TARGETS = {"engine_pps": 15e6, "engine_pps_arfs": 1.64e6, "ratio_vs_simpy_loop": 50.0,
            "toeplitz_ratio_vs_c": 0.8, "peak_rss_mb": 2048.0}
 
 
@@ -115,7 +117,8 @@ def run_bench(quick: bool = False, log: Callable[[str], None] | None = None,
     out["memory"] = mem
 
     out["checks"] = {
-        "engine_pps >= 10M": out["engine_pps"] >= TARGETS["engine_pps"],
+        f"engine_pps >= {TARGETS['engine_pps'] / 1e6:g}M":
+            out["engine_pps"] >= TARGETS["engine_pps"],
         "ratio_vs_simpy_loop >= 50": (out.get("ratio_vs_simpy_loop") or 0.0)
         >= TARGETS["ratio_vs_simpy_loop"],
         "simpy agreement": out["agreement"]["agree"],
@@ -125,7 +128,7 @@ def run_bench(quick: bool = False, log: Callable[[str], None] | None = None,
         "peak_rss_mb < 2048": out["peak_rss_mb"] < TARGETS["peak_rss_mb"],
     }
     if out["engine_pps_arfs"] is not None:
-        out["checks"]["engine_pps_arfs >= 1.5M"] = (
+        out["checks"][f"engine_pps_arfs >= {TARGETS['engine_pps_arfs'] / 1e6:g}M"] = (
             out["engine_pps_arfs"] >= TARGETS["engine_pps_arfs"])
     out["bench_wall_s"] = round(time.perf_counter() - t_all, 1)
     return out
