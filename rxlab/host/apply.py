@@ -48,7 +48,7 @@ from rxlab.host.read import SYSCTL_DIR, cpu_count, read_host
 from rxlab.host.signals import Interrupted, ignore_signals, interruptible
 from rxlab.inputs import read_text
 from rxlab.nic import indirection
-from rxlab.scenario import Scenario
+from rxlab.scenario import Kernel, Rss, Scenario
 
 ROLLBACK_FORMAT = 1
 APPLY_SYSCTLS = ("netdev_max_backlog", "netdev_budget", "netdev_budget_usecs", "dev_weight",
@@ -186,8 +186,23 @@ def plan(sc: Scenario, dev: str, netns: str | None = None,
         raise UsageError(f"no network device {dev!r}" + (f" in netns {netns!r}" if netns else ""))
     d = info["devices"][dev]
     ncpu = cpu_count()
+    notes = _unapplied_notes(sc, ncpu)
+    nq = sc.nic.queues
+    # one part after the other, in ORDER: the first bad value found is the one reported
+    steps = _channel_steps(nq, dev, d)
+    steps += _rxfh_steps(sc.nic.rss, nq, dev, d, notes)
+    steps += _flow_hash_steps(sc.nic.rss, dev, d)
+    steps += _rps_cpus_steps(sc, nq, ncpu, d)
+    steps += _rps_flow_cnt_steps(sc.kernel.rps_flow_cnt, nq, d)
+    steps += _irq_steps(sc.nic.irq_affinity, ncpu, dev, d, notes)
+    steps += _sysctl_steps(sc.kernel, ncpu, info, notes)
+    steps.sort(key=lambda s: ORDER.index(s.kind))
+    return steps, notes, info
+
+
+def _unapplied_notes(sc: Scenario, ncpu: int) -> list[str]:
+    """What the scenario holds that ``apply`` leaves as it is on this host."""
     notes: list[str] = []
-    steps: list[Step] = []
     if sc.host.cpus != ncpu:
         notes.append(f"host.cpus is {sc.host.cpus}, this host has {ncpu} CPUs")
     for what, given in (("nic.ntuple", sc.nic.ntuple), ("nic.rss.contexts", sc.nic.rss.contexts),
@@ -195,99 +210,123 @@ def plan(sc: Scenario, dev: str, netns: str | None = None,
         if given:
             notes.append(f"{what} is not applied by rxlab (configure it with ethtool -N / "
                          "-X context / -K ntuple on)")
+    return notes
 
-    # --- queue count: ethtool -L when it differs
-    nq = sc.nic.queues
+
+def _channel_steps(nq: int, dev: str, d: dict) -> list[Step]:
+    """The queue count: ``ethtool -L`` when it differs. The old value keeps each queue's
+    settings too: queues the change removes lose theirs, and an undo writes them back."""
     cur_q = d["rx_queues"]
-    if nq != cur_q:
-        ch = d.get("channels") or {}
-        if not ch.get("supported"):
-            raise UsageError(f"nic.queues: {dev} has {cur_q} rx queues, the scenario {nq}, and "
-                             f"its channels cannot be changed ({ch.get('error', 'ethtool -l')})")
-        kind = "combined" if ch["current"].get("combined") else "rx"
-        mx = ch["max"].get(kind)
-        if not ch["current"].get(kind) or mx is None or nq > mx:
-            raise UsageError(f"nic.queues: {nq} exceeds the {mx} {kind} channels {dev} "
-                             "supports (ethtool -l)")
-        saved = {"count": ch["current"][kind],
-                 "rx": {f"rx-{q['queue']}": {"rps_cpus": q["rps_cpus"],
-                                             "rps_flow_cnt": q["rps_flow_cnt"]}
-                        for q in d["rx"]},
-                 "tx": {f"tx-{q['queue']}": {"xps_cpus": q["xps_cpus"]} for q in d["tx"]
-                        if q.get("xps_cpus") is not None}}
-        steps.append(Step("channels", kind, saved, nq))
+    if nq == cur_q:
+        return []
+    ch = d.get("channels") or {}
+    if not ch.get("supported"):
+        raise UsageError(f"nic.queues: {dev} has {cur_q} rx queues, the scenario {nq}, and "
+                         f"its channels cannot be changed ({ch.get('error', 'ethtool -l')})")
+    kind = "combined" if ch["current"].get("combined") else "rx"
+    mx = ch["max"].get(kind)
+    if not ch["current"].get(kind) or mx is None or nq > mx:
+        raise UsageError(f"nic.queues: {nq} exceeds the {mx} {kind} channels {dev} "
+                         "supports (ethtool -l)")
+    saved = {"count": ch["current"][kind],
+             "rx": {f"rx-{q['queue']}": {"rps_cpus": q["rps_cpus"],
+                                         "rps_flow_cnt": q["rps_flow_cnt"]}
+                    for q in d["rx"]},
+             "tx": {f"tx-{q['queue']}": {"xps_cpus": q["xps_cpus"]} for q in d["tx"]
+                    if q.get("xps_cpus") is not None}}
+    return [Step("channels", kind, saved, nq)]
 
-    # --- RSS: key and indirection table through ethtool -X
-    rss = sc.nic.rss
+
+def _rxfh_steps(rss: Rss, nq: int, dev: str, d: dict, notes: list[str]) -> list[Step]:
+    """RSS key and indirection table: one ``ethtool -X`` step, if anything differs."""
     wants_rss = rss.key is not None or rss.indirection != "default"
     dr = d.get("rss") or {}
     if wants_rss and not dr.get("supported"):
         raise UsageError(f"nic.rss: {dev} does not let RSS be configured "
                          f"(ethtool -x: {dr.get('error', 'unsupported')})")
-    if dr.get("supported") and dr.get("indirection"):
-        cur_table = [int(x) for x in dr["indirection"]]
-        size = len(cur_table)
-        if wants_rss and rss.table_size != size:
-            raise UsageError(f"nic.rss.table_size: {dev} has a {size}-entry indirection table, "
-                             f"the scenario {rss.table_size}")
-        want_table = _table(rss.indirection, size, nq).tolist()
-        new: dict = {}
-        old: dict = {}
-        if want_table != cur_table:
-            w = _rxfh_form(want_table, nq)
-            if w is None:
-                raise UsageError("nic.rss.indirection: ethtool -X sets only round-robin tables "
-                                 "(equal N) or tables of contiguous runs (weight W0 W1 ...); "
-                                 "this one is neither")
-            ow = _rxfh_form(cur_table, cur_q)
-            if ow is None:
-                raise UsageError(f"{dev}'s current indirection table cannot be restored with "
-                                 "ethtool -X equal/weight, so rxlab does not change it; set it "
-                                 "by hand")
-            new.update(w)
-            old.update(ow)
-        if rss.key is not None:
-            from rxlab.nic.toeplitz import parse_key
-            try:
-                k = bytes(parse_key(rss.key))
-            except ValueError as err:
-                raise UsageError(f"nic.rss.key: {err}") from None
-            want_key = ":".join(f"{b:02x}" for b in k)
-            cur_key = (dr.get("key") or "").lower()
-            if cur_key and len(want_key) != len(cur_key):
-                raise UsageError(f"nic.rss.key: {len(k)} bytes, {dev}'s key has "
-                                 f"{(len(cur_key) + 1) // 3}")
-            if want_key != cur_key:
-                new["key"], old["key"] = want_key, cur_key
-        elif dr.get("key"):
-            notes.append(f"nic.rss.key not given: {dev} keeps its key (the model assumes the "
-                         "Microsoft verification key)")
-        if new:
-            steps.append(Step("rxfh", dev, old, new))
-    elif rss.table_size != 128 and wants_rss:
-        raise UsageError(f"nic.rss: {dev} reports no indirection table")
+    if not (dr.get("supported") and dr.get("indirection")):
+        if rss.table_size != 128 and wants_rss:
+            raise UsageError(f"nic.rss: {dev} reports no indirection table")
+        return []
+    cur_table = [int(x) for x in dr["indirection"]]
+    size = len(cur_table)
+    if wants_rss and rss.table_size != size:
+        raise UsageError(f"nic.rss.table_size: {dev} has a {size}-entry indirection table, "
+                         f"the scenario {rss.table_size}")
+    new, old = _rxfh_table_change(_table(rss.indirection, size, nq).tolist(), cur_table, nq,
+                                  d["rx_queues"], dev)
+    if rss.key is not None:
+        key = _rxfh_key_change(rss.key, dr, dev)
+        if key:
+            new["key"], old["key"] = key
+    elif dr.get("key"):
+        notes.append(f"nic.rss.key not given: {dev} keeps its key (the model assumes the "
+                     "Microsoft verification key)")
+    return [Step("rxfh", dev, old, new)] if new else []
 
-    # --- rx-flow-hash fields
-    if rss.flow_hash:
-        fh = d.get("flow_hash") or {}
-        if not fh.get("supported"):
-            raise UsageError(f"nic.rss.flow_hash: {dev} does not support rx-flow-hash "
-                             f"({fh.get('error', 'unsupported')})")
-        for t, letters in rss.flow_hash.items():
-            if set(letters) != set(fh.get(t, "")):
-                steps.append(Step("flow_hash", t, fh.get(t) or "", letters))
 
-    # --- rps_cpus per rx queue (sysfs)
+def _rxfh_table_change(want_table: list[int], cur_table: list[int], nq: int, cur_q: int,
+                       dev: str) -> tuple[dict, dict]:
+    """(new, old) ``ethtool -X`` forms of the table, both empty when it is unchanged; the
+    current table must have a form too, or the change could not be rolled back."""
+    if want_table == cur_table:
+        return {}, {}
+    w = _rxfh_form(want_table, nq)
+    if w is None:
+        raise UsageError("nic.rss.indirection: ethtool -X sets only round-robin tables "
+                         "(equal N) or tables of contiguous runs (weight W0 W1 ...); "
+                         "this one is neither")
+    ow = _rxfh_form(cur_table, cur_q)
+    if ow is None:
+        raise UsageError(f"{dev}'s current indirection table cannot be restored with "
+                         "ethtool -X equal/weight, so rxlab does not change it; set it "
+                         "by hand")
+    return dict(w), dict(ow)
+
+
+def _rxfh_key_change(key: str, dr: dict, dev: str) -> tuple[str, str] | None:
+    """(new, old) RSS key as ``ethtool -X hkey`` takes it, None when it is unchanged."""
+    from rxlab.nic.toeplitz import parse_key
+    try:
+        k = bytes(parse_key(key))
+    except ValueError as err:
+        raise UsageError(f"nic.rss.key: {err}") from None
+    want_key = ":".join(f"{b:02x}" for b in k)
+    cur_key = (dr.get("key") or "").lower()
+    if cur_key and len(want_key) != len(cur_key):
+        raise UsageError(f"nic.rss.key: {len(k)} bytes, {dev}'s key has "
+                         f"{(len(cur_key) + 1) // 3}")
+    return None if want_key == cur_key else (want_key, cur_key)
+
+
+def _flow_hash_steps(rss: Rss, dev: str, d: dict) -> list[Step]:
+    """The rx-flow-hash fields of each flow type the scenario gives."""
+    if not rss.flow_hash:
+        return []
+    fh = d.get("flow_hash") or {}
+    if not fh.get("supported"):
+        raise UsageError(f"nic.rss.flow_hash: {dev} does not support rx-flow-hash "
+                         f"({fh.get('error', 'unsupported')})")
+    return [Step("flow_hash", t, fh.get(t) or "", letters)
+            for t, letters in rss.flow_hash.items() if set(letters) != set(fh.get(t, ""))]
+
+
+def _rps_cpus_steps(sc: Scenario, nq: int, ncpu: int, d: dict) -> list[Step]:
+    """rps_cpus per rx queue (sysfs)."""
     masks = _desired_masks(sc, nq)
     cur = {q["queue"]: q["rps_cpus"] for q in d["rx"]}
+    steps = []
     for q, m in enumerate(masks):
         m = _check_mask(m, ncpu, f"kernel.rps_cpus[{q}]")
         old = cur.get(q)
         if old is None or not same_mask(old, m):
             steps.append(Step("rps_cpus", f"rx-{q}", old, m))
+    return steps
 
-    # --- rps_flow_cnt per rx queue (RFS; sysfs; the kernel rounds up to a power of two)
-    rfc = sc.kernel.rps_flow_cnt
+
+def _rps_flow_cnt_steps(rfc: int | dict[int, int], nq: int, d: dict) -> list[Step]:
+    """rps_flow_cnt per rx queue (RFS; sysfs): a step only where the table the kernel
+    keeps changes, since it rounds the size up to a power of two."""
     want_cnt = [rfc] * nq if isinstance(rfc, int) else [0] * nq
     if isinstance(rfc, dict):
         for q, n in rfc.items():
@@ -296,6 +335,7 @@ def plan(sc: Scenario, dev: str, netns: str | None = None,
                                  f"(nic.queues = {nq})")
             want_cnt[q] = n
     cur_cnt = {q["queue"]: q["rps_flow_cnt"] for q in d["rx"]}
+    steps = []
     for q, n in enumerate(want_cnt):
         if not 0 <= n <= RFS_MAX:
             raise UsageError(f"kernel.rps_flow_cnt[{q}]: {n} is out of range 0..{RFS_MAX}")
@@ -303,29 +343,38 @@ def plan(sc: Scenario, dev: str, netns: str | None = None,
         if old is None or rfs_size(int(old)) != rfs_size(n):
             steps.append(Step("rps_flow_cnt", f"rx-{q}", None if old is None else str(old),
                               str(n)))
+    return steps
 
-    # --- IRQ affinity of identified rx queue IRQs
-    if sc.nic.irq_affinity is not None:
-        rx_irqs = {i["queue"]: i for i in d.get("irqs", []) if i["kind"] in ("rx", "rxtx")}
-        if not rx_irqs:
-            notes.append(f"nic.irq_affinity not applied: no queue IRQs identified for {dev}")
-        for q, c in enumerate(sc.nic.irq_affinity):
-            if c >= ncpu:
-                raise UsageError(f"nic.irq_affinity[{q}]: CPU {c} does not exist here "
-                                 f"({ncpu} CPUs)")
-            i = rx_irqs.get(q)
-            if i is None:
-                if rx_irqs:
-                    notes.append(f"nic.irq_affinity[{q}]: no IRQ identified for rx queue {q}")
-                continue
-            allowed = parse_cpulist(i["smp_affinity_list"] or "")
-            eff = parse_cpulist(i.get("effective_affinity_list") or "")
-            if allowed == [c] or (eff == [c] and c in allowed):
-                continue  # already handled on CPU c (as rxlab host export reads it)
-            steps.append(Step("irq", str(i["irq"]), i["smp_affinity_list"], str(c)))
 
-    # --- global net.core sysctls (initial namespace only)
-    k = sc.kernel
+def _irq_steps(irq_affinity: list[int] | None, ncpu: int, dev: str, d: dict,
+               notes: list[str]) -> list[Step]:
+    """The affinity of each identified rx queue IRQ; queues without one get a note."""
+    if irq_affinity is None:
+        return []
+    rx_irqs = {i["queue"]: i for i in d.get("irqs", []) if i["kind"] in ("rx", "rxtx")}
+    if not rx_irqs:
+        notes.append(f"nic.irq_affinity not applied: no queue IRQs identified for {dev}")
+    steps = []
+    for q, c in enumerate(irq_affinity):
+        if c >= ncpu:
+            raise UsageError(f"nic.irq_affinity[{q}]: CPU {c} does not exist here "
+                             f"({ncpu} CPUs)")
+        i = rx_irqs.get(q)
+        if i is None:
+            if rx_irqs:
+                notes.append(f"nic.irq_affinity[{q}]: no IRQ identified for rx queue {q}")
+            continue
+        allowed = parse_cpulist(i["smp_affinity_list"] or "")
+        eff = parse_cpulist(i.get("effective_affinity_list") or "")
+        if allowed == [c] or (eff == [c] and c in allowed):
+            continue  # already handled on CPU c (as rxlab host export reads it)
+        steps.append(Step("irq", str(i["irq"]), i["smp_affinity_list"], str(c)))
+    return steps
+
+
+def _sysctl_steps(k: Kernel, ncpu: int, info: dict, notes: list[str]) -> list[Step]:
+    """The global net.core sysctls (initial namespace only); one this host lacks is a
+    note, or an error when the scenario uses its feature."""
     tl = k.flow_limit_table_len
     if tl & (tl - 1):
         raise UsageError(f"kernel.flow_limit_table_len: {tl} is not a power of two (the "
@@ -341,6 +390,7 @@ def plan(sc: Scenario, dev: str, netns: str | None = None,
                          f"range 0..{RFS_MAX}")
     have = info.get("sysctls") or {}
     absent = info.get("sysctls_absent") or {}
+    steps = []
     for name, v in want.items():
         if v is None:
             continue
@@ -353,8 +403,7 @@ def plan(sc: Scenario, dev: str, netns: str | None = None,
         same = _same_sysctl(name, str(h), str(v))
         if not same:
             steps.append(Step("sysctl", name, str(h), str(v)))
-    steps.sort(key=lambda s: ORDER.index(s.kind))
-    return steps, notes, info
+    return steps
 
 
 # what a net.core sysctl holds when its feature is unused: the kernel's defaults

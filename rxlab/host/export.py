@@ -115,6 +115,29 @@ def scenario_from_host(info: dict, dev: str) -> tuple[dict, list[str]]:
     ncpu = int(info["cpus"])
     nq = max(1, int(d["rx_queues"]))
     notes: list[str] = []
+    nic = _nic_fields(d, dev, nq, notes)
+    kern = _kernel_fields(info, d, nq, notes)
+    host = info.get("hostname") or "host"
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "-", f"{host}-{dev}")
+    data = {
+        "name": safe,
+        "description": f"steering configuration of {dev} on {host}"
+                       + (f" (netns {info['netns']})" if info.get("netns") else "")
+                       + ", exported by rxlab host export",
+        "seed": 1,
+        "duration": 0.1,
+        "host": {"cpus": ncpu, "kernel": _kernel_version(info.get("kernel", ""))},
+        "nic": nic,
+        "kernel": kern,
+        "traffic": DEFAULT_TRAFFIC,
+        "apps": [{"name": "app", "cpus": f"0-{ncpu - 1}" if ncpu > 1 else 0}],
+    }
+    scenario_from_dict(data, f"export of {dev}")  # must load; a UsageError here is a bug
+    return data, notes
+
+
+def _nic_fields(d: dict, dev: str, nq: int, notes: list[str]) -> dict:
+    """``nic``: driver, queues, delivery, IRQ affinity, threaded NAPI and RSS."""
     name = d.get("driver") or "generic"
     nic: dict = {"driver": name if name in DRIVERS else "generic", "queues": nq}
     if name not in DRIVERS:
@@ -123,15 +146,7 @@ def scenario_from_host(info: dict, dev: str) -> tuple[dict, list[str]]:
         nic["rx_mode"] = "netif_rx"
         notes.append(f"{name} delivers through netif_rx on the sending CPU "
                      "(nic.rx_mode: netif_rx); it has no queue IRQs")
-
-    # IRQ affinity: one CPU per rx queue, from the queue IRQs
-    irqs = {}
-    for q in d.get("irqs", []):
-        if q["kind"] in ("rx", "rxtx") and q["queue"] < nq:
-            cpus = parse_cpulist(q.get("effective_affinity_list")
-                                 or q.get("smp_affinity_list") or "")
-            if cpus:
-                irqs[q["queue"]] = cpus[0]
+    irqs = _irq_cpus(d, nq)
     if irqs and len(irqs) == nq:
         nic["irq_affinity"] = [irqs[q] for q in range(nq)]
     elif irqs:
@@ -140,52 +155,79 @@ def scenario_from_host(info: dict, dev: str) -> tuple[dict, list[str]]:
     else:
         notes.append(f"no queue IRQs identified for {dev}; nic.irq_affinity left at the "
                      "default (queue q on CPU q % cpus)")
-
     if d.get("threaded") and nic.get("rx_mode") != "netif_rx":
         nic["threaded"] = True
         notes.append("threaded NAPI is on: the napi/DEV-ID kthreads' affinity is not read; "
                      "nic.napi_thread_affinity left at the default (each queue's IRQ CPU)")
-
-    rss_info = d.get("rss") or {}
-    rss: dict = {}
-    if rss_info.get("supported"):
-        table = rss_info.get("indirection")
-        if table:
-            if len(table) & (len(table) - 1):
-                notes.append(f"RSS table of {len(table)} entries is not a power of two; "
-                             "not exported")
-            elif max(table) >= nq:
-                notes.append("RSS table names queues beyond the rx queue count; not exported")
-            else:
-                rss["table_size"] = len(table)
-                rss["indirection"] = [int(x) for x in table]
-        key = rss_info.get("key")
-        if key:
-            if len(key.replace(":", "")) // 2 >= 40:
-                rss["key"] = key.replace(":", "")
-            else:
-                notes.append(f"RSS key of {len(key.replace(':', '')) // 2} bytes is shorter "
-                             "than the 40 bytes the model needs; not exported")
-        hf = rss_info.get("hfunc")
-        if hf and hf != "toeplitz":
-            notes.append(f"RSS hash function {hf!r}: the model computes Toeplitz")
-    else:
-        notes.append(f"RSS (ethtool -x): {rss_info.get('error', 'not read')}")
-    fh = d.get("flow_hash") or {}
-    if fh.get("supported"):
-        fields = {t: v for t, v in fh.items() if t in ("tcp4", "udp4", "tcp6", "udp6")}
-        good = {t: v for t, v in fields.items() if v and not set(v) - set("sdfn")}
-        if good:
-            rss["flow_hash"] = good
-        other = sorted(set(fields) - set(good))
-        if other:
-            notes.append(f"rx-flow-hash for {', '.join(other)} not exported (no fields, or "
-                         "fields other than s,d,f,n)")
-    else:
-        notes.append(f"rx-flow-hash (ethtool -n): {fh.get('error', 'not read')}")
+    rss = _rss_fields(d.get("rss") or {}, nq, notes)
+    flow_hash = _flow_hash_fields(d.get("flow_hash") or {}, notes)
+    if flow_hash:
+        rss["flow_hash"] = flow_hash
     if rss:
         nic["rss"] = rss
+    return nic
 
+
+def _irq_cpus(d: dict, nq: int) -> dict[int, int]:
+    """rx queue -> the first CPU of its IRQ's effective affinity (else of the allowed
+    one), for the queues whose IRQ was identified."""
+    irqs = {}
+    for q in d.get("irqs", []):
+        if q["kind"] in ("rx", "rxtx") and q["queue"] < nq:
+            cpus = parse_cpulist(q.get("effective_affinity_list")
+                                 or q.get("smp_affinity_list") or "")
+            if cpus:
+                irqs[q["queue"]] = cpus[0]
+    return irqs
+
+
+def _rss_fields(rss_info: dict, nq: int, notes: list[str]) -> dict:
+    """``nic.rss`` from ``ethtool -x``: the table and key where the model can use them."""
+    rss: dict = {}
+    if not rss_info.get("supported"):
+        notes.append(f"RSS (ethtool -x): {rss_info.get('error', 'not read')}")
+        return rss
+    table = rss_info.get("indirection")
+    if table:
+        if len(table) & (len(table) - 1):
+            notes.append(f"RSS table of {len(table)} entries is not a power of two; "
+                         "not exported")
+        elif max(table) >= nq:
+            notes.append("RSS table names queues beyond the rx queue count; not exported")
+        else:
+            rss["table_size"] = len(table)
+            rss["indirection"] = [int(x) for x in table]
+    key = rss_info.get("key")
+    if key:
+        if len(key.replace(":", "")) // 2 >= 40:
+            rss["key"] = key.replace(":", "")
+        else:
+            notes.append(f"RSS key of {len(key.replace(':', '')) // 2} bytes is shorter "
+                         "than the 40 bytes the model needs; not exported")
+    hf = rss_info.get("hfunc")
+    if hf and hf != "toeplitz":
+        notes.append(f"RSS hash function {hf!r}: the model computes Toeplitz")
+    return rss
+
+
+def _flow_hash_fields(fh: dict, notes: list[str]) -> dict:
+    """``nic.rss.flow_hash`` from ``ethtool -n``: the flow types hashed on fields the
+    model has (s, d, f, n)."""
+    if not fh.get("supported"):
+        notes.append(f"rx-flow-hash (ethtool -n): {fh.get('error', 'not read')}")
+        return {}
+    fields = {t: v for t, v in fh.items() if t in ("tcp4", "udp4", "tcp6", "udp6")}
+    good = {t: v for t, v in fields.items() if v and not set(v) - set("sdfn")}
+    other = sorted(set(fields) - set(good))
+    if other:
+        notes.append(f"rx-flow-hash for {', '.join(other)} not exported (no fields, or "
+                     "fields other than s,d,f,n)")
+    return good
+
+
+def _kernel_fields(info: dict, d: dict, nq: int, notes: list[str]) -> dict:
+    """``kernel``: rps_cpus, the net.core knobs the model has, the threaded backlog and
+    RFS; xps_cpus only as a note (the model is receive side only)."""
     kern: dict = {}
     rps = {q["queue"]: q["rps_cpus"] for q in d["rx"] if q.get("rps_cpus") is not None}
     if any(mask_value(m) for m in rps.values()):
@@ -219,24 +261,7 @@ def scenario_from_host(info: dict, dev: str) -> tuple[dict, list[str]]:
     xps = [q.get("xps_cpus") for q in d["tx"] if q.get("xps_cpus") not in (None, "0")]
     if any(mask_value(m) for m in xps):
         notes.append("xps_cpus is set on some tx queues; not modelled (receive side only)")
-
-    host = info.get("hostname") or "host"
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "-", f"{host}-{dev}")
-    data = {
-        "name": safe,
-        "description": f"steering configuration of {dev} on {host}"
-                       + (f" (netns {info['netns']})" if info.get("netns") else "")
-                       + ", exported by rxlab host export",
-        "seed": 1,
-        "duration": 0.1,
-        "host": {"cpus": ncpu, "kernel": _kernel_version(info.get("kernel", ""))},
-        "nic": nic,
-        "kernel": kern,
-        "traffic": DEFAULT_TRAFFIC,
-        "apps": [{"name": "app", "cpus": f"0-{ncpu - 1}" if ncpu > 1 else 0}],
-    }
-    scenario_from_dict(data, f"export of {dev}")  # must load; a UsageError here is a bug
-    return data, notes
+    return kern
 
 
 def render(data: dict, notes: list[str], info: dict, dev: str) -> str:
