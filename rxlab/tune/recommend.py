@@ -128,7 +128,7 @@ def costs(base: list[dict], cand: list[dict]) -> list[str]:
 
 
 def _check(objective, collision_target, target_drops, antagonist, rounds, duration, seeds,
-           sc):
+           form, jobs, sc):
     if objective not in OBJECTIVES:
         raise UsageError(f"--objective {objective!r}: choose one of {', '.join(OBJECTIVES)}")
     if not 0 < collision_target < 1:
@@ -151,6 +151,10 @@ def _check(objective, collision_target, target_drops, antagonist, rounds, durati
     if size & (size - 1):
         raise UsageError(f"nic.rss.table_size {size}: rxlab tune needs a power of two "
                          "(bucket = hash & (size - 1))")
+    if form not in ("explicit", "weight"):
+        raise UsageError(f"--form {form!r}: choose explicit or weight")
+    if jobs < 1:
+        raise UsageError(f"--jobs {jobs}: give a number of processes >= 1")
 
 
 def with_capture(sc: Scenario, pcap: str) -> Scenario:
@@ -205,49 +209,76 @@ def tune(
     progress: Callable[[str], None] | None = None,
 ) -> dict:
     """Recommendations, each validated on every run, as a JSON-able dict."""
-    from rxlab.build import build, flow_steering
+    from rxlab.build import build
     from rxlab.kernel.versions import behaviour
 
     _check(objective, collision_target, target_drops, antagonist, rounds, duration, seeds,
-           sc)
-    if form not in ("explicit", "weight"):
-        raise UsageError(f"--form {form!r}: choose explicit or weight")
-    if jobs < 1:
-        raise UsageError(f"--jobs {jobs}: give a number of processes >= 1")
+           form, jobs, sc)
     if duration is not None:
         sc = with_overrides(sc, {"duration": duration})
     if pcap is not None:
         sc = with_capture(sc, pcap)
-    say = progress or (lambda msg: None)
     real = sc.traffic.pcap is not None or fixed_flows(sc)
     kb = behaviour(sc.host.kernel)
     seed_list = [sc.seed + i for i in range(seeds)]
     runner = Runner(sc, seeds=seed_list, capture=sc.traffic.pcap is not None, jobs=jobs,
-                    say=say)
+                    say=progress or (lambda msg: None))
     labels = runner.labels
     m = build(sc)
-    fl = m.flows
-    nq, ncpu = sc.nic.queues, sc.host.cpus
-    irq = np.asarray(m.params.queue["irq_cpu"], np.int64)
-    irq_cpus = sorted(set(irq.tolist()))
-    rps_now = set()
-    for q in range(nq):
-        rps_now |= set(np.asarray(m.params.rps_map[q][: m.params.queue[q]["rps_len"]]).tolist())
+    irq_cpus, rps_now = _receive_cpus(m, sc.nic.queues)
     use_cpus = sorted(set(irq_cpus) | rps_now | {c for _, c in m.threads})
-    ant = antagonist
     key = KEY[objective]
 
     def metrics(runs: list[dict]) -> list[dict]:
-        return [sim_metrics(d, use_cpus, ant) for d in runs]
+        return [sim_metrics(d, use_cpus, antagonist) for d in runs]
 
     base_runs = runner.runs({"before": {}})["before"]
     base = metrics(base_runs)
+    indir, table_cands = _indirection(sc, m, base_runs, labels, irq_cpus, real=real,
+                                      rounds=rounds, form=form)
+    sizes, ver, steer_cands = _steering(sc, m, base_runs[0], rps_now, kb, real=real,
+                                        collision_target=collision_target)
+    ds, drop_cands = _drops(sc, m, base_runs, labels, antagonist=antagonist, real=real)
+    # name -> {"overrides", "what", "family", ...}
+    cands = {**table_cands, **steer_cands, **drop_cands}
+    _validate(sc, runner, cands, base, key, metrics)
     notes: list[str] = []
-    cands: dict[str, dict] = {}  # name -> {"overrides", "what", "family", ...}
+    picks, final_ov, after = _recommend(runner, cands, base, key, metrics, notes)
+    if real:
+        tab = [n for n in picks if cands[n]["family"] == "table"]
+        indir["recommended"] = tab[0].split(" ", 1)[1] if tab else None
+    report = {
+        "scenario": sc.name, "seeds": seed_list, "runs": labels,
+        "flows_source": ("capture" if sc.traffic.pcap is not None else
+                         "fixed" if real else "synthetic"),
+        "duration_s": sc.duration, "objective": objective, "metric": key, "device": dev,
+        "kernel": sc.host.kernel, "flows": len(m.flows), "queues": sc.nic.queues,
+        "cpus": sc.host.cpus, "indirection": indir, "rfs": sizes, "steering": ver,
+        "drops": ds, "candidates": cands, "recommended": picks,
+        "cpus_in_use": list(use_cpus),
+        **_outcome(labels, base, after, picks, key, target_drops),
+        "overrides": final_ov, "notes": notes,
+    }
+    report["commands"] = commands(report, sc, dev)
+    return report
 
-    # ---- indirection table: real flows only ------------------------------------------
-    indir = {"table_size": sc.nic.rss.table_size, "queues": nq, "irq_cpus": irq_cpus,
-             "planned": real}
+
+def _receive_cpus(m, nq: int) -> tuple[list[int], set[int]]:
+    """The CPUs that take rx interrupts (sorted), and those RPS steers to now."""
+    irq = np.asarray(m.params.queue["irq_cpu"], np.int64)
+    rps_now = set()
+    for q in range(nq):
+        rps_now |= set(np.asarray(m.params.rps_map[q][: m.params.queue[q]["rps_len"]]).tolist())
+    return sorted(set(irq.tolist())), rps_now
+
+
+def _indirection(sc, m, base_runs: list[dict], labels: list[str], irq_cpus: list[int], *,
+                 real: bool, rounds: int, form: str) -> tuple[dict, dict[str, dict]]:
+    """The indirection table section and its candidates (real flows only)."""
+    from rxlab.build import flow_steering
+
+    indir = {"table_size": sc.nic.rss.table_size, "queues": sc.nic.queues,
+             "irq_cpus": irq_cpus, "planned": real}
     if not real:
         indir["why"] = (
             "the flows are synthetic with random addresses: their RSS hashes, and so which "
@@ -256,38 +287,58 @@ def tune(
             "the real flows for a table (--pcap FILE, a capture of this traffic, or groups "
             "that fix every flow's addresses and ports, as rxlab host export --sockets "
             "writes them)")
-    else:
-        fit_run = base_runs[labels.index(CAPTURE)] if CAPTURE in labels else base_runs[0]
-        indir.update(_tables(sc, m, fl, fit_run, rounds, form, flow_steering))
-        for name in TABLES:
-            c = indir["candidates"].get(name)
-            if c is None or c["same_table_as"] is not None or c["buckets_moved"] == 0:
-                continue
-            ov = ({"nic.rss.indirection": {"weight": c["ethtool"]["weight"]}}
-                  if form == "weight" and c["ethtool"] and "weight" in c["ethtool"]
-                  else {"nic.rss.indirection": c["table"]})
-            if form == "weight" and not (c["ethtool"] and "weight" in c["ethtool"]):
-                continue
-            cands[f"table {name}"] = {"overrides": ov, "family": "table",
-                                      "what": f"indirection table: {name}"}
+        return indir, {}
+    fit_run = base_runs[labels.index(CAPTURE)] if CAPTURE in labels else base_runs[0]
+    indir.update(_tables(sc, m, m.flows, fit_run, rounds, form, flow_steering))
+    return indir, _table_candidates(indir["candidates"], form)
 
-    # ---- RFS sizing and steering verdicts ----------------------------------------------
-    steer = flow_steering(sc, fl)
+
+def _table_candidates(tables: dict, form: str) -> dict[str, dict]:
+    """A candidate for each table that moves buckets and differs from those before it;
+    with ``form`` weight, only the tables ``ethtool -X weight`` can write."""
+    cands: dict[str, dict] = {}
+    for name in TABLES:
+        c = tables.get(name)
+        if c is None or c["same_table_as"] is not None or c["buckets_moved"] == 0:
+            continue
+        ov = ({"nic.rss.indirection": {"weight": c["ethtool"]["weight"]}}
+              if form == "weight" and c["ethtool"] and "weight" in c["ethtool"]
+              else {"nic.rss.indirection": c["table"]})
+        if form == "weight" and not (c["ethtool"] and "weight" in c["ethtool"]):
+            continue
+        cands[f"table {name}"] = {"overrides": ov, "family": "table",
+                                  "what": f"indirection table: {name}"}
+    return cands
+
+
+def _rfs_sizes(sc, m, steer: dict, kb, *, real: bool, collision_target: float) -> dict:
+    """RFS table sizes for the flows whose socket records its CPU, or why none are."""
     fs = np.asarray(m.params.flow["flow_sock"], np.int64)
     rec_sock = np.asarray(m.so.sock["sock_record"], bool)
     record = np.array([bool(rec_sock[s]) if s >= 0 else False for s in fs])
     if not record.any():
-        sizes = {"offered": False, "flows": 0,
-                 "why": "no flow records its CPU: the sockets are unconnected UDP, and "
-                        "recvmsg records a flow only for a TCP or connected UDP socket "
-                        "(sock_rps_record_flow needs TCP_ESTABLISHED, include/net/rps.h), "
-                        "so RFS tables would steer nothing"}
-    else:
-        sizes = rfs.size_tables(steer["skb_hash"][record], steer["rxq"][record].astype(
-            np.int64), np.asarray(steer["table"], np.int64), nq, collision_target,
-            kb, exact=real)
-        sizes["offered"] = True
-    ver = rfs.verdicts(base_runs[0], sc, m, sizes)
+        return {"offered": False, "flows": 0,
+                "why": "no flow records its CPU: the sockets are unconnected UDP, and "
+                       "recvmsg records a flow only for a TCP or connected UDP socket "
+                       "(sock_rps_record_flow needs TCP_ESTABLISHED, include/net/rps.h), "
+                       "so RFS tables would steer nothing"}
+    sizes = rfs.size_tables(steer["skb_hash"][record], steer["rxq"][record].astype(
+        np.int64), np.asarray(steer["table"], np.int64), sc.nic.queues, collision_target,
+        kb, exact=real)
+    sizes["offered"] = True
+    return sizes
+
+
+def _steering(sc, m, base_run: dict, rps_now: set[int], kb, *, real: bool,
+              collision_target: float) -> tuple[dict, dict, dict[str, dict]]:
+    """RFS sizes, the RPS/RFS/aRFS verdicts and the RPS and RFS candidates: RPS already
+    on stays as configured, and is never offered as a change."""
+    from rxlab.build import flow_steering
+
+    sizes = _rfs_sizes(sc, m, flow_steering(sc, m.flows), kb, real=real,
+                       collision_target=collision_target)
+    ver = rfs.verdicts(base_run, sc, m, sizes)
+    cands: dict[str, dict] = {}
     rv = ver["rps"]
     if rps_now and rv["verdict"] != "yes":
         rv["why"] += (f"; RPS is on now (CPUs {_cpulist(sorted(rps_now))}) and stays as "
@@ -306,14 +357,22 @@ def tune(
             "kernel.rps_sock_flow_entries": sizes["rps_sock_flow_entries"],
             "kernel.rps_flow_cnt": sizes["rps_flow_cnt"]}, "family": "rfs",
             "what": "RFS tables sized for the recording flows"}
+    return sizes, ver, cands
 
-    # ---- drops -------------------------------------------------------------------------
+
+def _drops(sc, m, base_runs: list[dict], labels: list[str], *, antagonist: str | None,
+           real: bool) -> tuple[dict, dict[str, dict]]:
+    """The runs' drops with their bottleneck, and the candidates that address them."""
     ds = drops.summarise(base_runs, labels)
     ds["bottleneck"] = drops.bottleneck(ds)
-    dc, ds["not_addressed"] = drops.candidates(sc, m, ds, antagonist=ant, real=real)
-    cands.update(dc)
+    dc, ds["not_addressed"] = drops.candidates(sc, m, ds, antagonist=antagonist, real=real)
+    return ds, dc
 
-    # ---- simulate every candidate on every run -----------------------------------------
+
+def _validate(sc, runner: Runner, cands: dict[str, dict], base: list[dict], key: str,
+              metrics: Callable[[list[dict]], list[dict]]) -> None:
+    """Simulate every candidate not already in place on every run, and record in it its
+    per-run figures, verdict on ``key``, costs and whether to adopt it."""
     for c in cands.values():
         if _same(sc, c["overrides"]):
             c["in_place"] = True
@@ -324,7 +383,7 @@ def tune(
             c.update(adopt=False, why="already in place")
             continue
         mets = metrics(got[name])
-        c["runs"] = dict(zip(labels, mets, strict=True))
+        c["runs"] = dict(zip(runner.labels, mets, strict=True))
         v = verdict(base, mets, key)
         c["validation"] = v
         c["costs"] = costs(base, mets)
@@ -337,7 +396,10 @@ def tune(
         if "why" not in c:
             c["why"] = _why(v)
 
-    # ---- the recommendation: best of each family, together if that holds ---------------
+
+def _best_by_family(cands: dict[str, dict]) -> list[str]:
+    """Per family, the adopted candidate with the lowest mean after (the first of equals),
+    families in the order their first adopted candidate comes."""
     best: dict[str, str] = {}
     for name, c in cands.items():
         if c.get("adopt"):
@@ -345,38 +407,37 @@ def tune(
             if f not in best or (c["validation"]["mean_after"]
                                  < cands[best[f]]["validation"]["mean_after"]):
                 best[f] = name
-    picks = list(best.values())
-    final_ov: dict = {}
-    after = base
-    if picks:
-        merged: dict = {}
-        for n in picks:
-            merged.update(cands[n]["overrides"])
-        if len(picks) > 1:
-            comb = metrics(runner.runs({"combined": merged})["combined"])
-            vc = verdict(base, comb, key)
-        if len(picks) == 1 or vc["every_run"]:
-            final_ov, after = merged, (comb if len(picks) > 1 else
-                                       [cands[picks[0]]["runs"][lab] for lab in labels])
-        else:
-            one = min(picks, key=lambda n: cands[n]["validation"]["mean_after"])
-            notes.append(f"together, {', '.join(picks)} did not improve {key} on every run; "
-                         f"recommending {one} alone")
-            picks = [one]
-            final_ov, after = cands[one]["overrides"], [cands[one]["runs"][lab]
-                                                      for lab in labels]
-    if real:
-        tab = [n for n in picks if cands[n]["family"] == "table"]
-        indir["recommended"] = tab[0].split(" ", 1)[1] if tab else None
-    report = {
-        "scenario": sc.name, "seeds": seed_list, "runs": labels,
-        "flows_source": ("capture" if sc.traffic.pcap is not None else
-                         "fixed" if real else "synthetic"),
-        "duration_s": sc.duration, "objective": objective, "metric": key, "device": dev,
-        "kernel": sc.host.kernel, "flows": len(fl), "queues": nq, "cpus": ncpu,
-        "indirection": indir, "rfs": sizes, "steering": ver, "drops": ds,
-        "candidates": cands, "recommended": picks,
-        "cpus_in_use": list(use_cpus),
+    return list(best.values())
+
+
+def _recommend(runner: Runner, cands: dict[str, dict], base: list[dict], key: str,
+               metrics: Callable[[list[dict]], list[dict]],
+               notes: list[str]) -> tuple[list[str], dict, list[dict]]:
+    """The best of each family, together if together they improve ``key`` on every run
+    (simulated), else the best one alone: (picks, their overrides, figures after)."""
+    picks = _best_by_family(cands)
+    if not picks:
+        return picks, {}, base
+    labels = runner.labels
+    merged: dict = {}
+    for n in picks:
+        merged.update(cands[n]["overrides"])
+    if len(picks) == 1:
+        return picks, merged, [cands[picks[0]]["runs"][lab] for lab in labels]
+    comb = metrics(runner.runs({"combined": merged})["combined"])
+    if verdict(base, comb, key)["every_run"]:
+        return picks, merged, comb
+    one = min(picks, key=lambda n: cands[n]["validation"]["mean_after"])
+    notes.append(f"together, {', '.join(picks)} did not improve {key} on every run; "
+                 f"recommending {one} alone")
+    return [one], cands[one]["overrides"], [cands[one]["runs"][lab] for lab in labels]
+
+
+def _outcome(labels: list[str], base: list[dict], after: list[dict], picks: list[str],
+             key: str, target_drops: float) -> dict:
+    """The report's figures before and after the recommendation, its verdict and costs,
+    and whether the victims' drop rate meets ``target_drops``."""
+    return {
         "before": dict(zip(labels, base, strict=True)),
         "after": dict(zip(labels, after, strict=True)),
         "validation": verdict(base, after, key) if picks else None,
@@ -385,10 +446,7 @@ def tune(
                          "met_before": all(b["victim_drop_rate"] <= target_drops for b in base),
                          "met_after": all(a["victim_drop_rate"] <= target_drops
                                           for a in after)},
-        "overrides": final_ov, "notes": notes,
     }
-    report["commands"] = commands(report, sc, dev)
-    return report
 
 
 def _why(v: dict) -> str:
