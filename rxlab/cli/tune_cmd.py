@@ -19,8 +19,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "tune", help="recommend steering, ring, backlog and (with real flows) RSS table "
                      "settings, each held on several traffic seeds",
         description="Recommend settings for SCENARIO (RPS/RFS/aRFS, RFS table sizes, ring "
-                    "size, IRQ spread, queues, flow limit, backlog, socket buffers and, "
-                    "with real flows, an RSS indirection table), each simulated on several "
+                    "size, IRQ spread, queues, flow limit, backlog, socket buffers; for "
+                    "latency interrupt moderation and where the application runs; with "
+                    "real flows, an RSS indirection table), each simulated on several "
                     "traffic seeds and recommended only when it improves on every one.")
     p.add_argument("scenario", metavar="SCENARIO", help="scenario YAML or built-in name")
     p.add_argument("--objective", default="balance",
@@ -51,6 +52,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--pcap", metavar="FILE",
                    help="the real flows, as a capture of this traffic: their addresses make "
                         "an indirection table plannable (also replayed as a run)")
+    p.add_argument("--accept-latency", action="store_true",
+                   help="recommend a setting for drops or balance even when it raises the "
+                        "mean p99 latency by more than 10 %%")
     p.add_argument("--jobs", "-j", type=int, metavar="N",
                    help="parallel simulation processes (default: one per CPU)")
     add_max_memory(p)
@@ -96,7 +100,7 @@ def _run(args) -> int:
         target_drops=_num(args.target_drops, "--target-drops"),
         rounds=_num(args.rsspp_rounds, "--rsspp-rounds", int),
         duration=duration, form=args.form,
-        seeds=args.seeds, pcap=args.pcap,
+        seeds=args.seeds, pcap=args.pcap, accept_latency=args.accept_latency,
         jobs=args.jobs if args.jobs is not None else default_jobs(args.seeds + 1),
         progress=None if quiet else (lambda m: print(f"rxlab tune: {m}", file=sys.stderr)),
     )

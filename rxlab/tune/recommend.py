@@ -18,6 +18,13 @@ with what it makes worse (p99, any group's drop rate, the elephant flow's drops)
 3. **Drops** (``drops``): the runs' drop reasons, the dominant one named with the
    elephant flow and the queue/CPU it lands on, and the settings that address it (ring
    size, IRQ spread, queues, flow limit, backlog, socket buffer), each simulated.
+4. **Latency** (``latency``, for ``--objective latency``): interrupt moderation below the
+   current rx-usecs, and the application's threads off the CPUs that do receive work.
+
+Every kind searched is reported with the settings tried or why none was (``searched``).
+A setting that improves the objective but worsens another past its bound is not
+recommended (``trade_refused``: p99 +10 % for drops or balance unless
+``--accept-latency``; any added drop for latency).
 """
 
 from __future__ import annotations
@@ -30,12 +37,16 @@ import numpy as np
 
 from rxlab.errors import UsageError
 from rxlab.scenario import Scenario, with_overrides
-from rxlab.tune import backlog, balance, drops, rfs
+from rxlab.stats import paired_difference
+from rxlab.tune import backlog, balance, drops, latency, rfs
 from rxlab.tune.runs import CAPTURE, Runner
 
 OBJECTIVES = ("balance", "latency", "drops")
 TABLES = ("rsspp", "rsspp_best_run", "ours", "ours_weight")
 TIE = 0.002  # relative: simulated differences below this are ties
+# a setting recommended for drops or balance may raise the mean p99 by at most this much
+# (``--accept-latency`` lifts it); one recommended for latency may not raise drops
+LATENCY_BOUND = 0.10
 WORSE = TIE  # relative rise of p99 or a drop rate that is reported as a cost
 MIN_SEEDS = 5
 
@@ -64,6 +75,7 @@ def sim_metrics(d: dict, cpus, antagonist: str | None = None) -> dict:
         "max_load": round(float(sel.max()), 4),
         "max_load_all": round(float(busy.max()), 4),
         "mean_load": round(mean, 4),
+        "cpus_busy": round(float(busy.sum()), 4),  # CPUs' worth of time, all CPUs
         "imbalance": round(float(sel.max()) / mean, 4) if mean > 0 else 1.0,
         "p99_ns": float(p99 or 0.0),
         "drops": int(pk["dropped"]),
@@ -95,10 +107,11 @@ def verdict(base: list[dict], cand: list[dict], key: str) -> dict:
 
 
 def fmt_ns(ns: float) -> str:
-    if ns >= 1e6:
-        return f"{ns / 1e6:.1f} ms"
-    if ns >= 1e3:
-        return f"{ns / 1e3:.1f} us"
+    """Three significant figures, so that a change of 1 % shows (1.00 ms -> 1.01 ms)."""
+    for scale, unit in ((1e6, "ms"), (1e3, "us")):
+        if ns >= scale:
+            v = ns / scale
+            return f"{v:.{2 if v < 10 else 1 if v < 100 else 0}f} {unit}"
     return f"{ns:.0f} ns"
 
 
@@ -124,6 +137,12 @@ def costs(base: list[dict], cand: list[dict]) -> list[str]:
     if ea > eb * (1 + WORSE) and ea - eb > 0:
         out.append(f"drops more of the elephant flow's packets: {eb:,} -> {ea:,} over {n} "
                    "runs")
+    cb = [r["cpus_busy"] for r in base]
+    ca = [r["cpus_busy"] for r in cand]
+    if np.mean(ca) > np.mean(cb) * (1 + WORSE):
+        iv = paired_difference(ca, cb)  # after - before, same seeds
+        out.append(f"uses more CPU: {np.mean(cb):.3f} -> {np.mean(ca):.3f} CPUs busy (mean "
+                   f"of {n} runs; +{iv.estimate:.3f} +- {iv.half:.3f}, paired 95 %)")
     return out
 
 
@@ -206,6 +225,7 @@ def tune(
     seeds: int = MIN_SEEDS,
     pcap: str | None = None,
     jobs: int = 1,
+    accept_latency: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> dict:
     """Recommendations, each validated on every run, as a JSON-able dict."""
@@ -239,11 +259,14 @@ def tune(
     sizes, ver, steer_cands = _steering(sc, m, base_runs[0], rps_now, kb, real=real,
                                         collision_target=collision_target)
     ds, drop_cands = _drops(sc, m, base_runs, labels, antagonist=antagonist, real=real)
+    lat_cands, lat_said = (latency.candidates(sc, m) if objective == "latency"
+                           else ({}, []))
     # name -> {"overrides", "what", "family", ...}
-    cands = {**table_cands, **steer_cands, **drop_cands}
-    _validate(sc, runner, cands, base, key, metrics)
+    cands = {**table_cands, **steer_cands, **drop_cands, **lat_cands}
+    _validate(sc, runner, cands, base, key, metrics, accept_latency=accept_latency)
     notes: list[str] = []
     picks, final_ov, after = _recommend(runner, cands, base, key, metrics, notes)
+    _steering_simulated(ver, cands, picks)
     if real:
         tab = [n for n in picks if cands[n]["family"] == "table"]
         indir["recommended"] = tab[0].split(" ", 1)[1] if tab else None
@@ -255,6 +278,7 @@ def tune(
         "kernel": sc.host.kernel, "flows": len(m.flows), "queues": sc.nic.queues,
         "cpus": sc.host.cpus, "indirection": indir, "rfs": sizes, "steering": ver,
         "drops": ds, "candidates": cands, "recommended": picks,
+        "searched": searched(cands, indir, ver, ds, lat_said, objective),
         "cpus_in_use": list(use_cpus),
         **_outcome(labels, base, after, picks, key, target_drops),
         "overrides": final_ov, "notes": notes,
@@ -370,9 +394,11 @@ def _drops(sc, m, base_runs: list[dict], labels: list[str], *, antagonist: str |
 
 
 def _validate(sc, runner: Runner, cands: dict[str, dict], base: list[dict], key: str,
-              metrics: Callable[[list[dict]], list[dict]]) -> None:
+              metrics: Callable[[list[dict]], list[dict]], *,
+              accept_latency: bool = False) -> None:
     """Simulate every candidate not already in place on every run, and record in it its
-    per-run figures, verdict on ``key``, costs and whether to adopt it."""
+    per-run figures, verdict on ``key``, costs and whether to adopt it: not when it
+    worsens another objective past its bound (``trade_refused``)."""
     for c in cands.values():
         if _same(sc, c["overrides"]):
             c["in_place"] = True
@@ -393,8 +419,73 @@ def _validate(sc, runner: Runner, cands: dict[str, dict], base: list[dict], key:
             c["flow_limit_drops"] = fdrops
             if not fdrops:
                 c["adopt"], c["why"] = False, "flow limit dropped nothing in simulation"
+        refused = trade_refused(base, mets, key, accept_latency) if c["adopt"] else None
+        if refused:
+            c["adopt"], c["why"], c["trade_refused"] = False, refused, True
         if "why" not in c:
             c["why"] = _why(v)
+
+
+def trade_refused(base: list[dict], cand: list[dict], key: str,
+                  accept_latency: bool) -> str | None:
+    """Why a setting that improves ``key`` is still not recommended, or None: for drops
+    or balance it raises the mean p99 by more than LATENCY_BOUND (unless the user
+    accepts it); for latency it drops packets that were not dropped."""
+    if key == "p99_ns":
+        db = sum(r["drops"] for r in base)
+        da = sum(r["drops"] for r in cand)
+        if da > db:
+            return f"drops more packets ({db:,} -> {da:,} over {len(base)} runs)"
+        return None
+    pb = float(np.mean([r["p99_ns"] for r in base]))
+    pa = float(np.mean([r["p99_ns"] for r in cand]))
+    if accept_latency or pa <= pb * (1 + LATENCY_BOUND):
+        return None
+    return (f"raises p99 latency {fmt_ns(pb)} -> {fmt_ns(pa)} (+{pa / pb - 1:.0%}, past "
+            f"the {LATENCY_BOUND:.0%} bound; --accept-latency allows it)")
+
+
+def _steering_simulated(ver: dict, cands: dict[str, dict], picks: list[str]) -> None:
+    """RPS's and RFS's verdicts say what their simulation showed, once it ran (the
+    expectation from the base run alone is kept as ``expected``)."""
+    for k in ("rps", "rfs"):
+        c = cands.get(k)
+        if c is None or "validation" not in c:
+            continue
+        v = ver[k]
+        v["expected"], v["expected_why"] = v["verdict"], v["why"]
+        v["verdict"] = ("recommended" if k in picks else
+                        "helps, not recommended" if c["adopt"] else "tried, not recommended")
+        v["why"] = f"simulated: {c['why']} (expected: {v['expected_why']})"
+
+
+# what ``searched`` calls each family of candidates
+KIND_OF = {"table": "indirection table", "rps": "steering", "rfs": "steering",
+           "ring": "drops", "irq": "drops", "queues": "drops", "flow_limit": "drops",
+           "backlog": "drops", "rcvbuf": "drops", "shared_cpu": "placement",
+           "moderation": "moderation"}
+
+
+def searched(cands: dict[str, dict], indir: dict, ver: dict, ds: dict, lat_said: list[str],
+             objective: str) -> list[dict]:
+    """Each kind of setting tune searched for this objective: the candidates it tried,
+    or why it tried none."""
+    kinds = ["indirection table", "steering", "drops"]
+    if objective == "latency":
+        kinds += ["moderation", "placement"]
+    tried: dict[str, list[str]] = {k: [] for k in kinds}
+    for name, c in cands.items():
+        tried.setdefault(KIND_OF[c["family"]], []).append(name)
+    why = {"indirection table": indir.get("why") or "no table moved a bucket",
+           "steering": "; ".join(f"{k.upper()} {ver[k]['verdict']}" for k in ver
+                                 if isinstance(ver[k], dict) and "verdict" in ver[k]),
+           "drops": ("no drops in any run" if not ds["total"] else
+                     "; ".join(ds["not_addressed"]) or "no setting addresses them")}
+    for s in lat_said:
+        kind, _, text = s.partition(": ")
+        why[kind] = text
+    return [{"kind": k, "tried": v, **({} if v else {"why": why.get(k, "")})}
+            for k, v in tried.items()]
 
 
 def _best_by_family(cands: dict[str, dict]) -> list[str]:
@@ -550,6 +641,11 @@ def commands(r: dict, sc: Scenario, dev: str) -> list[dict]:
                                f"/proc/interrupts | cut -d: -f1 | tr -d ' ')"
                                "/smp_affinity_list",
                         "what": f"queue {q}'s rx interrupt on CPU {c}"})
+    if "nic.rx_usecs" in ov:
+        out.append({"cmd": f"ethtool -C {dev} adaptive-rx off rx-usecs "
+                           f"{ov['nic.rx_usecs']:g}",
+                    "what": "interrupt moderation: a fixed rx-usecs (adaptive moderation "
+                            "off, as rxlab models it)"})
     if "nic.ring_size" in ov:
         out.append({"cmd": f"ethtool -G {dev} rx {ov['nic.ring_size']}",
                     "what": "rx descriptor ring length"})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from rich.console import Console
 from rich.table import Table
 
@@ -35,7 +37,7 @@ def candidates_table(r: dict) -> Table:
     for col, just in (("setting", "left"), ("before (mean)", "right"),
                       ("after: mean [min, max]", "right"), ("better on", "right"),
                       ("verdict", "left")):
-        t.add_column(col, justify=just)
+        t.add_column(col, justify=just, overflow="fold")  # a long word wraps, never cut
     for name, c in r["candidates"].items():
         if c.get("in_place"):
             t.add_row(name, "", "", "", "already in place")
@@ -64,6 +66,15 @@ def runs_table(r: dict) -> Table:
         cells = [x for k in keys for x in (fmt_metric(k, b[k]), fmt_metric(k, a[k]))]
         t.add_row(lab, *cells, f"{b['drops']:,}", f"{a['drops']:,}")
     return t
+
+
+def limits(r: dict) -> list[str]:
+    """What keeps the drop target out of reach: the dominant drop, and each setting that
+    lowered drops on every run but was held back by its cost."""
+    out = [r["drops"]["bottleneck"]] if r["drops"]["total"] else []
+    out += [f"{n} lowers drops on every run but {c['why']}"
+            for n, c in r["candidates"].items() if c.get("trade_refused")]
+    return out or ["no setting tried lowered the drops on every run"]
 
 
 def render(r: dict, console: Console | None = None) -> None:
@@ -119,6 +130,9 @@ def render(r: dict, console: Console | None = None) -> None:
     else:
         _line(con, "Drops: none in any run.")
 
+    for k in r.get("searched", []):
+        _line(con, f"Searched {k['kind']}: " + (", ".join(k["tried"]) if k["tried"] else
+                                                 f"nothing tried - {k['why']}"))
     if r["candidates"]:
         con.print(candidates_table(r))
         for name, c in r["candidates"].items():
@@ -138,8 +152,13 @@ def render(r: dict, console: Console | None = None) -> None:
         _line(con, f"Target victim drop rate {t['victim_drop_rate']:.3%}: "
                    + ("met on every run" if t["met_after"] else "not met on every run")
                    + (" (already before)" if t["met_before"] else ""))
+        if not t["met_after"]:
+            for line in limits(r):
+                _line(con, f"  limited by: {line}")
     con.print("[bold]Commands[/bold]" + ("" if r["commands"] else ": none, keep the current "
                                         "settings"))
     for c in r["commands"]:
-        con.print(f"  # {c['what']}", highlight=False, soft_wrap=True, markup=False)
+        # the comment wraps as a comment; the command stays one line, to paste as it is
+        for line in textwrap.wrap(c["what"], max(40, con.width - 4)):
+            con.print(f"  # {line}", highlight=False, soft_wrap=True, markup=False)
         con.print(f"  {c['cmd']}", highlight=False, soft_wrap=True, markup=False)
