@@ -146,16 +146,75 @@ def _notice(text: str) -> None:
         print(f"rxlab: {text}", file=sys.stderr)
 
 
-def loop_compiled() -> bool:
-    """True if numba's cache folder holds a compiled event loop (``rx_loop.run``).
+def subfolder(source_dir: Path) -> str:
+    """The folder numba's cache keeps the functions of the files in ``source_dir`` in:
+    the folder's name and a SHA1 of its absolute path
+    (``UserProvidedCacheLocator.get_suitable_cache_subpath``), so each checkout of the
+    same version compiles into folders of its own."""
+    from numba.core.caching import UserProvidedCacheLocator
 
-    A fresh install or an edit of jitted code starts without one: the first simulation
-    then compiles for minutes, which the CLI announces rather than sit silent.
+    return UserProvidedCacheLocator.get_suitable_cache_subpath(str(source_dir / "x.py"))
+
+
+def loop_compiled(root: Path | None = None) -> bool:
+    """True if numba's cache folder holds the event loop (``rx_loop.run``) compiled from
+    this checkout's source (``root``: the rxlab package folder; this one by default).
+
+    A fresh install, an edit of jitted code or another checkout of the same version
+    starts without one: the first simulation then compiles for minutes, which the CLI
+    announces rather than sit silent.
     """
     folder = os.environ.get("NUMBA_CACHE_DIR")
-    if not folder or not Path(folder).is_dir():
+    if not folder:
         return False
-    return any(Path(folder).rglob("rx_loop.run-*.nbi"))
+    here = Path(folder) / subfolder((root or Path(__file__).parent).resolve() / "kernel")
+    return here.is_dir() and any(here.glob("rx_loop.run-*.nbi"))
+
+
+# In each key folder, the checkouts (rxlab package folders) that compiled into it, one
+# absolute path per line, so that ``rxlab cache`` can say whose its folders are
+CHECKOUTS = "rxlab-checkouts"
+
+
+def record_checkout(key_folder: Path, root: Path | None = None) -> None:
+    """Add this checkout's package folder to the key folder's list (once)."""
+    path = str((root or Path(__file__).parent).resolve())
+    f = key_folder / CHECKOUTS
+    try:
+        known = f.read_text().splitlines() if f.is_file() else []
+        if path not in known:
+            with f.open("a") as out:
+                out.write(path + "\n")
+    except OSError:  # a read-only or full cache: the listing then says "unrecorded"
+        pass
+
+
+def checkout_folders(root: Path) -> set[str]:
+    """The cache subfolders a checkout at ``root`` compiles into: one per folder of the
+    package that holds Python files (this install's layout: same key, same source)."""
+    here = Path(__file__).parent
+    dirs = {p.parent.relative_to(here) for p in here.rglob("*.py")}
+    return {subfolder(root / d) for d in dirs}
+
+
+def checkouts(key_folder: Path) -> list[dict]:
+    """The recorded checkouts of a key folder: path, whether it still exists, the bytes
+    of its subfolders; then one row (path None) for subfolders no record names."""
+    f = key_folder / CHECKOUTS
+    paths = f.read_text().splitlines() if f.is_file() else []
+    subs = {d.name: _size(d) for d in key_folder.iterdir() if d.is_dir()
+            and not d.is_symlink()} if key_folder.is_dir() else {}
+    rows, claimed = [], set()
+    for path in paths:
+        mine = checkout_folders(Path(path)) & subs.keys()
+        claimed |= mine
+        rows.append({"path": path, "exists": Path(path).is_dir(),
+                     "bytes": sum(subs[s] for s in mine), "folders": sorted(mine)})
+    rest = sorted(subs.keys() - claimed)
+    if rest:
+        rows.append({"path": None, "exists": None, "bytes": sum(subs[s] for s in rest),
+                     "folders": rest})
+    return rows
 
 
 NOTICE_ENV = "RXLAB_COMPILE_NOTICE"  # the pid of the CLI process that announces a compile
@@ -179,7 +238,8 @@ def announce_compile() -> None:
                 "memory on 2 vCPUs; make the folder writable, or set NUMBA_CACHE_DIR to one "
                 "that is")
     elif not loop_compiled():
-        _notice("compiling the event loop for this install, once: about a minute and a "
+        record_checkout(Path(os.environ["NUMBA_CACHE_DIR"]))
+        _notice("compiling the event loop for this checkout, once: about a minute and a "
                 "half of CPU and 0.8 GB of memory on 2 vCPUs (later runs start in under a "
                 "second)")
 
@@ -204,8 +264,9 @@ def foreign_files(folder: Path) -> list[str]:
     for root, dirs, files in os.walk(folder):  # symlinked folders are listed, not entered
         for name in sorted(dirs) + sorted(files):
             p = Path(root) / name
-            if p.is_symlink() or (name in files and not (
-                    p.is_file() and _NUMBA_FILE.fullmatch(name))):
+            if p.is_symlink() or (name in files and not (p.is_file() and (
+                    _NUMBA_FILE.fullmatch(name) or (root == str(folder)
+                                                    and name == CHECKOUTS)))):
                 out.append(str(p.relative_to(folder)))
     return out
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 from support.one_line import cli_error
@@ -129,12 +130,56 @@ def test_cold_cache_is_announced_once_per_run(tmp_path, monkeypatch, capsys):
     _cache.announce_compile()
     assert capsys.readouterr().err == ""  # once per process
     monkeypatch.setattr(_cache, "_announced", False)
-    index = tmp_path / "kernel_0123" / "rx_loop.run-335.py311.nbi"
+    index = (tmp_path / _cache.subfolder(Path(_cache.__file__).parent.resolve() / "kernel")
+             / "rx_loop.run-335.py311.nbi")
     index.parent.mkdir()
     index.write_bytes(b"")
     assert _cache.loop_compiled()
     _cache.announce_compile()
     assert capsys.readouterr().err == ""
+
+
+def test_a_second_checkout_compiles_its_own_loop(tmp_path, monkeypatch):
+    """numba's cache keeps a folder per source path, so a checkout of the same version at
+    another path compiles the loop again: loop_compiled answers for this checkout, not
+    for whichever compiled into the key folder first (so the notice is printed)."""
+    from rxlab import _cache
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    first, second = tmp_path / "a" / "rxlab", tmp_path / "b" / "rxlab"
+    index = tmp_path / _cache.subfolder(first / "kernel") / "rx_loop.run-429.py311.nbi"
+    index.parent.mkdir()
+    index.write_bytes(b"")
+    assert _cache.loop_compiled(first) and not _cache.loop_compiled(second)
+    assert not _cache.loop_compiled()  # this checkout's path is neither
+
+
+def test_cache_lists_checkouts_and_prunes_those_gone(tmp_path, capsys):
+    """`rxlab cache` shows this version's folder per checkout path that compiled into
+    it; --prune --yes deletes the folders of checkouts whose path no longer exists (and
+    their line in the record), never another's."""
+    from rxlab import _cache
+
+    key = tmp_path / _cache.source_key()
+    here, gone = tmp_path / "here" / "rxlab", tmp_path / "gone" / "rxlab"
+    here.mkdir(parents=True)
+    key.mkdir()
+    for root in (here, gone):
+        _cache.record_checkout(key, root)
+        d = key / _cache.subfolder(root / "kernel")
+        d.mkdir()
+        (d / "rx_loop.run-1.py311.nbi").write_bytes(b"x" * 100)
+    _cache.record_checkout(key, here)  # recorded once
+    assert (key / _cache.CHECKOUTS).read_text().splitlines() == [str(here), str(gone)]
+    code, out, _ = run_cli(capsys, "cache", "--dir", str(tmp_path), "--prune")
+    assert code == 0 and f"{gone}  (no longer exists)" in out and "1 checkout(s) gone" in out
+    code, out, _ = run_cli(capsys, "cache", "--dir", str(tmp_path), "--prune", "--yes",
+                           "--json")
+    d = json.loads(out)
+    assert code == 0 and d["deleted"] == [str(gone)]
+    assert not (key / _cache.subfolder(gone / "kernel")).exists()
+    assert (key / _cache.subfolder(here / "kernel")).exists()
+    assert (key / _cache.CHECKOUTS).read_text().splitlines() == [str(here)]
 
 
 def test_an_input_error_is_one_line_even_with_a_cold_cache(tmp_path, monkeypatch, capsys):
@@ -173,7 +218,7 @@ def test_cache_prune_is_a_dry_run_until_yes_and_keeps_this_install(tmp_path, cap
     (tmp_path / "notes").mkdir()
     (tmp_path / "deadbeefdeadbeef.txt").write_text("not a folder")
     code, out, _ = run_cli(capsys, "cache", "--dir", str(tmp_path), "--prune")
-    assert code == 0 and "would delete 2 folder(s)" in out and "(this install)" in out
+    assert code == 0 and "would delete 2 folder(s)" in out and "(this version)" in out
     assert len(list(tmp_path.iterdir())) == 5
     code, out, _ = run_cli(capsys, "cache", "--dir", str(tmp_path), "--prune", "--yes",
                            "--json")

@@ -1,8 +1,12 @@
-"""``rxlab cache [--prune [--yes]] [--json]``: numba's compiled event loops on disk.
+"""``rxlab cache [--prune [--yes]] [--json]``: numba's compiled event loops on disk, per
+version (key folder) and, for this version, per checkout path that compiled it.
 
 rxlab keys numba's cache folder by the source of its jitted code (``rxlab._cache``), so
 every upgrade or engine edit compiles into a new folder (5-60 MB each) and leaves the
-old one behind. ``--prune`` lists the folders of other versions; ``--yes`` deletes them.
+old one behind; numba keeps, inside a key folder, folders per checkout path, so each
+checkout of the same version compiles again. ``--prune`` lists the folders of other
+versions and of this version's checkouts whose path no longer exists (recorded when a
+checkout compiles: ``rxlab._cache.record_checkout``); ``--yes`` deletes them.
 The folder of this install is never deleted, nor a folder holding anything but numba's
 cache files (``*.nbi``, ``*.nbc``).
 """
@@ -47,14 +51,27 @@ def run(args) -> int:
     # file the user put there (notes, a symlink) keeps the whole folder
     kept = [r for r in rows if not r["current"] and r["foreign"]]
     old = [r for r in rows if not r["current"] and not r["foreign"]]
+    # this version's folder: the checkouts that compiled into it, by path; those whose
+    # path no longer exists are pruned like old versions
+    for r in rows:
+        r["checkouts"] = _cache.checkouts(base / r["key"]) if r["current"] else []
+    gone = [c for r in rows for c in r["checkouts"] if c["exists"] is False]
     deleted = []
     if args.prune and args.yes:
         for r in old:
             _delete(base / r["key"])  # only 16-hex-digit folders, never a symlink
             deleted.append(r["key"])
+        cur = base / _cache.source_key()
+        for c in gone:
+            for name in c["folders"]:
+                _delete(cur / name)
+            deleted.append(c["path"])
+        if gone:
+            _forget(cur, {c["path"] for c in gone})
     if args.json:
         print(json.dumps({"folder": str(base), "key": _cache.source_key(), "folders": rows,
-                          "prune": [r["key"] for r in old] if args.prune else [],
+                          "prune": ([r["key"] for r in old] + [c["path"] for c in gone]
+                                    if args.prune else []),
                           "kept": [r["key"] for r in kept] if args.prune else [],
                           "deleted": deleted}, indent=1))
         return 0
@@ -63,20 +80,33 @@ def run(args) -> int:
     for r in rows:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["mtime"]))
         print(f"  {r['key']}  {mb(r['bytes']):>10}  {when}"
-              f"{'  (this install)' if r['current'] else ''}")
+              f"{'  (this version)' if r['current'] else ''}")
+        for c in r["checkouts"]:
+            what = ("checkouts not recorded" if c["path"] is None else
+                    c["path"] + ("" if c["exists"] else "  (no longer exists)"))
+            print(f"      {mb(c['bytes']):>10}  {what}")
     if args.prune:
         for r in kept:
             names = ", ".join(r["foreign"][:3]) + (" ..." if len(r["foreign"]) > 3 else "")
             print(f"kept {r['key']}: it holds files numba did not write ({names})")
-        freed = mb(sum(r["bytes"] for r in old))
+        freed = mb(sum(r["bytes"] for r in old) + sum(c["bytes"] for c in gone))
+        what = f"{len(old)} folder(s) of other versions and {len(gone)} checkout(s) gone"
         if deleted:
-            print(f"deleted {len(deleted)} folder(s) of other versions, {freed}")
-        elif old:
-            print(f"dry run: --prune --yes would delete {len(old)} folder(s) of other "
-                  f"versions, {freed}")
+            print(f"deleted {what}, {freed}")
+        elif old or gone:
+            print(f"dry run: --prune --yes would delete {what}, {freed}")
         else:
             print("nothing to prune")
     return 0
+
+
+def _forget(key_folder: Path, paths: set[str]) -> None:
+    """Drop pruned checkouts from the key folder's list."""
+    from rxlab import _cache
+
+    f = key_folder / _cache.CHECKOUTS
+    left = [p for p in f.read_text().splitlines() if p not in paths]
+    f.write_text("".join(p + "\n" for p in left))
 
 
 def _delete(folder: Path) -> None:
