@@ -68,6 +68,12 @@ def runs_table(r: dict) -> Table:
     return t
 
 
+def _idle(v: dict) -> str:
+    """The runs a recommendation could not improve: the metric 0 before and after."""
+    idle = sum(1 for b, a in zip(v["before"], v["after"], strict=True) if b == 0 and a == 0)
+    return f" (the other {idle} had nothing to improve: 0 before and after)" if idle else ""
+
+
 def limits(r: dict) -> list[str]:
     """What keeps the drop target out of reach: the dominant drop, and each setting that
     lowered drops on every run but was held back by its cost."""
@@ -144,7 +150,7 @@ def render(r: dict, console: Console | None = None) -> None:
         _line(con, f"Recommended: {', '.join(r['recommended'])}: {NAMES[r['metric']]} "
                    f"{fmt_metric(r['metric'], v['mean_before'])} -> "
                    f"{fmt_metric(r['metric'], v['mean_after'])} (mean), better on "
-                   f"{v['wins']} of {v['runs']} runs")
+                   f"{v['wins']} of {v['runs']} runs" + _idle(v))
         for cost in r["costs"]:
             _line(con, f"  cost: {cost}")
     t = r["target_drops"]
