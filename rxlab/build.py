@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -19,14 +20,16 @@ from rxlab.engine.rng import JITTER_EXP, JITTER_LOGNORMAL, JITTER_NONE
 from rxlab.errors import UsageError
 from rxlab.kernel import constants as K
 from rxlab.kernel.accounting import new_stats
+from rxlab.kernel.backlog import new_softnet_data
 from rxlab.kernel.events import EV_ARFS_TIMER, EV_MIGRATE
 from rxlab.kernel.flow_hash import skb_get_hash_flows
 from rxlab.kernel.hashfn import ilog2, roundup_pow_of_two
+from rxlab.kernel.nic_rx import new_nic_state
 from rxlab.kernel.rfs import new_rfs_state
-from rxlab.kernel.sched import SCHED_IDLE
+from rxlab.kernel.sched import fair_class_params
+from rxlab.kernel.socket import new_sock_state, sock_queue_offsets
 from rxlab.kernel.stages import JITTERED, STAGES
 from rxlab.kernel.state import (
-    APP_THREAD,
     ARFS_ICE_HASH_MATCH,
     ARFS_ICE_TUPLE_MATCH,
     ARFS_MODELS,
@@ -34,17 +37,10 @@ from rxlab.kernel.state import (
     CPU_PARAMS,
     CPUMAP_PARAMS,
     FLOW,
-    FLOW_SEQ,
-    NAPI_KTHREAD,
-    POLL_PAUSE,
     QUEUE_PARAMS,
     REFILL_AFTER_LOOP,
     REFILL_IN_LOOP,
     REFILL_PER_PACKET,
-    RX_RING,
-    SKB,
-    SOCK,
-    SOFTNET_DATA,
     ArfsState,
     CpumapState,
     NicState,
@@ -55,6 +51,7 @@ from rxlab.kernel.state import (
     Stats,
 )
 from rxlab.kernel.versions import KernelBehaviour, behaviour
+from rxlab.memory_budget import Estimate
 from rxlab.memory_budget import check as check_memory
 from rxlab.nic.arfs import new_arfs_state
 from rxlab.nic.toeplitz import MS_RSS_KEY, parse_key, rss_hash_flows, v4_mapped
@@ -242,17 +239,324 @@ def _migration(sc: Scenario, nth: int, ncpu: int, app_of_thread: list[int]):
     return every, mset, mset_n, mt, mc, mn
 
 
+class _KernelKnobs(NamedTuple):
+    """The scenario's kernel settings, rounded and expanded the kernel's way (the loop's
+    parameters, and reported in ``Model.config``)."""
 
-def fair_class_params(kb, ncpu: int, jiffy_ns: int) -> dict:
-    """The fair class's tunables as kernel/sched/fair.c sets them at boot: each default
-    times 1 + ilog2(min(ncpus, 8)) (``update_sysctl``, SCHED_TUNABLESCALING_LOG)."""
-    factor = 1 + ilog2(min(ncpu, K.SCHED_SCALE_MAX_CPUS))
-    base = K.SCHED_BASE_SLICE_NS if kb.sched_slice_070 else K.SCHED_BASE_SLICE_NS_V66
-    slice_ns = factor * (base if kb.sched_eevdf else K.SCHED_LATENCY_NS)
-    return dict(sched_eevdf=kb.sched_eevdf, sched_slice_ns=slice_ns,
-                sched_min_gran_ns=factor * K.SCHED_MIN_GRANULARITY_NS,
-                sched_wakeup_gran_ns=factor * K.SCHED_WAKEUP_GRANULARITY_NS,
-                sched_lag_limit_ns=max(2 * slice_ns, jiffy_ns))
+    irq: list  # each rx queue's IRQ CPU
+    rps_map: np.ndarray  # int64[nq, ncpu]: each queue's rps_map CPUs
+    rps_len: np.ndarray  # int64[nq]
+    rps_masks: list  # each queue's rps_cpus mask as given
+    sock_entries: int  # rps_sock_flow_entries, rounded
+    dev_logs: np.ndarray  # int64[nq]: log2 of each queue's rps_flow_cnt, or 0
+    fl_cpus: list  # flow_limit_cpu_bitmap's CPUs
+    fl_history: int  # flow limit history length (by variant)
+    jiffy_ns: int
+    budget_usecs: int  # netdev_budget_usecs (default: 2 jiffies)
+    budget_jiffies: int
+
+
+def _kernel_knobs(sc: Scenario, sock_entries: int, dev_logs: np.ndarray) -> _KernelKnobs:
+    """The kernel knobs, rounded / validated the kernel's way; the RFS tables' sizes
+    (``_rfs_tables``) are passed in."""
+    ncpu, nq = sc.host.cpus, sc.nic.queues
+    fl_cpus = hex_mask_to_cpus(sc.kernel.flow_limit_cpu_bitmap)
+    hist = K.FLOW_LIMIT_HISTORY_2013 if sc.kernel.flow_limit_variant == "2013" else (
+        K.FLOW_LIMIT_HISTORY)
+    jiffy_ns = 1_000_000_000 // sc.host.hz
+    usecs = sc.kernel.netdev_budget_usecs or 2 * 1_000_000 // sc.host.hz
+    budget_j = max(1, math.ceil(usecs * 1000 / jiffy_ns))  # usecs_to_jiffies rounds up
+    rps_map, rps_len, masks = _rps_maps(sc)
+    irq = sc.nic.irq_affinity or [q % ncpu for q in range(nq)]
+    return _KernelKnobs(irq=irq, rps_map=rps_map, rps_len=rps_len, rps_masks=masks,
+                        sock_entries=sock_entries, dev_logs=dev_logs, fl_cpus=fl_cpus,
+                        fl_history=hist, jiffy_ns=jiffy_ns, budget_usecs=usecs,
+                        budget_jiffies=budget_j)
+
+
+def _flow_table(sc: Scenario, capture) -> tuple[FlowTable, object]:
+    """The flows of the scenario's traffic, and the capture they replay (opened here
+    if ``traffic.pcap`` is set and none was passed), or None."""
+    if sc.traffic.pcap is not None:
+        if capture is None:
+            from rxlab.capture.pcap import open_capture
+
+            pc = sc.traffic.pcap
+            capture = open_capture(pc.file, speedup=pc.speedup,
+                                   allow_truncated=pc.allow_truncated)
+        return capture.flows, capture
+    return build_flows(sc.traffic, sc.seed), capture
+
+
+@dataclass
+class AppThreads:
+    """One thread and one socket per CPU an application lists, in the order of
+    ``sc.apps`` and their CPUs (thread i reads socket i), and the socket of every flow."""
+
+    xsk_of_queue: np.ndarray  # XSKMAP[rx queue]: socket, or -1
+    flow_sock: np.ndarray  # socket of each flow, or -1
+    threads: list = field(default_factory=list)  # (app name, cpu) per thread
+    app: list = field(default_factory=list)  # index in sc.apps per thread
+    # APP_THREAD and SOCK fields, one value per thread / socket
+    thread: dict = field(default_factory=lambda: {
+        k: [] for k in ("thread_cpu", "thread_user_ns", "thread_sys_ns", "thread_batch")})
+    sock: dict = field(default_factory=lambda: {
+        k: [] for k in ("sock_rcvbuf", "sock_cap", "sock_record", "sock_tcp",
+                        "sock_xsk_copy", "sock_fill_bound")})
+
+
+def _app_threads(sc: Scenario, fl: FlowTable, kb: KernelBehaviour, costs: dict) -> AppThreads:
+    """Every application's threads and sockets; each flow of its groups (not taken by an
+    earlier application) to one of its sockets."""
+    at = AppThreads(np.full(sc.nic.queues, -1, I64), np.full(len(fl), -1, I64))
+    for ai, app in enumerate(sc.apps):
+        cpus = app.cpu_list()
+        first = len(at.threads)
+        _add_threads(at, ai, app, cpus, fl, costs)
+        if app.afxdp:
+            continue  # flows reach an XSK only through the XDP program
+        _pick_sockets(sc, fl, kb, app, first, len(cpus), at.flow_sock)
+    return at
+
+
+def _add_threads(at: AppThreads, ai: int, app, cpus: list[int], fl: FlowTable,
+                 costs: dict) -> None:
+    """Application ``ai``'s threads, one per CPU, each with its socket (AF_XDP: its XSK
+    on the queue of the same rank, bound in ``xsk_of_queue``)."""
+    xs = app.afxdp
+    record = app.connected
+    names = fl.group_names if app.groups == "all" else app.groups
+    sel = np.isin(fl.group, [fl.group_names.index(g) for g in names])
+    tcp = bool(sel.any() and (fl.proto[sel] == 6).all())  # established TCP sockets
+    if record is None:  # sock_rps_record_flow (include/net/rps.h) needs TCP_ESTABLISHED
+        record = tcp
+    for k, c in enumerate(cpus):
+        at.threads.append((app.name, c))
+        at.app.append(ai)
+        # AF_XDP: the thread reads descriptors from a mapped ring, no recvmsg
+        default_sys = 0.0 if xs else costs["recvmsg"]
+        _append(at.thread, thread_cpu=c, thread_user_ns=app.cost.user_ns,
+                thread_sys_ns=default_sys if app.cost.syscall_ns is None
+                else app.cost.syscall_ns, thread_batch=app.batch)
+        if xs:
+            at.xsk_of_queue[xs.queues[k]] = len(at.threads) - 1
+            frames = min(xs.fill_ring, xs.umem_frames)
+            _append(at.sock, sock_rcvbuf=1 << 62,  # no skb, no rmem accounting
+                    sock_cap=min(xs.rx_ring, frames), sock_record=False, sock_tcp=False,
+                    sock_xsk_copy=xs.mode == "copy", sock_fill_bound=frames < xs.rx_ring)
+        else:
+            _append(at.sock, sock_rcvbuf=app.rcvbuf,
+                    sock_cap=app.rcvbuf // K.SKB_TRUESIZE_MIN + 2, sock_record=record,
+                    sock_tcp=tcp, sock_xsk_copy=False, sock_fill_bound=False)
+
+
+def _append(columns: dict, **row) -> None:
+    for name, value in row.items():
+        columns[name].append(value)
+
+
+def _pick_sockets(sc: Scenario, fl: FlowTable, kb: KernelBehaviour, app, first: int,
+                  n: int, flow_sock: np.ndarray) -> None:
+    """Each of ``app``'s flows still without a socket gets one of its ``n`` sockets from
+    ``first`` on: round robin, or SO_REUSEPORT's pick."""
+    groups = fl.group_names if app.groups == "all" else app.groups
+    gidx = [fl.group_names.index(g) for g in groups]
+    rows = np.isin(fl.group, gidx) & (flow_sock < 0)
+    if app.spread == "round_robin":
+        pick = np.arange(int(rows.sum()), dtype=I64) % n
+    else:
+        # SO_REUSEPORT: reciprocal_scale(ehashfn of the 4-tuple, n), not the skb hash
+        h = lookup_hash(fl, ehash_secrets(sc.seed), kb.inet6_hash_whole, rows)
+        pick = reuseport_pick(h, n)
+    flow_sock[rows] = first + pick
+
+
+def _flow_records(fl: FlowTable, steer: dict, flow_sock: np.ndarray, xd: dict) -> np.ndarray:
+    """One FLOW record per flow: its steering, socket and XDP verdict (taken out of
+    ``xd``, the rest of which are Params fields)."""
+    flow = np.zeros(len(fl), FLOW)
+    flow["flow_rxq"], flow["flow_hash"] = steer["rxq"], steer["skb_hash"]
+    flow["flow_sock"] = flow_sock
+    flow["flow_tt"] = (fl.proto == 17).astype(I64) + 2 * fl.is_v6.astype(I64)
+    flow["flow_sport"], flow["flow_dport"] = fl.sport, fl.dport
+    flow["flow_udp"] = fl.proto == 17
+    for name in ("xdp_act", "xdp_rule", "xdp_cpu", "flow_sw_hash", "flow_rss_hash"):
+        flow[name] = xd.pop(name)
+    return flow
+
+
+def _queue_params(sc: Scenario, knobs: _KernelKnobs, xsk_of_queue: np.ndarray) -> np.ndarray:
+    """QUEUE_PARAMS per rx queue: its IRQ CPU, rps_map length, XSK, NAPI kthread CPU."""
+    queue = np.zeros(sc.nic.queues, QUEUE_PARAMS)
+    queue["irq_cpu"], queue["rps_len"] = knobs.irq, knobs.rps_len
+    queue["xsk_of_queue"] = xsk_of_queue
+    queue["napi_cpu"] = napi_thread_cpus(sc, knobs.irq)
+    return queue
+
+
+def _cpu_params(ncpu: int, irq: list[int], cm_entry: np.ndarray) -> np.ndarray:
+    """CPU_PARAMS per CPU: the rx queue whose IRQ is on it, its cpumap entry."""
+    cpu_rmap = np.full(ncpu, -1, I64)
+    for q in reversed(range(len(irq))):
+        cpu_rmap[irq[q]] = q  # cpu_rmap_lookup_index: the queue whose IRQ is on the CPU
+    cpu = np.zeros(ncpu, CPU_PARAMS)
+    cpu["cpu_rmap"], cpu["cm_entry"] = cpu_rmap, cm_entry
+    return cpu
+
+
+def _cpumap_params(xd: dict) -> np.ndarray:
+    """CPUMAP_PARAMS per cpumap entry (taken out of ``xd``)."""
+    cm_cpu = xd.pop("cm_cpu")
+    cpumap = np.zeros(len(cm_cpu), CPUMAP_PARAMS)
+    cpumap["cpu"], cpumap["qsize"], cpumap["batch"] = cm_cpu, xd.pop("cm_qsize"), xd.pop(
+        "cm_batch")
+    return cpumap
+
+
+def _softirq_params(sc: Scenario, kb: KernelBehaviour, knobs: _KernelKnobs) -> dict:
+    """net_rx_action's budgets and handle_softirqs' limits."""
+    return dict(
+        napi_weight=sc.nic.napi_weight, dev_rx_weight=sc.kernel.dev_weight,
+        netdev_budget=sc.kernel.netdev_budget, budget_jiffies=knobs.budget_jiffies,
+        max_softirq_jiffies=max(1, math.ceil(K.MAX_SOFTIRQ_TIME_MS * 1e6 / knobs.jiffy_ns)),
+        jiffy_ns=knobs.jiffy_ns, ksoftirqd_defers=kb.ksoftirqd_defers,
+    )
+
+
+def _backlog_params(sc: Scenario, kb: KernelBehaviour, knobs: _KernelKnobs) -> dict:
+    """The per-CPU backlog (its storage), flow limit and backlog NAPI threads."""
+    bl_cap = roundup_pow_of_two(2 * (sc.kernel.netdev_max_backlog + 1) + 8)
+    return dict(
+        max_backlog=sc.kernel.netdev_max_backlog, bl_cap=bl_cap, bl_mask=bl_cap - 1,
+        fl_history=knobs.fl_history, fl_log=ilog2(sc.kernel.flow_limit_table_len),
+        fl_hash32=kb.flow_limit_hash_32, backlog_threaded=sc.kernel.thread_backlog_napi,
+    )
+
+
+def _nic_params(sc: Scenario, costs: dict) -> dict:
+    """The rx ring, the interrupt's delay, the NIC's packet-rate ceiling and the
+    driver's poll."""
+    return dict(
+        ring_size=sc.nic.ring_size, ring_mask=roundup_pow_of_two(sc.nic.ring_size) - 1,
+        netif_rx=sc.nic.rx_mode == "netif_rx", napi_threaded=sc.nic.threaded,
+        irq_delay_ns=int(round(costs["irq_latency"] + sc.nic.rx_usecs * 1000)),
+        nic_svc_ns=int(round(1e9 / sc.nic.max_pps)) if sc.nic.max_pps else 0,
+        **driver_poll_params(sc.nic.preset(), sc.nic.ring_size),
+    )
+
+
+def _cost_params(sc: Scenario, costs: dict) -> dict:
+    """Each stage's cost (ns, and rounded), which stages jitter, and how."""
+    cost_ns = np.array([costs[s] for s in STAGES], np.float64)
+    jk = {"deterministic": JITTER_NONE, "exponential": JITTER_EXP,
+          "lognormal": JITTER_LOGNORMAL}[sc.host.cost_jitter.dist]
+    return dict(
+        jitter_kind=jk, jitter_sigma=math.sqrt(math.log(1 + sc.host.cost_jitter.cv ** 2)),
+        cost_ns=cost_ns, jitter_mask=np.array([s in JITTERED for s in STAGES], np.bool_),
+        cost_i=(cost_ns + 0.5).astype(I64),
+    )
+
+
+def _interval_params(sc: Scenario, est: Estimate) -> dict:
+    """The time series' intervals (at most max_intervals(ncpu)), warm-up and window."""
+    interval_ns, n_int = est.interval_ns, est.intervals
+    return dict(
+        interval_ns=interval_ns, interval_inv=1.0 / interval_ns,
+        warmup_ns=int(round(sc.metrics.warmup * 1e9)),
+        n_intervals=n_int, win_ns=traffic_window_ns(sc.duration, interval_ns, n_int),
+    )
+
+
+def _steering_params(sc: Scenario, kb: KernelBehaviour, knobs: _KernelKnobs) -> dict:
+    """RPS, RFS and aRFS (get_rps_cpu, set_rps_cpu, the driver's filters)."""
+    arfs = sc.nic.arfs
+    return dict(
+        rps_needed=bool(knobs.rps_len.any()) or bool(knobs.sock_entries),
+        rfs_on=bool(knobs.sock_entries) and bool(knobs.dev_logs.any()),
+        sock_flow_mask=max(knobs.sock_entries - 1, 0),
+        rps_cpu_mask=roundup_pow_of_two(sc.host.cpus) - 1, rfs_hash32=kb.rfs_hash32,
+        arfs_model=ARFS_MODELS.index(arfs.model) if arfs else ARFS_OFF,
+        arfs_protect=kb.rps_dev_flow_hash, arfs_capacity=arfs.capacity if arfs else 0,
+        arfs_delay_ns=int(round(arfs.delay_us * 1e3)) if arfs else 0,
+        arfs_period_ns=int(round(arfs.period_s * 1e9)) if arfs else 0,
+    )
+
+
+def _params(sc: Scenario, kb: KernelBehaviour, knobs: _KernelKnobs, est: Estimate,
+            costs: dict, at: AppThreads, flow: np.ndarray, sock_off: np.ndarray, mig: tuple,
+            xd: dict) -> Params:
+    """The loop's read-only configuration; ``xd`` gives the XDP program's fields."""
+    ncpu = sc.host.cpus
+    cpu = _cpu_params(ncpu, knobs.irq, xd.pop("cm_entry"))
+    cpumap = _cpumap_params(xd)
+    return Params(
+        ncpu=ncpu, nq=sc.nic.queues, nthreads=len(at.threads),
+        **_softirq_params(sc, kb, knobs), **_backlog_params(sc, kb, knobs),
+        **fair_class_params(kb, ncpu, knobs.jiffy_ns), **_cost_params(sc, costs),
+        **_interval_params(sc, est), **_nic_params(sc, costs),
+        **_steering_params(sc, kb, knobs),
+        queue=_queue_params(sc, knobs, at.xsk_of_queue), cpu=cpu, cpumap=cpumap,
+        rps_map=knobs.rps_map, flow=flow, sock_off=sock_off,
+        mig_set=mig[1], mig_t=mig[3], mig_cpu=mig[4], **xd,
+    )
+
+
+def _calendar(p: Params, so: SockState) -> Calendar:
+    """The event calendar with the run's first timers: each thread's first migration,
+    ice's aRFS service timer."""
+    ncpu, nq, nth = p.ncpu, p.nq, p.nthreads
+    # calendar: at most one pending CPU event per CPU, one IRQ per queue, one wake per
+    # thread, and IPIs (at most one in flight per target and per backlog re-wake)
+    ev = new_calendar(4 * (ncpu + nq + nth) + 64)
+    for th in range(nth):
+        if so.thread[th]["mig_n"]:
+            schedule(ev, int(p.mig_t[th, 0]), PRIO_WAKE, EV_MIGRATE, th)
+        elif so.thread[th]["mig_every_ns"]:
+            schedule(ev, int(so.thread[th]["mig_every_ns"]), PRIO_WAKE, EV_MIGRATE, th)
+    if p.arfs_model in (ARFS_ICE_HASH_MATCH, ARFS_ICE_TUPLE_MATCH):
+        # ice's service timer (mlx5 has none: its work items expire)
+        schedule(ev, p.arfs_period_ns, PRIO_TIMER, EV_ARFS_TIMER, 0)
+    return ev
+
+
+def _config(sc: Scenario, kb: KernelBehaviour, p: Params, knobs: _KernelKnobs, steer: dict,
+            costs: dict, threads: list) -> dict:
+    """The effective (rounded) settings, as ``Model.config`` reports them."""
+    arfs = sc.nic.arfs
+    return {
+        "kernel": sc.host.kernel,
+        "driver": drivers.report(sc.nic.preset(), sc.nic.from_preset()),
+        "softnet_stat_columns": kb.softnet_columns,
+        "rps_cpus": knobs.rps_masks,
+        "rps_needed": p.rps_needed,
+        "rx_mode": sc.nic.rx_mode,
+        "flow_limit_cpus": knobs.fl_cpus,
+        "flow_limit_table_len": sc.kernel.flow_limit_table_len,
+        "flow_limit_history": knobs.fl_history,
+        "flow_limit_bucket": "hash_32" if p.fl_hash32 else "hash & (len - 1)",
+        "netdev_budget_usecs": knobs.budget_usecs,
+        "budget_jiffies": knobs.budget_jiffies,
+        "hz": sc.host.hz,
+        "irq_affinity": list(knobs.irq),
+        "indirection_table": steer["table"].tolist(),
+        "ksoftirqd_defers": kb.ksoftirqd_defers,
+        "threaded": sc.nic.threaded,
+        "napi_thread_affinity": ([int(c) for c in p.queue["napi_cpu"]] if sc.nic.threaded
+                                 else None),
+        "cost_profile": sc.host.cost_profile,
+        "costs_ns": costs,
+        "flows": len(p.flow),
+        "rps_sock_flow_entries": knobs.sock_entries,
+        "rps_flow_cnt": [1 << int(x) if x else 0 for x in knobs.dev_logs],
+        "rfs_slot": "hash_32" if p.rfs_hash32 else "hash & mask",
+        "arfs": arfs.model if arfs else None,
+        "arfs_protect_active": bool(arfs) and p.arfs_protect,
+        "threads": [{"app": a, "cpu": c} for a, c in threads],
+        "interval_s": p.interval_ns / 1e9,
+        "intervals": p.n_intervals,
+        **xdp_config(sc, p),
+    }
+
 
 def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Model:
     """Compile a scenario; ``capture`` is an already opened pcap for ``traffic.pcap``;
@@ -263,248 +567,33 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     allocated; over it, a one-line UsageError names the field."""
     kb = behaviour(sc.host.kernel)
     ncpu, nq = sc.host.cpus, sc.nic.queues
-    tl = sc.kernel.flow_limit_table_len
     sock_entries, dev_logs = _rfs_tables(sc, kb)
     est = check_memory(sc, max_memory, capture)
-    if sc.traffic.pcap is not None:
-        if capture is None:
-            from rxlab.capture.pcap import open_capture
-
-            pc = sc.traffic.pcap
-            capture = open_capture(pc.file, speedup=pc.speedup,
-                                   allow_truncated=pc.allow_truncated)
-        fl = capture.flows
-    else:
-        fl = build_flows(sc.traffic, sc.seed)
-    steer = flow_steering(sc, fl)
-
-    # --- kernel knobs, rounded / validated the kernel's way -------------------------
-    fl_cpus = hex_mask_to_cpus(sc.kernel.flow_limit_cpu_bitmap)
-    hist = K.FLOW_LIMIT_HISTORY_2013 if sc.kernel.flow_limit_variant == "2013" else (
-        K.FLOW_LIMIT_HISTORY)
-    jiffy_ns = 1_000_000_000 // sc.host.hz
-    usecs = sc.kernel.netdev_budget_usecs or 2 * 1_000_000 // sc.host.hz
-    budget_j = max(1, math.ceil(usecs * 1000 / jiffy_ns))  # usecs_to_jiffies rounds up
-    rps_map, rps_len, masks = _rps_maps(sc)
-    irq = sc.nic.irq_affinity or [q % ncpu for q in range(nq)]
-
-    # --- costs ------------------------------------------------------------------------
-    costs = stage_costs(sc.host.cost_profile, sc.host.costs)
-    cost_ns = np.array([costs[s] for s in STAGES], np.float64)
-    jmask = np.array([s in JITTERED for s in STAGES], np.bool_)
-    jk = {"deterministic": JITTER_NONE, "exponential": JITTER_EXP,
-          "lognormal": JITTER_LOGNORMAL}[sc.host.cost_jitter.dist]
-    sigma = math.sqrt(math.log(1 + sc.host.cost_jitter.cv ** 2))
-
-    # --- applications: one thread and one socket per listed CPU -----------------------
-    threads, th_cpu, th_user, th_sys, th_batch, sock_rcvbuf = [], [], [], [], [], []
-    th_app, sock_record, sock_cap_l, xsk_copy, fill_bound = [], [], [], [], []
-    sock_tcp = []
-    xsk_of_queue = np.full(nq, -1, I64)
-    flow_sock = np.full(len(fl), -1, I64)
-    for ai, app in enumerate(sc.apps):
-        cpus = app.cpu_list()
-        first = len(threads)
-        xs = app.afxdp
-        record = app.connected
-        names = fl.group_names if app.groups == "all" else app.groups
-        sel = np.isin(fl.group, [fl.group_names.index(g) for g in names])
-        tcp = bool(sel.any() and (fl.proto[sel] == 6).all())  # established TCP sockets
-        if record is None:  # sock_rps_record_flow (include/net/rps.h) needs TCP_ESTABLISHED
-            record = tcp
-        for k, c in enumerate(cpus):
-            threads.append((app.name, c))
-            th_cpu.append(c)
-            th_user.append(app.cost.user_ns)
-            # AF_XDP: the thread reads descriptors from a mapped ring, no recvmsg
-            default_sys = 0.0 if xs else costs["recvmsg"]
-            th_sys.append(default_sys if app.cost.syscall_ns is None else app.cost.syscall_ns)
-            th_batch.append(app.batch)
-            th_app.append(ai)
-            sock_record.append(record and not xs)
-            sock_tcp.append(tcp and not xs)
-            if xs:
-                q = xs.queues[k]
-                xsk_of_queue[q] = len(threads) - 1
-                frames = min(xs.fill_ring, xs.umem_frames)
-                sock_cap_l.append(min(xs.rx_ring, frames))
-                fill_bound.append(frames < xs.rx_ring)
-                xsk_copy.append(xs.mode == "copy")
-                sock_rcvbuf.append(1 << 62)  # no skb, no rmem accounting
-            else:
-                sock_cap_l.append(app.rcvbuf // K.SKB_TRUESIZE_MIN + 2)
-                fill_bound.append(False)
-                xsk_copy.append(False)
-                sock_rcvbuf.append(app.rcvbuf)
-        if xs:
-            continue  # flows reach an XSK only through the XDP program
-        groups = fl.group_names if app.groups == "all" else app.groups
-        gidx = [fl.group_names.index(g) for g in groups]
-        rows = np.isin(fl.group, gidx) & (flow_sock < 0)
-        if app.spread == "round_robin":
-            pick = np.arange(int(rows.sum()), dtype=I64) % len(cpus)
-        else:
-            # SO_REUSEPORT: reciprocal_scale(ehashfn of the 4-tuple, n), not the skb hash
-            h = lookup_hash(fl, ehash_secrets(sc.seed), kb.inet6_hash_whole, rows)
-            pick = reuseport_pick(h, len(cpus))
-        flow_sock[rows] = first + pick
-    nth = len(threads)
-    sock_cap = np.array(sock_cap_l, I64)
-    sock_store = np.array([roundup_pow_of_two(int(c)) for c in sock_cap], I64)
-    sock_off = np.concatenate([[0], np.cumsum(sock_store)]).astype(I64)
-    per_cpu = [[t for t in range(nth) if th_cpu[t] == c] for c in range(ncpu)]
-    maxt = max(1, nth)  # a CPU may end up with every thread after migrations
-    cpu_threads = np.full((ncpu, maxt), -1, I64)
-    for c, lst in enumerate(per_cpu):
-        cpu_threads[c, : len(lst)] = lst
-
-    rfs_on = bool(sock_entries) and bool(dev_logs.any())
-    arfs = sc.nic.arfs
-    arfs_model = ARFS_MODELS.index(arfs.model) if arfs else ARFS_OFF
-    cpu_rmap = np.full(ncpu, -1, I64)
-    for q in reversed(range(nq)):
-        cpu_rmap[irq[q]] = q  # cpu_rmap_lookup_index: the queue whose IRQ is on the CPU
-    mig = _migration(sc, nth, ncpu, th_app)
-    xd = compile_xdp(sc, fl, steer, costs, kb, xdp_program)
-    flow = np.zeros(len(fl), FLOW)  # one record per flow
-    flow["flow_rxq"], flow["flow_hash"] = steer["rxq"], steer["skb_hash"]
-    flow["flow_sock"] = flow_sock
-    flow["flow_tt"] = (fl.proto == 17).astype(I64) + 2 * fl.is_v6.astype(I64)
-    flow["flow_sport"], flow["flow_dport"] = fl.sport, fl.dport
-    flow["flow_udp"] = fl.proto == 17
-    for name in ("xdp_act", "xdp_rule", "xdp_cpu", "flow_sw_hash", "flow_rss_hash"):
-        flow[name] = xd.pop(name)
-    interval_ns, n_int = est.interval_ns, est.intervals  # at most max_intervals(ncpu)
-    bl_cap = roundup_pow_of_two(2 * (sc.kernel.netdev_max_backlog + 1) + 8)
-    lists = nq + 2
-    queue = np.zeros(nq, QUEUE_PARAMS)
-    queue["irq_cpu"], queue["rps_len"] = irq, rps_len
-    queue["xsk_of_queue"] = xsk_of_queue
-    queue["napi_cpu"] = napi_thread_cpus(sc, irq)
-    cpu = np.zeros(ncpu, CPU_PARAMS)
-    cpu["cpu_rmap"], cpu["cm_entry"] = cpu_rmap, xd.pop("cm_entry")
-    cm_cpu = xd.pop("cm_cpu")
-    cpumap = np.zeros(len(cm_cpu), CPUMAP_PARAMS)
-    cpumap["cpu"], cpumap["qsize"], cpumap["batch"] = cm_cpu, xd.pop("cm_qsize"), xd.pop(
-        "cm_batch")
-
-    p = Params(
-        ncpu=ncpu, nq=nq, nthreads=nth, ring_size=sc.nic.ring_size,
-        napi_weight=sc.nic.napi_weight, dev_rx_weight=sc.kernel.dev_weight,
-        netdev_budget=sc.kernel.netdev_budget, budget_jiffies=budget_j,
-        max_softirq_jiffies=max(1, math.ceil(K.MAX_SOFTIRQ_TIME_MS * 1e6 / jiffy_ns)),
-        jiffy_ns=jiffy_ns, max_backlog=sc.kernel.netdev_max_backlog, bl_cap=bl_cap,
-        bl_mask=bl_cap - 1, ring_mask=roundup_pow_of_two(sc.nic.ring_size) - 1,
-        rps_needed=bool(rps_len.any()) or bool(sock_entries),
-        netif_rx=sc.nic.rx_mode == "netif_rx",
-        fl_history=hist, fl_log=ilog2(tl),
-        fl_hash32=kb.flow_limit_hash_32,
-        ksoftirqd_defers=kb.ksoftirqd_defers, napi_threaded=sc.nic.threaded,
-        backlog_threaded=sc.kernel.thread_backlog_napi,
-        **fair_class_params(kb, ncpu, jiffy_ns),
-        jitter_kind=jk, jitter_sigma=sigma,
-        interval_ns=interval_ns, interval_inv=1.0 / interval_ns,
-        warmup_ns=int(round(sc.metrics.warmup * 1e9)),
-        n_intervals=n_int, win_ns=traffic_window_ns(sc.duration, interval_ns, n_int),
-        cost_ns=cost_ns, jitter_mask=jmask,
-        cost_i=(cost_ns + 0.5).astype(I64),
-        irq_delay_ns=int(round(costs["irq_latency"] + sc.nic.rx_usecs * 1000)),
-        nic_svc_ns=int(round(1e9 / sc.nic.max_pps)) if sc.nic.max_pps else 0,
-        **driver_poll_params(sc.nic.preset(), sc.nic.ring_size),
-        queue=queue, cpu=cpu, cpumap=cpumap, rps_map=rps_map, flow=flow, sock_off=sock_off,
-        rfs_on=rfs_on, sock_flow_mask=max(sock_entries - 1, 0),
-        rps_cpu_mask=roundup_pow_of_two(ncpu) - 1, rfs_hash32=kb.rfs_hash32,
-        arfs_model=arfs_model, arfs_protect=kb.rps_dev_flow_hash,
-        arfs_capacity=arfs.capacity if arfs else 0,
-        arfs_delay_ns=int(round(arfs.delay_us * 1e3)) if arfs else 0,
-        arfs_period_ns=int(round(arfs.period_s * 1e9)) if arfs else 0,
-        mig_set=mig[1], mig_t=mig[3], mig_cpu=mig[4], **xd,
-    )
-    R = roundup_pow_of_two(sc.nic.ring_size)
-    nic = NicState(ring=np.zeros((nq, R), SKB), queue=np.zeros(nq, RX_RING),
-                   pause=np.zeros(1, POLL_PAUSE), thread=np.zeros(nq + ncpu, NAPI_KTHREAD))
-    nic.thread["nt_rewake"] = -1
-    sd = SoftnetData(
-        cpu=np.zeros(ncpu, SOFTNET_DATA), bl=np.zeros((ncpu, bl_cap), SKB),
-        poll_list=np.zeros((ncpu, lists), I64), local_list=np.zeros((ncpu, lists), I64),
-        repoll=np.zeros((ncpu, lists), I64),
-        rps_ipi_list=np.zeros((ncpu, ncpu), I64),
-        fl_history=np.zeros((ncpu, hist), I64), fl_buckets=np.zeros((ncpu, tl), I64),
-    )
-    sd.cpu["fl_on"] = [c in fl_cpus for c in range(ncpu)]
-    sd.cpu["cur_who"] = SCHED_IDLE  # no task holds a CPU yet
-    total = int(sock_off[-1]) or 1
+    fl, capture = _flow_table(sc, capture)
     nflows = len(fl)
-    so = SockState(
-        sq=np.zeros(total, SKB), sock=np.zeros(nth, SOCK), thread=np.zeros(nth, APP_THREAD),
-        flow=np.zeros(nflows, FLOW_SEQ),
-        cpu_threads=cpu_threads,
-        cpu_nthreads=np.array([len(x) for x in per_cpu], I64),
-    )
-    so.flow["flow_max_seq"] = -1
-    sk, app = so.sock, so.thread  # socket i and the thread that reads it
-    sk["sock_thread"] = app["thread_sock"] = np.arange(nth)
-    sk["sock_rcvbuf"] = sock_rcvbuf
-    sk["sock_cap"] = sock_cap
-    sk["sock_mask"] = sock_store - 1
-    sk["sock_record"] = sock_record
-    sk["sock_tcp"] = sock_tcp
-    sk["sock_xsk_copy"] = xsk_copy
-    sk["sock_fill_bound"] = fill_bound
-    app["thread_user_ns"] = th_user
-    app["thread_sys_ns"] = th_sys
-    app["thread_batch"] = th_batch
-    app["thread_cpu"] = th_cpu
-    app["mig_every_ns"], app["mig_set_n"], app["mig_n"] = mig[0], mig[2], mig[5]
+    steer = flow_steering(sc, fl)
+    knobs = _kernel_knobs(sc, sock_entries, dev_logs)
+    costs = stage_costs(sc.host.cost_profile, sc.host.costs)
+    at = _app_threads(sc, fl, kb, costs)
+    sock_off = sock_queue_offsets(at.sock["sock_cap"])
+    mig = _migration(sc, len(at.threads), ncpu, at.app)
+    xd = compile_xdp(sc, fl, steer, costs, kb, xdp_program)
+    flow = _flow_records(fl, steer, at.flow_sock, xd)
+    p = _params(sc, kb, knobs, est, costs, at, flow, sock_off, mig, xd)
+
+    nic = new_nic_state(nq, ncpu, sc.nic.ring_size)
+    sd = new_softnet_data(ncpu, nq, p.bl_cap, p.fl_history, sc.kernel.flow_limit_table_len,
+                          knobs.fl_cpus)
+    so = new_sock_state(ncpu, nflows, sock_off, at.sock, {
+        **at.thread, "mig_every_ns": mig[0], "mig_set_n": mig[2], "mig_n": mig[5]})
     rf = new_rfs_state(nq, sock_entries, dev_logs)
-    ar = new_arfs_state(max(2 * nflows, arfs.capacity) if arfs else 1, arfs_model, nflows)
+    arfs = sc.nic.arfs
+    ar = new_arfs_state(max(2 * nflows, arfs.capacity) if arfs else 1, p.arfs_model, nflows)
     cm = new_cpumap_state(ncpu, p.cpumap, len(p.xdp_rr_n))
-    st = new_stats(ncpu, n_int, sc.seed)
-    # calendar: at most one pending CPU event per CPU, one IRQ per queue, one wake per
-    # thread, and IPIs (at most one in flight per target and per backlog re-wake)
-    ev = new_calendar(4 * (ncpu + nq + nth) + 64)
-    for th in range(nth):
-        if so.thread[th]["mig_n"]:
-            schedule(ev, int(p.mig_t[th, 0]), PRIO_WAKE, EV_MIGRATE, th)
-        elif so.thread[th]["mig_every_ns"]:
-            schedule(ev, int(so.thread[th]["mig_every_ns"]), PRIO_WAKE, EV_MIGRATE, th)
-    if arfs_model in (ARFS_ICE_HASH_MATCH, ARFS_ICE_TUPLE_MATCH):
-        # ice's service timer (mlx5 has none: its work items expire)
-        schedule(ev, p.arfs_period_ns, PRIO_TIMER, EV_ARFS_TIMER, 0)
-    config = {
-        "kernel": sc.host.kernel,
-        "driver": drivers.report(sc.nic.preset(), sc.nic.from_preset()),
-        "softnet_stat_columns": kb.softnet_columns,
-        "rps_cpus": masks,
-        "rps_needed": p.rps_needed,
-        "rx_mode": sc.nic.rx_mode,
-        "flow_limit_cpus": fl_cpus,
-        "flow_limit_table_len": tl,
-        "flow_limit_history": hist,
-        "flow_limit_bucket": "hash_32" if p.fl_hash32 else "hash & (len - 1)",
-        "netdev_budget_usecs": usecs,
-        "budget_jiffies": budget_j,
-        "hz": sc.host.hz,
-        "irq_affinity": list(irq),
-        "indirection_table": steer["table"].tolist(),
-        "ksoftirqd_defers": kb.ksoftirqd_defers,
-        "threaded": sc.nic.threaded,
-        "napi_thread_affinity": ([int(c) for c in p.queue["napi_cpu"]] if sc.nic.threaded
-                                 else None),
-        "cost_profile": sc.host.cost_profile,
-        "costs_ns": costs,
-        "flows": nflows,
-        "rps_sock_flow_entries": sock_entries,
-        "rps_flow_cnt": [1 << int(x) if x else 0 for x in dev_logs],
-        "rfs_slot": "hash_32" if p.rfs_hash32 else "hash & mask",
-        "arfs": arfs.model if arfs else None,
-        "arfs_protect_active": bool(arfs) and p.arfs_protect,
-        "threads": [{"app": a, "cpu": c} for a, c in threads],
-        "interval_s": interval_ns / 1e9,
-        "intervals": n_int,
-        **xdp_config(sc, p),
-    }
+    st = new_stats(ncpu, p.n_intervals, sc.seed)
+    ev = _calendar(p, so)
+    config = _config(sc, kb, p, knobs, steer, costs, at.threads)
     # one huge-page arena for all the loop's arrays: a TLB miss per touch otherwise
     p, nic, sd, so, st, ev, rf, ar, cm = relocate([p, nic, sd, so, st, ev, rf, ar, cm])
-    return Model(sc, p, nic, sd, so, st, ev, rf, ar, cm, fl, kb, config, threads=threads,
+    return Model(sc, p, nic, sd, so, st, ev, rf, ar, cm, fl, kb, config, threads=at.threads,
                  capture=capture, notices=[est.notice] if est.notice else [])

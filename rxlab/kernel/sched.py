@@ -10,7 +10,7 @@ its vruntime (equal weights: the CPU time it ran). A mechanism that adds a kerne
 thread adds a constant here and a branch in ``_candidate``.
 
 The rules are kernel/sched/fair.c's, by version (read in 6.1.55 for CFS, 6.18.2 for
-EEVDF), with the tunables scaled by 1 + ilog2(min(ncpus, 8)) (``build.fair_class_params``):
+EEVDF), with the tunables scaled by 1 + ilog2(min(ncpus, 8)) (``fair_class_params``):
 
 - **slices**: the task holding the CPU keeps it while runnable until its slice is used
   up and a tick notices (no HRTICK), or a wake-up sets need_resched. EEVDF's slice is
@@ -36,7 +36,16 @@ import numpy as np
 from numba import njit
 
 from rxlab.config import JIT_STATE
-from rxlab.kernel.constants import SCHED_NR_LATENCY
+from rxlab.kernel.constants import (
+    SCHED_BASE_SLICE_NS,
+    SCHED_BASE_SLICE_NS_V66,
+    SCHED_LATENCY_NS,
+    SCHED_MIN_GRANULARITY_NS,
+    SCHED_NR_LATENCY,
+    SCHED_SCALE_MAX_CPUS,
+    SCHED_WAKEUP_GRANULARITY_NS,
+)
+from rxlab.kernel.hashfn import ilog2
 from rxlab.kernel.sched_states import SVC_RUNNABLE, TH_RUNNABLE
 
 # Candidates, in the order that breaks a tie of runtimes.
@@ -48,6 +57,18 @@ SCHED_APP = 4  # the CPU's application threads (one runtime, round robin among t
 THREADS = 5
 SCHED_SOFTIRQ = -2  # inline softirq: not a thread, runs before any of them
 SCHED_IDLE = -1
+
+
+def fair_class_params(kb, ncpu: int, jiffy_ns: int) -> dict:
+    """The fair class's tunables as kernel/sched/fair.c sets them at boot: each default
+    times 1 + ilog2(min(ncpus, 8)) (``update_sysctl``, SCHED_TUNABLESCALING_LOG)."""
+    factor = 1 + ilog2(min(ncpu, SCHED_SCALE_MAX_CPUS))
+    base = SCHED_BASE_SLICE_NS if kb.sched_slice_070 else SCHED_BASE_SLICE_NS_V66
+    slice_ns = factor * (base if kb.sched_eevdf else SCHED_LATENCY_NS)
+    return dict(sched_eevdf=kb.sched_eevdf, sched_slice_ns=slice_ns,
+                sched_min_gran_ns=factor * SCHED_MIN_GRANULARITY_NS,
+                sched_wakeup_gran_ns=factor * SCHED_WAKEUP_GRANULARITY_NS,
+                sched_lag_limit_ns=max(2 * slice_ns, jiffy_ns))
 
 
 @njit(**JIT_STATE)

@@ -36,6 +36,7 @@ from rxlab.kernel.counters import (
 )
 from rxlab.kernel.drop_reasons import DROP_NO_SOCKET, DROP_SOCKET_BACKLOG, DROP_SOCKET_RCVBUF
 from rxlab.kernel.events import EV_WAKE
+from rxlab.kernel.hashfn import roundup_pow_of_two
 from rxlab.kernel.rfs import sock_rps_record_flow
 from rxlab.kernel.sched import app_sleeps
 from rxlab.kernel.sched_states import BH_APP, TH_RUNNABLE, TH_SLEEP, TH_WAKING
@@ -48,9 +49,45 @@ from rxlab.kernel.stages import (
     C_TCP_REMOTE,
     C_WAKEUP_LATENCY,
 )
+from rxlab.kernel.state import APP_THREAD, FLOW_SEQ, SKB, SOCK, SockState
 from rxlab.kernel.wake import ttwu_remote, ttwu_remote_owed
 
 TCP_SNDBUF = 16384  # tcp_wmem[1]: the sk_sndbuf tcp_add_backlog's limit counts half of
+
+
+def sock_queue_offsets(cap) -> np.ndarray:
+    """Where each socket's queue starts in the one flat ``SockState.sq``, then its end:
+    a queue of ``cap[i]`` packets is stored at the next power of two (read
+    ``position & sock_mask``)."""
+    store = np.array([roundup_pow_of_two(int(c)) for c in cap], np.int64)
+    return np.concatenate([[0], np.cumsum(store)]).astype(np.int64)
+
+
+def new_sock_state(ncpu: int, nflows: int, sock_off: np.ndarray, sock: dict,
+                   thread: dict) -> SockState:
+    """Empty socket queues at ``sock_off`` (``sock_queue_offsets``), socket i read by
+    application thread i; ``sock`` and ``thread`` give SOCK and APP_THREAD fields per
+    socket and per thread (``thread_cpu``: where each thread starts), no flow delivered."""
+    nth = len(sock_off) - 1
+    per_cpu = [[t for t in range(nth) if thread["thread_cpu"][t] == c] for c in range(ncpu)]
+    maxt = max(1, nth)  # a CPU may end up with every thread after migrations
+    cpu_threads = np.full((ncpu, maxt), -1, np.int64)
+    for c, lst in enumerate(per_cpu):
+        cpu_threads[c, : len(lst)] = lst
+    so = SockState(
+        sq=np.zeros(int(sock_off[-1]) or 1, SKB), sock=np.zeros(nth, SOCK),
+        thread=np.zeros(nth, APP_THREAD), flow=np.zeros(nflows, FLOW_SEQ),
+        cpu_threads=cpu_threads,
+        cpu_nthreads=np.array([len(x) for x in per_cpu], np.int64),
+    )
+    so.flow["flow_max_seq"] = -1
+    so.sock["sock_thread"] = so.thread["thread_sock"] = np.arange(nth)
+    so.sock["sock_mask"] = np.diff(sock_off) - 1  # each queue's storage - 1
+    for name, values in sock.items():
+        so.sock[name] = values
+    for name, values in thread.items():
+        so.thread[name] = values
+    return so
 
 
 @njit(**JIT_LEAF)
