@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 import resource
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -247,117 +248,143 @@ def _capture_flows(sc, capture) -> int:
     return max(1, size // MIN_FLOW_RECORD)  # every flow needs at least one record
 
 
-def estimate(sc, capture=None) -> Estimate:
-    """Bytes the scenario implies, by term, computed before anything is allocated."""
-    from rxlab.kernel import constants as K
-    from rxlab.kernel.counters import HIST_BINS, N_CNT
-    from rxlab.kernel.stages import STAGES
-    from rxlab.kernel.state import (
-        APP_THREAD,
-        NAPI_KTHREAD,
-        QUEUE_PARAMS,
-        RX_RING,
-        SOCK,
-        SOFTNET_DATA,
-    )
+def _term(field, arrays, extra=0, what="", fix="") -> Term:
+    """A Term in whole bytes (a generation block is a float number of packets)."""
+    return Term(field, int(arrays), int(extra), what, fix)
 
-    ncpu, nq, k = sc.host.cpus, sc.nic.queues, sc.kernel
-    terms: list[Term] = []
 
-    def add(field, arrays, extra=0, what="", fix=""):
-        terms.append(Term(field, int(arrays), int(extra), what, fix))
-
-    arfs = sc.nic.arfs
-    per_flow = FLOW_BYTES + (2 * ARFS_ENTRY if arfs else 0)
+def _traffic_terms(sc, capture) -> Iterator[Term]:
+    """The flows of the capture or of each group, and each group's generation blocks."""
+    per_flow = FLOW_BYTES + (2 * ARFS_ENTRY if sc.nic.arfs else 0)
     if sc.traffic.pcap is not None:
         n = _capture_flows(sc, capture)
-        add("traffic.pcap.file", n * per_flow, n * (FLOW_TRANSIENT + CAPTURE_SCAN),
-            f"up to {n:,} flows in the capture", "replay a smaller capture")
+        yield _term("traffic.pcap.file", n * per_flow, n * (FLOW_TRANSIENT + CAPTURE_SCAN),
+                    f"up to {n:,} flows in the capture", "replay a smaller capture")
     for i, g in enumerate(sc.traffic.groups):
-        add(f"traffic.groups[{i}].flows", g.flows * per_flow, g.flows * FLOW_TRANSIENT,
-            f"{g.flows:,} flows", "use fewer flows")
+        yield _term(f"traffic.groups[{i}].flows", g.flows * per_flow,
+                    g.flows * FLOW_TRANSIENT, f"{g.flows:,} flows", "use fewer flows")
         # generation blocks of ~2**15 packets, at least 1 us of traffic (stream.py), and
         # never more than the group offers in the whole run
         span = max(0.0, min(g.stop or sc.duration, sc.duration) - g.start)
         block = min(max(1 << 15, g.rate.pps * 1e-6), g.rate.pps * span + 2)
-        add(f"traffic.groups[{i}].rate.pps", 0, 4 * 1.25 * block * PACKET_BYTES,
-            f"{g.rate.pps:g} packets/s generated in blocks of 1 us", "use a lower rate")
+        yield _term(f"traffic.groups[{i}].rate.pps", 0, 4 * 1.25 * block * PACKET_BYTES,
+                    f"{g.rate.pps:g} packets/s generated in blocks of 1 us",
+                    "use a lower rate")
 
+
+def _ring_terms(sc) -> Iterator[Term]:
+    """The rx rings and the per-CPU backlog queues."""
+    ncpu, nq = sc.host.cpus, sc.nic.queues
     R = _pow2(sc.nic.ring_size)
-    add("nic.ring_size", nq * R * SLOT_BYTES,
-        what=f"rx rings: {nq:,} queues x {R:,} descriptors",
-        fix="use a smaller nic.ring_size or fewer nic.queues")
-    bl_cap = _pow2(2 * (k.netdev_max_backlog + 1) + 8)
-    add("kernel.netdev_max_backlog", ncpu * bl_cap * BACKLOG_SLOT,
-        what=f"backlog queues: {ncpu:,} CPUs x {bl_cap:,} slots",
-        fix="use a smaller netdev_max_backlog (the kernel's default is 1000)")
+    yield _term("nic.ring_size", nq * R * SLOT_BYTES,
+                what=f"rx rings: {nq:,} queues x {R:,} descriptors",
+                fix="use a smaller nic.ring_size or fewer nic.queues")
+    bl_cap = _pow2(2 * (sc.kernel.netdev_max_backlog + 1) + 8)
+    yield _term("kernel.netdev_max_backlog", ncpu * bl_cap * BACKLOG_SLOT,
+                what=f"backlog queues: {ncpu:,} CPUs x {bl_cap:,} slots",
+                fix="use a smaller netdev_max_backlog (the kernel's default is 1000)")
 
+
+def _app_terms(sc) -> Iterator[Term]:
+    """Per application: its socket queues or AF_XDP rings, then its threads' records."""
+    from rxlab.kernel import constants as K
+    from rxlab.kernel.state import APP_THREAD, SOCK
+
+    ncpu = sc.host.cpus
     # applications: one thread and one socket per CPU listed
     moves = [len(a.migrate) for a in sc.apps if isinstance(a.migrate, list)]
     kmax = max([1] + moves)
-    nth = 0
     for i, app in enumerate(sc.apps):
         th = len(app.cpu_list())
-        nth += th
         xs = app.afxdp
         if xs:
             slots = _pow2(min(xs.rx_ring, xs.fill_ring, xs.umem_frames))
-            add(f"apps[{i}].afxdp.rx_ring", th * slots * SLOT_BYTES,
-                what=f"{th:,} AF_XDP rings of {slots:,} slots", fix="use smaller rings")
+            yield _term(f"apps[{i}].afxdp.rx_ring", th * slots * SLOT_BYTES,
+                        what=f"{th:,} AF_XDP rings of {slots:,} slots",
+                        fix="use smaller rings")
         else:
             slots = _pow2(app.rcvbuf // K.SKB_TRUESIZE_MIN + 2)
-            add(f"apps[{i}].rcvbuf", th * slots * SLOT_BYTES,
-                what=f"{th:,} socket queues of {slots:,} packets",
-                fix="use a smaller rcvbuf (the kernel's rmem_default is 212992)")
+            yield _term(f"apps[{i}].rcvbuf", th * slots * SLOT_BYTES,
+                        what=f"{th:,} socket queues of {slots:,} packets",
+                        fix="use a smaller rcvbuf (the kernel's rmem_default is 212992)")
         # the socket and thread records, sock_off, calendar slots, cpu_threads and
         # mig_set rows, explicit moves; config and Model.threads entries
         rec = SOCK.itemsize + APP_THREAD.itemsize
-        add(f"apps[{i}].cpus", th * (rec + 8 + 128 + 16 * ncpu + 16 * kmax),
-            th * 600, f"{th:,} threads on {ncpu:,} CPUs", "use fewer threads")
+        yield _term(f"apps[{i}].cpus", th * (rec + 8 + 128 + 16 * ncpu + 16 * kmax),
+                    th * 600, f"{th:,} threads on {ncpu:,} CPUs", "use fewer threads")
 
+
+def _flow_table_terms(sc) -> Iterator[Term]:
+    """RFS's rps_sock_flow_table and rps_dev_flow tables, flow limit's, aRFS filters."""
+    from rxlab.kernel import constants as K
+
+    ncpu, nq, k, arfs = sc.host.cpus, sc.nic.queues, sc.kernel, sc.nic.arfs
     entries = _pow2(k.rps_sock_flow_entries) if k.rps_sock_flow_entries else 1
-    add("kernel.rps_sock_flow_entries", entries * 8,
-        what=f"rps_sock_flow_table of {entries:,} entries", fix="use a smaller table")
+    yield _term("kernel.rps_sock_flow_entries", entries * 8,
+                what=f"rps_sock_flow_table of {entries:,} entries", fix="use a smaller table")
     cnts = (list(k.rps_flow_cnt.values()) if isinstance(k.rps_flow_cnt, dict)
             else [k.rps_flow_cnt])
     S = _pow2(max([1] + [c for c in cnts if c > 0]))
-    add("kernel.rps_flow_cnt", nq * S * 4 * 8,
-        what=f"rps_dev_flow tables: {nq:,} queues x {S:,} entries", fix="use smaller tables")
+    yield _term("kernel.rps_flow_cnt", nq * S * 4 * 8,
+                what=f"rps_dev_flow tables: {nq:,} queues x {S:,} entries",
+                fix="use smaller tables")
     hist = (K.FLOW_LIMIT_HISTORY_2013 if k.flow_limit_variant == "2013"
             else K.FLOW_LIMIT_HISTORY)
     tl = k.flow_limit_table_len
-    add("kernel.flow_limit_table_len", ncpu * (hist + tl) * 8,
-        what=f"flow-limit tables: {ncpu:,} CPUs x {tl:,} buckets", fix="use a smaller table")
+    yield _term("kernel.flow_limit_table_len", ncpu * (hist + tl) * 8,
+                what=f"flow-limit tables: {ncpu:,} CPUs x {tl:,} buckets",
+                fix="use a smaller table")
     if arfs:
-        add("nic.arfs.capacity", arfs.capacity * ARFS_ENTRY + 2 * 1024 * 8,
-            what=f"{arfs.capacity:,} aRFS filters", fix="use a smaller capacity")
+        yield _term("nic.arfs.capacity", arfs.capacity * ARFS_ENTRY + 2 * 1024 * 8,
+                    what=f"{arfs.capacity:,} aRFS filters", fix="use a smaller capacity")
 
+
+def _xdp_terms(sc) -> Iterator[Term]:
+    """The XDP rules' per-CPU counters and the cpumap entries' queues."""
+    ncpu = sc.host.cpus
     nr = max(1, len(sc.xdp.rules) if sc.xdp else 0)
-    add("xdp.rules", nr * (2 * ncpu + 2) * 8,
-        what=f"{nr:,} rules x {ncpu:,} CPUs", fix="use fewer rules")
+    yield _term("xdp.rules", nr * (2 * ncpu + 2) * 8,
+                what=f"{nr:,} rules x {ncpu:,} CPUs", fix="use fewer rules")
     ne = max(1, len(sc.cpumap.cpu_list()) if sc.cpumap else 0)
     Q = sc.cpumap.qsize if sc.cpumap else 1
     # per source CPU and entry: bulk queue (8 SKB records), its count, the flush list
-    add("cpumap.cpus",
-        ncpu * ne * (8 * SLOT_BYTES + 16) + ne * (Q * SLOT_BYTES + 3 * 8 + 6 * 8 + 64),
-        what=f"cpumap: {ncpu:,} CPUs x {ne:,} entries", fix="use fewer cpumap entries")
+    yield _term("cpumap.cpus",
+                ncpu * ne * (8 * SLOT_BYTES + 16) + ne * (Q * SLOT_BYTES + 3 * 8 + 6 * 8 + 64),
+                what=f"cpumap: {ncpu:,} CPUs x {ne:,} entries",
+                fix="use fewer cpumap entries")
 
+
+def _cpu_queue_terms(sc) -> Iterator[Term]:
+    """The state every CPU and every rx queue has, whatever the scenario enables."""
+    from rxlab.kernel.state import NAPI_KTHREAD, QUEUE_PARAMS, RX_RING, SOFTNET_DATA
+
+    ncpu, nq = sc.host.cpus, sc.nic.queues
     # per CPU: CPU_PARAMS, softnet_data, its backlog's NAPI_KTHREAD, NAPI lists,
     # rps_ipi_list, cpu_ns, win_cpu, cpu_nthreads, calendar slots, cpumap flush count,
     # rps_map and cpu_threads rows
-    add("host.cpus", ncpu * (16 + SOFTNET_DATA.itemsize + NAPI_KTHREAD.itemsize
-                             + 3 * (nq + 2) * 8 + 8 * ncpu + 80 + 8 + 128 + 8 + 8 * nq + 8),
-        what=f"{ncpu:,} CPUs", fix="use fewer CPUs")
+    yield _term("host.cpus",
+                ncpu * (16 + SOFTNET_DATA.itemsize + NAPI_KTHREAD.itemsize
+                        + 3 * (nq + 2) * 8 + 8 * ncpu + 80 + 8 + 128 + 8 + 8 * nq + 8),
+                what=f"{ncpu:,} CPUs", fix="use fewer CPUs")
     # per queue: QUEUE_PARAMS, NicState.queue, dev_log, calendar slots
-    add("nic.queues", nq * (QUEUE_PARAMS.itemsize + RX_RING.itemsize + NAPI_KTHREAD.itemsize
-                            + 8 + 128),
-        what=f"{nq:,} queues",
-        fix="use fewer queues")
+    yield _term("nic.queues",
+                nq * (QUEUE_PARAMS.itemsize + RX_RING.itemsize + NAPI_KTHREAD.itemsize
+                      + 8 + 128),
+                what=f"{nq:,} queues", fix="use fewer queues")
 
-    iv, n_int, notice = series_intervals(sc)
-    add("metrics.interval", n_int * (ncpu * SERIES_ARRAY_CPU + SERIES_ARRAY_FIXED),
-        n_int * (ncpu * SERIES_LIST_CPU + SERIES_LIST_FIXED),
-        f"{n_int:,} intervals x {ncpu:,} CPUs", "use a longer interval")
+
+def _series_term(sc, n_int: int) -> Term:
+    """The time series' arrays, and the result's lists made from them."""
+    ncpu = sc.host.cpus
+    return _term("metrics.interval", n_int * (ncpu * SERIES_ARRAY_CPU + SERIES_ARRAY_FIXED),
+                 n_int * (ncpu * SERIES_LIST_CPU + SERIES_LIST_FIXED),
+                 f"{n_int:,} intervals x {ncpu:,} CPUs", "use a longer interval")
+
+
+def _fixed_term(sc) -> Term:
+    """What every run has, whatever the scenario's sizes: no field to make smaller."""
+    from rxlab.kernel.counters import HIST_BINS, N_CNT
+    from rxlab.kernel.stages import STAGES
 
     # the rest: stage costs, counters, latency histograms (socket, app, NIC wait),
     # calendar head, aRFS buckets and small counters; while built and run: RSS tables,
@@ -365,9 +392,18 @@ def estimate(sc, capture=None) -> Estimate:
     # 2 MiB alignment, the latency histograms as lists, simulate's traffic chunks, and
     # the interpreter
     table = sc.nic.rss.table_size * (1 + len(sc.nic.rss.contexts))
-    add("fixed", len(STAGES) * 17 + N_CNT * 8 + 3 * HIST_BINS * 8 + 16 * KiB,
-        table * 48 + 150 * 64 + (2 << 20) + 3 * HIST_BINS * 40 + CHUNK_BYTES + OVERHEAD,
-        "rxlab itself and the tables of every run", "")
+    return _term("fixed", len(STAGES) * 17 + N_CNT * 8 + 3 * HIST_BINS * 8 + 16 * KiB,
+                 table * 48 + 150 * 64 + (2 << 20) + 3 * HIST_BINS * 40 + CHUNK_BYTES
+                 + OVERHEAD,
+                 "rxlab itself and the tables of every run", "")
+
+
+def estimate(sc, capture=None) -> Estimate:
+    """Bytes the scenario implies, by term, computed before anything is allocated."""
+    iv, n_int, notice = series_intervals(sc)
+    terms = [*_traffic_terms(sc, capture), *_ring_terms(sc), *_app_terms(sc),
+             *_flow_table_terms(sc), *_xdp_terms(sc), *_cpu_queue_terms(sc),
+             _series_term(sc, n_int), _fixed_term(sc)]
     return Estimate(terms, iv, n_int, notice)
 
 

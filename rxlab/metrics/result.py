@@ -98,15 +98,13 @@ def cpumap_block(m) -> list[dict]:
     return out
 
 
-def assemble(m, in_flight: int) -> Result:
-    sc, p, st, sd, nic, so = m.scenario, m.params, m.st, m.sd, m.nic, m.so
-    cnt = st.cnt
-    drops = {name: int(cnt[CNT_DROP0 + i]) for i, name in enumerate(DROP_REASONS)}
-    dropped = int(sum(drops.values()))
-    dur = sc.duration
+def _cpus_block(m) -> tuple[list[dict], list[dict]]:
+    """Per CPU: its time shares and softnet_stat counters (``cpus``), and the softnet
+    rows the softnet_stat lines are printed from."""
+    p, sd = m.params, m.sd
     # CPU shares of the traffic window [0, p.win_ns) (rxlab.build.traffic_window_ns):
     # only the time charged inside it, not the segments running on past its end
-    busy = st.win_cpu.astype(np.float64)  # [ncpu, cat]
+    busy = m.st.win_cpu.astype(np.float64)  # [ncpu, cat]
     cpus = []
     softnet_rows = []
     for c in range(p.ncpu):
@@ -132,7 +130,13 @@ def assemble(m, in_flight: int) -> Result:
             },
             "softnet_stat": {k: v for k, v in row.items() if k != "cpu"},
         })
-    queues = [
+    return cpus, softnet_rows
+
+
+def _queues_block(m) -> list[dict]:
+    """Per rx queue: its interrupt CPU, packets, ring-full drops and polls."""
+    p, nic = m.params, m.nic
+    return [
         {"queue": q, "irq_cpu": int(p.queue[q]["irq_cpu"]),
          "packets": int(nic.queue[q]["q_packets"]),
          "ring_full_drops": int(nic.queue[q]["q_drops"]), "polls": int(nic.queue[q]["q_polls"]),
@@ -142,6 +146,11 @@ def assemble(m, in_flight: int) -> Result:
             if p.napi_threaded else {})}
         for q in range(p.nq)
     ]
+
+
+def _apps_block(m) -> list[dict]:
+    """Per application thread: packets served, socket drops and wakeups."""
+    so, dur = m.so, m.scenario.duration
     apps = []
     for t, (name, cpu) in enumerate(m.threads):
         apps.append({"app": name, "cpu": cpu, "served": int(so.thread["th_served"][t]),
@@ -149,14 +158,23 @@ def assemble(m, in_flight: int) -> Result:
                      "socket_drops": int(so.sock["so_drops"][t]),
                      "wakeups": int(so.thread["th_wakeups"][t]),
                      "wakeups_remote": int(so.thread["th_wakeups_remote"][t])})
+    return apps
+
+
+def _latency_block(st) -> dict:
+    """To the socket (its statistics also at the top), to the application, NIC wait."""
+    cnt = st.cnt
     lat_sock = _lat(st.lat_sock, float(st.lat_sum[LAT_SOCK]), int(cnt[CNT_LAT_SOCK_N]))
     lat_app = _lat(st.lat_app, float(st.lat_sum[LAT_APP]), int(cnt[CNT_LAT_APP_N]))
     # the NIC's FIFO at its packet-rate ceiling (nic.max_pps): wire arrival to service
     lat_nic = _lat(st.lat_nic, float(st.lat_sum[LAT_NIC]), int(st.lat_nic.sum()))
-    offered = int(cnt[CNT_OFFERED])
-    delivered = int(cnt[CNT_DELIVERED])
-    processed = int(sd.cpu["processed"].sum())
-    fl = m.flows
+    return {**{k: lat_sock[k] for k in ("p50", "p99", "p999", "mean")},
+            "to_socket": lat_sock, "to_app": lat_app, "nic_wait": lat_nic}
+
+
+def _flows_by_group(m) -> dict:
+    """Per traffic group: its flows and the packets they offered and had delivered."""
+    fl, so = m.flows, m.so
     by_group = {}
     for g, gname in enumerate(fl.group_names):
         rows = fl.rows(g)
@@ -165,53 +183,67 @@ def assemble(m, in_flight: int) -> Result:
             "offered": int(so.flow["flow_next_seq"][rows].sum()),
             "delivered": int(so.flow["flow_delivered"][rows].sum()),
         }
-    data = {
-        "scenario": sc.name,
-        "seed": sc.seed,
-        "duration_s": dur,
-        "kernel": sc.host.kernel,
-        "config": m.config,
-        "packets": {
-            "offered": offered, "delivered": delivered, "dropped": dropped,
-            "forwarded": int(cnt[CNT_FORWARDED]), "in_flight": in_flight,
-            "dropped_by_reason": drops,
-        },
-        "throughput": {
-            "offered_pps": round(offered / dur, 3),
-            "delivered_pps": round(delivered / dur, 3),
-            "processed_pps": round(processed / dur, 3),
-        },
-        "cpus": cpus,
-        "queues": queues,
-        "apps": apps,
-        "tasks": tasks_block(m),
-        "latency_ns": {**{k: lat_sock[k] for k in ("p50", "p99", "p999", "mean")},
-                       "to_socket": lat_sock, "to_app": lat_app, "nic_wait": lat_nic},
-        "reordered_packets": int(cnt[CNT_REORDERED]),
-        "flows_by_group": by_group,
-        "steering": {
-            "good_queue_packets": int(cnt[CNT_GOOD_QUEUE]),
-            "bad_queue_packets": int(cnt[CNT_BAD_QUEUE]),
-            "thread_migrations": int(so.thread["th_migrations"].sum()),
-        },
-        "rfs": {k: int(m.rf.cnt[i]) for i, k in enumerate(RFS_CNT)},
-        "arfs": {**{k.removeprefix("arfs_"): int(m.ar.cnt[i]) for i, k in enumerate(ARFS_CNT)},
-                 "filters_in_hw": int(m.ar.glob[0]["hw_count"])},
-        "softnet_stat": softnet_lines(softnet_rows, m.kb.softnet_columns),
-        "notices": list(m.notices),  # e.g. a longer series interval than asked
+    return by_group
+
+
+def _packets_block(cnt, drops: dict, in_flight: int) -> dict:
+    """Packets offered, delivered, dropped (and why), forwarded and still in flight."""
+    return {
+        "offered": int(cnt[CNT_OFFERED]), "delivered": int(cnt[CNT_DELIVERED]),
+        "dropped": int(sum(drops.values())),
+        "forwarded": int(cnt[CNT_FORWARDED]), "in_flight": in_flight,
+        "dropped_by_reason": drops,
     }
+
+
+def _throughput_block(m) -> dict:
+    """Rates over duration_s (the traffic, not the drain)."""
+    cnt, dur = m.st.cnt, m.scenario.duration
+    return {
+        "offered_pps": round(int(cnt[CNT_OFFERED]) / dur, 3),
+        "delivered_pps": round(int(cnt[CNT_DELIVERED]) / dur, 3),
+        "processed_pps": round(int(m.sd.cpu["processed"].sum()) / dur, 3),
+    }
+
+
+def _steering_block(m) -> dict:
+    """Arrivals on a queue whose interrupt CPU runs the consumer, and elsewhere; moves."""
+    cnt = m.st.cnt
+    return {
+        "good_queue_packets": int(cnt[CNT_GOOD_QUEUE]),
+        "bad_queue_packets": int(cnt[CNT_BAD_QUEUE]),
+        "thread_migrations": int(m.so.thread["th_migrations"].sum()),
+    }
+
+
+def _arfs_block(m) -> dict:
+    """The aRFS counters without their prefix, and the filters left in the NIC."""
+    return {**{k.removeprefix("arfs_"): int(m.ar.cnt[i]) for i, k in enumerate(ARFS_CNT)},
+            "filters_in_hw": int(m.ar.glob[0]["hw_count"])}
+
+
+def _mechanism_blocks(m, drops: dict) -> dict:
+    """``tcp``, ``xdp`` and ``cpumap``, each only when the scenario has it."""
+    sc, cnt, so = m.scenario, m.st.cnt, m.so
+    out = {}
     if so.sock["sock_tcp"].any():  # where TCP packets were processed (rxlab.kernel.socket)
-        data["tcp"] = {k: int(so.sock[f][so.sock["sock_tcp"] == 1].sum()) for k, f in (
+        out["tcp"] = {k: int(so.sock[f][so.sock["sock_tcp"] == 1].sum()) for k, f in (
             ("local", "tcp_local"), ("remote", "tcp_remote_n"), ("backlog", "tcp_backlog_n"),
             ("out_of_order", "tcp_ofo_n"))}
     if sc.xdp is not None:
-        data["xdp"] = {"runs": int(cnt[CNT_XDP_RUNS]), "pass": int(cnt[CNT_XDP_PASS]),
-                       "drop": drops["xdp_drop"], "aborted": drops["xdp_aborted"],
-                       "tx": int(cnt[CNT_FORWARDED]), "redirect": int(cnt[CNT_XDP_REDIRECT])}
+        out["xdp"] = {"runs": int(cnt[CNT_XDP_RUNS]), "pass": int(cnt[CNT_XDP_PASS]),
+                      "drop": drops["xdp_drop"], "aborted": drops["xdp_aborted"],
+                      "tx": int(cnt[CNT_FORWARDED]), "redirect": int(cnt[CNT_XDP_REDIRECT])}
     if sc.cpumap is not None:
-        data["cpumap"] = cpumap_block(m)
+        out["cpumap"] = cpumap_block(m)
+    return out
+
+
+def _series(m) -> dict:
+    """Per interval: packet rates, CPU busy and softirq shares; the latency histograms."""
+    p, st = m.params, m.st
     isec = p.interval_ns / 1e9
-    series = {
+    return {
         "t_s": (np.arange(p.n_intervals) * isec).tolist(),
         "offered_pps": (st.ts_pkt[:, TS_OFFERED] / isec).tolist(),
         "delivered_pps": (st.ts_pkt[:, TS_DELIVERED] / isec).tolist(),
@@ -224,4 +256,34 @@ def assemble(m, in_flight: int) -> Result:
         "latency_hist_socket": st.lat_sock.tolist(),
         "latency_hist_nic_wait": st.lat_nic.tolist(),
     }
-    return Result(data, series)
+
+
+def assemble(m, in_flight: int) -> Result:
+    """The Result of a finished model ``m``: the ``--json`` dict, its blocks in this
+    order, and the series. ``in_flight``: the packets still inside the model at its end."""
+    sc, cnt = m.scenario, m.st.cnt
+    drops = {name: int(cnt[CNT_DROP0 + i]) for i, name in enumerate(DROP_REASONS)}
+    cpus, softnet_rows = _cpus_block(m)
+    data = {
+        "scenario": sc.name,
+        "seed": sc.seed,
+        "duration_s": sc.duration,
+        "kernel": sc.host.kernel,
+        "config": m.config,
+        "packets": _packets_block(cnt, drops, in_flight),
+        "throughput": _throughput_block(m),
+        "cpus": cpus,
+        "queues": _queues_block(m),
+        "apps": _apps_block(m),
+        "tasks": tasks_block(m),
+        "latency_ns": _latency_block(m.st),
+        "reordered_packets": int(cnt[CNT_REORDERED]),
+        "flows_by_group": _flows_by_group(m),
+        "steering": _steering_block(m),
+        "rfs": {k: int(m.rf.cnt[i]) for i, k in enumerate(RFS_CNT)},
+        "arfs": _arfs_block(m),
+        "softnet_stat": softnet_lines(softnet_rows, m.kb.softnet_columns),
+        "notices": list(m.notices),  # e.g. a longer series interval than asked
+    }
+    data.update(_mechanism_blocks(m, drops))
+    return Result(data, _series(m))
