@@ -478,7 +478,7 @@ def _steering_params(sc: Scenario, kb: KernelBehaviour, knobs: _KernelKnobs) -> 
         arfs_model=ARFS_MODELS.index(arfs.model) if arfs else ARFS_OFF,
         arfs_protect=kb.rps_dev_flow_hash, arfs_capacity=arfs.capacity if arfs else 0,
         arfs_delay_ns=int(round(arfs.delay_us * 1e3)) if arfs else 0,
-        arfs_period_ns=int(round(arfs.period_s * 1e9)) if arfs else 0,
+        arfs_period_ns=int(round(arfs.service_period_s * 1e9)) if arfs else 0,
     )
 
 

@@ -236,6 +236,10 @@ class Rss(_Strict):
         return v
 
 
+# ice_init_pf: serv_tmr_period = HZ, one second (drivers/net/ethernet/intel/ice/ice_main.c)
+ICE_ARFS_PERIOD_S = 1.0
+
+
 class Arfs(_Strict):
     """Accelerated RFS: the driver's ndo_rx_flow_steer and its filter table."""
 
@@ -243,13 +247,20 @@ class Arfs(_Strict):
     capacity: int = Field(8192, ge=1, le=1 << 22, description="hardware n-tuple filters")
     delay_us: Annotated[float, in_range(0, MAX_SECONDS * 1e6, "us", _TIME_WHY)] = Field(
         50.0, description="queue_work -> the kworker that writes filters is woken")
-    period_s: Annotated[float, in_range(1e-3, MAX_SECONDS, "s", "a kernel timer fires at most "
-                                      "once a jiffy, 1 ms at HZ=1000")] = Field(
-        1.0, description="ice service timer (a run that syncs and expires); mlx5 has none")
+    # None: ice's 1 s (ICE_ARFS_PERIOD_S); not a default value, so that a scenario
+    # re-read after an override (with_overrides) does not seem to set it for mlx5
+    period_s: Annotated[float | None, in_range(1e-3, MAX_SECONDS, "s", "a kernel timer fires "
+                                             "at most once a jiffy, 1 ms at HZ=1000")] = Field(
+        None, description="ice service timer (a run that syncs and expires), 1.0 s when not "
+                          "given; mlx5 has none")
+
+    @property
+    def service_period_s(self) -> float:
+        return ICE_ARFS_PERIOD_S if self.period_s is None else self.period_s
 
     @model_validator(mode="after")
     def _timer_is_ice_s(self):
-        if self.model == "mlx5" and "period_s" in self.model_fields_set:
+        if self.model == "mlx5" and self.period_s is not None:
             raise ValueError("period_s is ice's service timer; mlx5 has no expiry timer (each "
                              "work item expires rules, en_arfs.c arfs_handle_work): remove it")
         return self

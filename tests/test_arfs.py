@@ -610,3 +610,17 @@ def test_cli_arfs_without_rfs_exit_2(tmp_path, capsys):
     assert main(["run", str(path), "--json"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "nic.arfs" in err[0], err
+
+
+def test_mlx5_scenario_takes_overrides_and_refuses_a_service_timer():
+    """mlx5 has no service timer: period_s given for it is refused, but a scenario re-read
+    after an override (--duration, --seed, compare's variants) is not, and ice without
+    period_s gets its 1 s timer (ice_init_pf: serv_tmr_period = HZ)."""
+    from rxlab.scenario import with_overrides
+
+    sc = scenario_from_dict(rfs_dict(arfs="mlx5"))
+    assert with_overrides(sc, {"duration": 0.02, "seed": 9}).nic.arfs.period_s is None
+    usage_error(lambda: scenario_from_dict(rfs_dict(arfs={"model": "mlx5", "period_s": 1.0})),
+                "nic.arfs", "period_s")
+    ice = scenario_from_dict(rfs_dict(arfs="ice-tuple-match"))
+    assert build(ice).params.arfs_period_ns == 1_000_000_000
