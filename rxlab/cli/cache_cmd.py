@@ -75,6 +75,11 @@ def run(args) -> int:
                           "kept": [r["key"] for r in kept] if args.prune else [],
                           "deleted": deleted}, indent=1))
         return 0
+    from rxlab.report.fit import print_wrapped
+    from rxlab.report.tables import make_console
+
+    con = make_console(highlight=False)
+    say = lambda text, first="", rest=None: print_wrapped(con, text, first, rest)  # noqa: E731
     mb = lambda n: f"{n / 1e6:,.1f} MB"  # noqa: E731
     print(f"{base}: {len(rows)} folder(s), {mb(sum(r['bytes'] for r in rows))}")
     for r in rows:
@@ -83,18 +88,19 @@ def run(args) -> int:
               f"{'  (this version)' if r['current'] else ''}")
         for c in r["checkouts"]:
             what = ("checkouts not recorded" if c["path"] is None else
-                    c["path"] + ("" if c["exists"] else "  (no longer exists)"))
-            print(f"      {mb(c['bytes']):>10}  {what}")
+                    c["path"] + ("" if c["exists"] else " (no longer exists)"))
+            say(what, f"      {mb(c['bytes']):>10}  ", " " * 18)  # a path is kept whole
     if args.prune:
         for r in kept:
             names = ", ".join(r["foreign"][:3]) + (" ..." if len(r["foreign"]) > 3 else "")
-            print(f"kept {r['key']}: it holds files numba did not write ({names})")
+            say(f"kept {r['key']}: it holds files numba did not write ({names})")
         freed = mb(sum(r["bytes"] for r in old) + sum(c["bytes"] for c in gone))
-        what = f"{len(old)} folder(s) of other versions and {len(gone)} checkout(s) gone"
+        what = f"{len(old)} folder(s) of other versions" + (
+            f" and {len(gone)} checkout(s) gone" if gone else "")
         if deleted:
-            print(f"deleted {what}, {freed}")
+            say(f"deleted {what}, {freed}")
         elif old or gone:
-            print(f"dry run: --prune --yes would delete {what}, {freed}")
+            say(f"dry run: --prune --yes would delete {what}, {freed}")
         else:
             print("nothing to prune")
     return 0
