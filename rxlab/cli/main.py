@@ -140,5 +140,26 @@ def _rich_broken_pipe(e: SystemExit) -> bool:
     return tb is not None and tb.tb_frame.f_code.co_name == "on_broken_pipe"
 
 
+def entry() -> None:
+    """The console script (and ``python -m rxlab.cli.main``): main, then exit.
+
+    When a command loaded pyarrow (sweep, report), its C++ thread pools are still alive
+    at interpreter exit, and a worker's std::thread destructor there aborts the process
+    now and then after all output was written ("terminate called without an active
+    exception", exit -6; apache/arrow#34314; reading on one thread made it rarer, not
+    gone). Such a process leaves with os._exit once its streams are flushed and no child
+    process is left, skipping only the static destructors that abort."""
+    status = main()
+    if "pyarrow" in sys.modules:
+        import multiprocessing
+
+        if not multiprocessing.active_children():
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(OSError, ValueError):
+                    stream.flush()
+            os._exit(status)
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
