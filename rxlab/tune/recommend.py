@@ -540,8 +540,13 @@ def _outcome(labels: list[str], base: list[dict], after: list[dict], picks: list
     }
 
 
+def idle_runs(v: dict) -> int:
+    """Runs of a verdict with nothing to improve: the metric 0 before and after."""
+    return sum(1 for b, a in zip(v["before"], v["after"], strict=True) if b == 0 and a == 0)
+
+
 def _why(v: dict) -> str:
-    idle = sum(1 for b, a in zip(v["before"], v["after"], strict=True) if b == 0 and a == 0)
+    idle = idle_runs(v)
     if v["every_run"]:
         return ("better on every run" if not idle else
                 f"better on every run with something to improve ({v['wins']}; {idle} had "

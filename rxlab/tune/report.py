@@ -7,7 +7,7 @@ import textwrap
 from rich.console import Console
 from rich.table import Table
 
-from rxlab.tune.recommend import fmt_ns
+from rxlab.tune.recommend import fmt_ns, idle_runs
 
 
 def _mib(b: int) -> str:
@@ -70,7 +70,7 @@ def runs_table(r: dict) -> Table:
 
 def _idle(v: dict) -> str:
     """The runs a recommendation could not improve: the metric 0 before and after."""
-    idle = sum(1 for b, a in zip(v["before"], v["after"], strict=True) if b == 0 and a == 0)
+    idle = idle_runs(v)
     return f" (the other {idle} had nothing to improve: 0 before and after)" if idle else ""
 
 
