@@ -16,7 +16,7 @@ from pathlib import Path
 #: Folders whose source the compiled event loop depends on. The AF_XDP forwarding model
 #: (``rxlab/afxdp``) is pure Python with its own time loop, so it is not listed: editing it
 #: never forces a recompile.
-JITTED_DIRS = ("engine", "kernel", "nic", "traffic", "xdp")
+JITTED_DIRS = ("engine", "kernel", "mechanisms", "nic", "traffic", "xdp")
 
 
 def source_key(root: Path | None = None) -> str:

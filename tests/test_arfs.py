@@ -50,17 +50,7 @@ from support.rfs_reference import (
 )
 
 from rxlab.build import build
-from rxlab.kernel.counters import (
-    ARFS_ADD,
-    ARFS_AVOIDED,
-    ARFS_EXPIRE,
-    ARFS_SKIP,
-    ARFS_UPDATE,
-    CNT_BAD_QUEUE,
-    CNT_GOOD_QUEUE,
-    CNT_REORDERED,
-    RFS_ARFS_CALLS,
-)
+from rxlab.kernel.counters import CNT_BAD_QUEUE, CNT_GOOD_QUEUE, CNT_REORDERED
 from rxlab.scenario import scenario_from_dict
 
 MODELS = ("ice-hash-match", "ice-tuple-match", "mlx5")
@@ -105,9 +95,9 @@ def reference(h: Harness) -> RefKernel:
 
 
 def acnt(h: Harness) -> dict:
-    c = h.ar.cnt
-    return {"add": int(c[ARFS_ADD]), "update": int(c[ARFS_UPDATE]), "skip": int(c[ARFS_SKIP]),
-            "expire": int(c[ARFS_EXPIRE]), "calls": int(h.rf.cnt[RFS_ARFS_CALLS])}
+    c = h.ar.cnt[0]
+    return {"add": int(c["arfs_add"]), "update": int(c["arfs_update"]), "skip": int(c["arfs_skip"]),
+            "expire": int(c["arfs_expire"]), "calls": int(h.rf.cnt[0]["arfs_calls"])}
 
 
 def rcnt(ref: RefKernel) -> dict:
@@ -169,12 +159,12 @@ def test_two_colliding_flows(model, version):
         assert ents[HA & 1023] == [(A, fid, 1, 3, True)]
         assert hw(h) == {A: 3}
         assert h.ent(3, fid)[1:] == [1, 1, hb]  # B's rflow holds A's filter id
-        assert int(h.ar.cnt[ARFS_AVOIDED]) == 0
+        assert int(h.ar.cnt[0]["arfs_avoided"]) == 0
     elif model == "ice-tuple-match":
         assert (c["add"], c["update"]) == (2, 0)
         assert ents[HA & 1023] == [(B, fid, 2, 3, True), (A, fid, 1, 2, True)]  # head
         assert hw(h) == {A: 2, B: 3}
-        assert int(h.ar.cnt[ARFS_AVOIDED]) == 1
+        assert int(h.ar.cnt[0]["arfs_avoided"]) == 1
     else:  # mlx5: full tuple, flow_id not used; both flows in one port bucket
         assert (c["add"], c["update"]) == (2, 0)
         (chain,) = ents.values()
@@ -234,7 +224,7 @@ def test_filter_ids_start_and_wrap(model, first):
         assert got == [0xFFFD, 0xFFFE, 0, 1]
     else:  # ++arfs_last_fltr_id % 0xffff: wraps through 0
         assert got == [0xFFFE, 0, 1, 2]
-    assert int(h.ar.cnt[ARFS_ADD]) == 4
+    assert int(h.ar.cnt[0]["arfs_add"]) == 4
 
 
 # --------------------------------------------------------- v6.18 protection -------
@@ -538,7 +528,7 @@ def test_e2e_good_queue_packets_dominate_with_arfs(e2e):
     share, _ = good_share(snaps, 2, 3)  # after the two threads moved
     assert share > 0.97, share
     assert int(m.st.cnt[CNT_REORDERED]) == 0
-    assert int(m.ar.cnt[ARFS_UPDATE]) >= 16  # the moved flows' filters were re-pointed
+    assert int(m.ar.cnt[0]["arfs_update"]) >= 16  # the moved flows' filters were re-pointed
     # RFS alone steers CPUs, not queues: about one packet in four lands on the
     # consumer's queue by RSS chance
     m0, s0 = e2e["rfs"]
@@ -550,7 +540,7 @@ def test_e2e_idle_filters_do_not_expire(e2e):
     """Expiry counts packets dequeued on the flow's CPU, not time (rps_may_expire_flow): after the
     traffic stops, 10 scans of the drain window remove nothing."""
     m, snaps = e2e["tuple"]
-    assert int(snaps[4]["arfs"][ARFS_EXPIRE]) == int(snaps[3]["arfs"][ARFS_EXPIRE])
+    assert int(snaps[4]["arfs"][0]["arfs_expire"]) == int(snaps[3]["arfs"][0]["arfs_expire"])
     assert int(m.ar.glob[0]["hw_count"]) > 0
 
 
@@ -561,10 +551,10 @@ def test_e2e_original_ice_fights_over_shared_filters(e2e):
     good queues."""
     mh, sh = e2e["hash614"]
     mt, stt = e2e["tuple614"]
-    upd_h = int(sh[1]["arfs"][ARFS_UPDATE] - sh[0]["arfs"][ARFS_UPDATE])
-    upd_t = int(stt[1]["arfs"][ARFS_UPDATE] - stt[0]["arfs"][ARFS_UPDATE])
+    upd_h = int(sh[1]["arfs"][0]["arfs_update"] - sh[0]["arfs"][0]["arfs_update"])
+    upd_t = int(stt[1]["arfs"][0]["arfs_update"] - stt[0]["arfs"][0]["arfs_update"])
     assert upd_t == 0 and upd_h > 20, (upd_h, upd_t)
-    assert int(stt[1]["arfs"][ARFS_AVOIDED]) > 0
+    assert int(stt[1]["arfs"][0]["arfs_avoided"]) > 0
     gh, _ = good_share(sh, 0, 1)
     gt, _ = good_share(stt, 0, 1)
     assert gt > gh + 0.03, (gh, gt)

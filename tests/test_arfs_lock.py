@@ -17,16 +17,9 @@ from support.compiled_calls import arfs_lock, arfs_lock_each, ice_sync, ndo_rx_f
 from support.rfs_harness import Harness, rfs_dict, tcp_group
 
 from rxlab.kernel.counters import (
-    ARFS_EXPIRE,
-    ARFS_LOCK_CONTENDED,
-    ARFS_LOCK_WAIT_NS,
-    ARFS_SYNC_HOLD_NS,
-    ARFS_SYNC_RUNS,
-    ARFS_SYNC_WAIT_NS,
     CNT_DELIVERED,
     CNT_DROP0,
     CNT_OFFERED,
-    RFS_ARFS_CALLS,
     T_KSOFTIRQD,
     T_SOFTIRQ,
     T_SYSTEM,
@@ -98,8 +91,8 @@ def test_sync_walk_holds_the_lock_for_buckets_and_entries():
     hold = ICE_MAX_ARFS_LIST * cb + n * ce
     t0 = 1_000_000
     assert ice_sync(h.s, t0) == t0 + hold
-    c = h.ar.cnt
-    assert (c[ARFS_SYNC_RUNS], c[ARFS_SYNC_HOLD_NS], c[ARFS_SYNC_WAIT_NS]) == (1, hold, 0)
+    c = h.ar.cnt[0]
+    assert (c["arfs_sync_runs"], c["arfs_sync_hold_ns"], c["arfs_sync_wait_ns"]) == (1, hold, 0)
     # ice_arfs_update_flow_rules: every INACTIVE entry is marked ACTIVE, on the add list
     used = h.ar.entry[h.ar.entry["state"] != -1]
     assert len(used) == n and (used["state"] == ARFS_ACTIVE).all()
@@ -111,8 +104,8 @@ def test_sync_walk_holds_the_lock_for_buckets_and_entries():
     # (no rflow holds these filters: rps_may_expire_flow says yes) deletes every one
     t1 = t0 + hold // 2
     assert ice_sync(h.s, t1) == t0 + hold + 150 + hold
-    assert c[ARFS_SYNC_WAIT_NS] == t0 + hold + 150 - t1
-    assert c[ARFS_EXPIRE] == n and int(h.ar.glob[0]["free_n"]) == h.ar.entry.size
+    assert c["arfs_sync_wait_ns"] == t0 + hold + 150 - t1
+    assert c["arfs_expire"] == n and int(h.ar.glob[0]["free_n"]) == h.ar.entry.size
     assert int(h.ar.glob[0]["svc_debt"]) == n * int(h.p.cost_i[C_ARFS_PROGRAM])
 
 
@@ -146,17 +139,17 @@ def runs():
 
 def test_contention_is_waited_for_and_charged(runs):
     m = runs[0]
-    c = m.ar.cnt
-    assert c[ARFS_SYNC_RUNS] > 1 and c[ARFS_LOCK_CONTENDED] > 0 and c[ARFS_LOCK_WAIT_NS] > 0
+    c = m.ar.cnt[0]
+    assert c["arfs_sync_runs"] > 1 and c["arfs_lock_contended"] > 0 and c["arfs_lock_wait_ns"] > 0
     # holds never overlap: all of them fit in the run
     d = contended()
     span = (d["duration"] + d["drain"]) * 1e9
     steer = int(m.params.cost_i[C_ARFS_STEER])
-    assert c[ARFS_SYNC_HOLD_NS] + m.rf.cnt[RFS_ARFS_CALLS] * steer <= span
+    assert c["arfs_sync_hold_ns"] + m.rf.cnt[0]["arfs_calls"] * steer <= span
     # the softirqs' spin is softirq time; the service task's spin and walk system time
     cpu = m.st.cpu_ns
-    assert cpu[:, T_SOFTIRQ].sum() + cpu[:, T_KSOFTIRQD].sum() >= c[ARFS_LOCK_WAIT_NS]
-    assert cpu[:, T_SYSTEM].sum() >= c[ARFS_SYNC_HOLD_NS] + c[ARFS_SYNC_WAIT_NS]
+    assert cpu[:, T_SOFTIRQ].sum() + cpu[:, T_KSOFTIRQD].sum() >= c["arfs_lock_wait_ns"]
+    assert cpu[:, T_SYSTEM].sum() >= c["arfs_sync_hold_ns"] + c["arfs_sync_wait_ns"]
 
 
 def test_conservation_and_determinism(runs):
@@ -199,10 +192,10 @@ def test_mlx5_scan_holds_the_lock_for_what_it_visits():
     # every rule may go: the walk stops after the 62nd, somewhere inside the tables
     t0 = 1_000_000
     t1 = int(mlx5_expire(h.s, t0))
-    c = h.ar.cnt
-    assert c[ARFS_EXPIRE] == MLX5_EXPIRED_PER_SCAN
+    c = h.ar.cnt[0]
+    assert c["arfs_expire"] == MLX5_EXPIRED_PER_SCAN
     hold = t1 - t0
-    assert c[ARFS_SYNC_HOLD_NS] == hold and c[ARFS_SYNC_WAIT_NS] == 0
+    assert c["arfs_sync_hold_ns"] == hold and c["arfs_sync_wait_ns"] == 0
     # its hold: the buckets up to the one it stopped in, and the rules it visited (all
     # of them deleted, so 62), never more than a full walk
     visited_buckets = (hold - MLX5_EXPIRED_PER_SCAN * ce) // cb
@@ -215,7 +208,7 @@ def test_mlx5_scan_holds_the_lock_for_what_it_visits():
     t2 = t1 + 10_000
     rest = n - MLX5_EXPIRED_PER_SCAN
     assert int(mlx5_expire(h.s, t2)) == t2 + MLX5_BUCKETS * cb + rest * ce
-    assert c[ARFS_EXPIRE] == n and c[ARFS_SYNC_RUNS] == 2
+    assert c["arfs_expire"] == n and c["arfs_sync_runs"] == 2
 
 
 def test_mlx5_scan_skips_rules_whose_work_is_pending():
@@ -226,7 +219,7 @@ def test_mlx5_scan_skips_rules_whose_work_is_pending():
         assert ndo_rx_flow_steer(h.s, f, 0x200 + f, 2, f, 0, 0) >= 0
     # all ten work items are queued (not run): !work_pending(&rule->arfs_work) fails
     t = int(mlx5_expire(h.s, 1_000_000))
-    assert h.ar.cnt[ARFS_EXPIRE] == 0
+    assert h.ar.cnt[0]["arfs_expire"] == 0
     cb, ce = int(h.p.cost_i[C_ARFS_SYNC_BUCKET]), int(h.p.cost_i[C_ARFS_SYNC_ENTRY])
     assert t == 1_000_000 + MLX5_BUCKETS * cb + 10 * ce
 
@@ -250,16 +243,15 @@ def mlx5_run(drain):
 def test_mlx5_every_work_item_scans_and_no_timer_does():
     """One scan per work item run: as many scans as rules written, whatever the drain
     adds (no packets, no work items, so no scans: idle rules stay, as with mlx5)."""
-    from rxlab.kernel.counters import ARFS_PROGRAMMED
 
     short, long_ = mlx5_run(0.005), mlx5_run(0.5)
     for m in (short, long_):
-        c = m.ar.cnt
-        assert c[ARFS_SYNC_RUNS] > 0
-        assert c[ARFS_SYNC_RUNS] >= c[ARFS_PROGRAMMED]
+        c = m.ar.cnt[0]
+        assert c["arfs_sync_runs"] > 0
+        assert c["arfs_sync_runs"] >= c["arfs_programmed"]
     # the 0.495 s of extra drain (past every packet) brings no scan and expires nothing
-    assert long_.ar.cnt[ARFS_SYNC_RUNS] == short.ar.cnt[ARFS_SYNC_RUNS]
-    assert long_.ar.cnt[ARFS_EXPIRE] == short.ar.cnt[ARFS_EXPIRE]
+    assert long_.ar.cnt[0]["arfs_sync_runs"] == short.ar.cnt[0]["arfs_sync_runs"]
+    assert long_.ar.cnt[0]["arfs_expire"] == short.ar.cnt[0]["arfs_expire"]
 
 
 def test_mlx5_churn_conserves_and_repeats():
@@ -280,8 +272,8 @@ def test_mlx5_churn_conserves_and_repeats():
         run_model(m)
         runs.append(m)
     a, b = runs
-    c = a.ar.cnt
-    assert c[ARFS_EXPIRE] > 100 and c[ARFS_SYNC_RUNS] > 100 and c[ARFS_LOCK_CONTENDED] > 0
+    c = a.ar.cnt[0]
+    assert c["arfs_expire"] > 100 and c["arfs_sync_runs"] > 100 and c["arfs_lock_contended"] > 0
     cnt = a.st.cnt
     dropped = int(cnt[CNT_DROP0:CNT_DROP0 + N_DROP_SLOTS].sum())
     assert cnt[CNT_OFFERED] == cnt[CNT_DELIVERED] + dropped

@@ -1,12 +1,14 @@
 """What the model counts, and the categories it splits CPU time into.
 
 Index constants into the counter arrays of ``Stats`` (``cnt``, ``cpu_ns``, ``ts_cpu``,
-``ts_pkt``), ``RfsState.cnt``, ``CpumapState.cnt`` and ``ArfsState.cnt``, with the names
-the result reports them under (``rxlab/metrics/result.py``). CPU time categories follow
+``ts_pkt``), with the names the result reports them under (``rxlab/metrics/result.py``),
+and the counter structs of ``RfsState``, ``ArfsState`` and ``CpumapState``, whose fields
+their mechanisms declare. CPU time categories follow
 the kernel's ``enum cpu_usage_stat`` (include/linux/kernel_stat.h) plus ksoftirqd.
 """
 
 from rxlab.kernel.drop_reasons import N_DROP_SLOTS
+from rxlab.mechanisms import ARFS, CPUMAP, RFS
 
 # --- global counters (Stats.cnt) ----------------------------------------------------
 CNT_OFFERED = 0  # packets that reached the NIC
@@ -39,22 +41,10 @@ LAT_SOCK, LAT_APP, LAT_NIC = range(len(LAT_SUMS))
 # --- latency histogram: log-linear, 64 sub-buckets per power of two (~1.6 %) --------
 HIST_BINS = 128 + 64 * 40
 
-RFS_CNT = ("rfs_steered", "rfs_moves", "rfs_held", "arfs_calls")
-N_RFS_CNT = len(RFS_CNT)
-RFS_STEERED, RFS_MOVES, RFS_HELD, RFS_ARFS_CALLS = range(N_RFS_CNT)
-
-CPUMAP_CNT = ("enqueued", "enqueue_drops", "flushes", "kthread_processed", "kthread_batches",
-              "kthread_wakeups")
-N_CPUMAP_CNT = len(CPUMAP_CNT)
-(CM_ENQUEUED, CM_DROPS, CM_FLUSHES, CM_PROCESSED, CM_BATCHES, CM_WAKEUPS) = range(N_CPUMAP_CNT)
-
-ARFS_CNT = ("arfs_add", "arfs_update", "arfs_skip", "arfs_expire", "arfs_avoided",
-            "arfs_hw_full", "arfs_programmed", "arfs_no_memory",
-            # arfs_lock: acquisitions that found it held, the softirqs' spin (ns), the
-            # service task's sync runs, its spin and its hold of the lock (ns)
-            "arfs_lock_contended", "arfs_lock_wait_ns", "arfs_sync_runs",
-            "arfs_sync_wait_ns", "arfs_sync_hold_ns")
-N_ARFS_CNT = len(ARFS_CNT)
-(ARFS_ADD, ARFS_UPDATE, ARFS_SKIP, ARFS_EXPIRE, ARFS_AVOIDED, ARFS_HW_FULL,
- ARFS_PROGRAMMED, ARFS_NO_MEMORY, ARFS_LOCK_CONTENDED, ARFS_LOCK_WAIT_NS, ARFS_SYNC_RUNS,
- ARFS_SYNC_WAIT_NS, ARFS_SYNC_HOLD_NS) = range(N_ARFS_CNT)
+# --- mechanisms' counter structs (declared in rxlab/mechanisms/): one record per state,
+# or per entry (cpumap); compiled code adds to ``rf.cnt[0].rfs_steered``, the result reads
+# the fields by these names
+RFS_COUNTERS = RFS.counter_dtype  # RfsState.cnt[1]
+ARFS_COUNTERS = ARFS.counter_dtype  # ArfsState.cnt[1]
+CPUMAP_COUNTERS = CPUMAP.counter_dtype  # CpumapState.cnt[E]
+RFS_CNT, ARFS_CNT, CPUMAP_CNT = (tuple(c.name for c in m.counters) for m in (RFS, ARFS, CPUMAP))

@@ -1,16 +1,26 @@
-"""Every event kind of the receive-path loop, in one place.
+"""Every event kind of the receive-path loop, numbered from the declarations.
 
 An event is a ``kind`` and an ``arg`` in the calendar (``rxlab.engine.core``), at a
 priority named after the context it models (``PRIO_*`` there); ``rx_loop.handle_event``
-maps each kind to its mechanism. A new mechanism adds its kind here.
+maps each kind to its mechanism. A mechanism declares its kinds (``rxlab/mechanisms/``,
+``Event``); ``EV_<NAME>`` is 1 + the kind's index among all declared kinds.
 """
 
-EV_CPU = 1  # arg CPU: it finished its segment and chooses what to run next
-EV_IRQ = 2  # arg rx queue: its interrupt reaches the queue's CPU
-EV_IPI = 3  # arg CPU: an RPS IPI reaches it (rps_trigger_softirq)
-EV_WAKE = 4  # arg thread: its wake-up reaches its CPU
-EV_MIGRATE = 5  # arg thread: it moves to another CPU
-EV_ARFS_SVC = 6  # arg CPU: the kworker queued the aRFS work wakes there (runnable)
-EV_ARFS_TIMER = 7  # the ice service timer: queues the work with an expiry scan
-EV_CPUMAP_WAKE = 8  # arg cpumap entry: wake_up_process(kthread) reaches its CPU
-EV_NAPI_WAKE = 9  # arg rx queue: wake_up_process(napi->thread) reaches the thread's CPU
+from rxlab.mechanisms import EVENTS, index_of
+
+EVENT_DOC = {e.name: e.doc for e in EVENTS}  # what a kind's arg is and what it models
+
+
+def _ev(name: str) -> int:
+    return 1 + index_of(EVENTS, name)
+
+
+EV_CPU = _ev("CPU")
+EV_IRQ = _ev("IRQ")
+EV_IPI = _ev("IPI")
+EV_WAKE = _ev("WAKE")
+EV_MIGRATE = _ev("MIGRATE")
+EV_ARFS_SVC = _ev("ARFS_SVC")
+EV_ARFS_TIMER = _ev("ARFS_TIMER")
+EV_CPUMAP_WAKE = _ev("CPUMAP_WAKE")
+EV_NAPI_WAKE = _ev("NAPI_WAKE")

@@ -14,15 +14,14 @@ from numba import njit
 
 from rxlab.config import JIT_HELPER
 from rxlab.engine.cycles import PROFILE, _readcyclecounter
+from rxlab.mechanisms import EVENTS
 
 # (name, the site it is inside): every event kind in handle_event, then the mechanisms
 SITES = (
     ("run", ""),  # every call of rx_loop.run (the whole loop)
     ("ingest", "run"),  # an arrival into its rx ring (rx_loop.run)
     # one per event kind, in the order of their values (rxlab.kernel.events): P_EV0 + kind - 1
-    ("ev_cpu", "run"), ("ev_irq", "run"), ("ev_ipi", "run"), ("ev_wake", "run"),
-    ("ev_migrate", "run"), ("ev_arfs_svc", "run"), ("ev_arfs_timer", "run"),
-    ("ev_cpumap_wake", "run"), ("ev_napi_wake", "run"),
+    *((f"ev_{e.name.lower()}", "run") for e in EVENTS),
     # rx_loop.dispatch, in its order: what ends a segment, the choice, what runs next
     ("segment_end", "ev_cpu"),  # napi_segment_end, app_after_read, debts, ... (accounting)
     ("pick_next", "ev_cpu"),  # the scheduler's choice
@@ -35,7 +34,8 @@ SITES = (
     ("softirq_segment", "ev_cpu"),  # charging a softirq segment, ksoftirqd's wake-up
 )
 P = {name: np.int64(i) for i, (name, _) in enumerate(SITES)}
-P_RUN, P_INGEST, P_EV0 = P["run"], P["ingest"], P["ev_cpu"]  # EV_x: P_EV0 + EV_x - 1
+# EV_x's site: P_EV0 + EV_x - 1
+P_RUN, P_INGEST, P_EV0 = P["run"], P["ingest"], P[f"ev_{EVENTS[0].name.lower()}"]
 P_SEGMENT_END, P_PICK_NEXT, P_RUN_THREAD = P["segment_end"], P["pick_next"], P["run_thread"]
 P_RX_ACTION_NEXT, P_NAPI_POLL = P["net_rx_action_next"], P["napi_poll"]
 P_SOFTIRQ_SEGMENT = P["softirq_segment"]

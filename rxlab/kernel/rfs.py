@@ -12,7 +12,7 @@ from numba import njit
 from rxlab.config import JIT_STATE, JIT_STATE_OUTLINE
 from rxlab.kernel.accounting import cost
 from rxlab.kernel.constants import RPS_NO_CPU, RPS_NO_FILTER
-from rxlab.kernel.counters import ARFS_LOCK_WAIT_NS, N_RFS_CNT, RFS_ARFS_CALLS
+from rxlab.kernel.counters import RFS_COUNTERS
 from rxlab.kernel.hashfn import hash_32, s32_diff
 from rxlab.kernel.stages import C_ARFS_STEER
 from rxlab.kernel.state import ARFS_OFF, RPS_DEV_FLOW, U32, RfsState
@@ -29,7 +29,7 @@ def new_rfs_state(nq: int, sock_entries: int, dev_logs: np.ndarray) -> RfsState:
     dev["cpu"] = RPS_NO_CPU
     dev["filter"] = RPS_NO_FILTER
     return RfsState(sock_flow=np.full(max(sock_entries, 1), RPS_NO_CPU, np.int64), dev=dev,
-                    dev_log=dev_logs, cnt=np.zeros(N_RFS_CNT, np.int64))
+                    dev_log=dev_logs, cnt=np.zeros(1, RFS_COUNTERS))
 
 
 @njit(**JIT_STATE)
@@ -88,11 +88,11 @@ def set_rps_cpu(s, q, slot, next_cpu, skb_hash, f, t):
                     and (skb_hash != rf.dev[rxq_index, flow_id].hash or next_cpu == t_cpu)
                 )
                 if not protect:
-                    rf.cnt[RFS_ARFS_CALLS] += 1
+                    rf.cnt[0].arfs_calls += 1
                     # under the driver's arfs_lock: spin (softirq time) while it is held
                     hold = cost(s, C_ARFS_STEER)
                     wait = arfs_lock(s, t, hold)
-                    s.ar.cnt[ARFS_LOCK_WAIT_NS] += wait
+                    s.ar.cnt[0].arfs_lock_wait_ns += wait
                     spent += wait + hold
                     # called from the softirq of the queue's CPU (the queue's IRQ CPU)
                     rc = ndo_rx_flow_steer(s, f, skb_hash, rxq_index, flow_id,

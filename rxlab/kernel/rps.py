@@ -9,7 +9,6 @@ import numpy as np
 from numba import njit
 
 from rxlab.config import JIT_STATE
-from rxlab.kernel.counters import RFS_HELD, RFS_MOVES, RFS_STEERED
 from rxlab.kernel.hashfn import reciprocal_scale, s32_diff
 from rxlab.kernel.rfs import rfs_slot, set_rps_cpu
 from rxlab.kernel.state import U32
@@ -43,13 +42,13 @@ def get_rps_cpu(s, rxq, skb_hash, f, t):
                 if tcpu >= p.ncpu or s32_diff(sd.cpu[tcpu].input_queue_head,
                                               rf.dev[rxq, slot].last_qtail) >= 0:
                     if tcpu < p.ncpu:
-                        rf.cnt[RFS_MOVES] += 1
+                        rf.cnt[0].rfs_moves += 1
                     tcpu = next_cpu
                     rq, rs, spent = set_rps_cpu(s, rxq, slot, next_cpu, skb_hash, f, t)
                 else:
-                    rf.cnt[RFS_HELD] += 1
+                    rf.cnt[0].rfs_held += 1
             if tcpu < p.ncpu:
-                rf.cnt[RFS_STEERED] += 1
+                rf.cnt[0].rfs_steered += 1
                 return np.int64(tcpu), rq, rs, spent
             if n > 0:
                 return p.rps_map[rxq, reciprocal_scale(skb_hash, n)], none, none, spent

@@ -453,7 +453,7 @@ class RfsState(NamedTuple):
     sock_flow: np.ndarray  # int64[entries] u32 values, RPS_NO_CPU when empty
     dev: np.ndarray  # RPS_DEV_FLOW[nq, S]
     dev_log: np.ndarray  # int64[nq]: log2 of the table size; 0 = no table
-    cnt: np.ndarray  # int64[N_RFS_CNT]
+    cnt: np.ndarray  # RFS_COUNTERS[1]
 
 
 
@@ -467,7 +467,7 @@ class ArfsState(NamedTuple):
     bucket: np.ndarray  # int64[NB]: first entry or -1
     glob: np.ndarray  # ARFS_GLOB[1]
     fdir_queue: np.ndarray  # int64[nflows]: queue of the flow's programmed filter, -1
-    cnt: np.ndarray  # int64[N_ARFS_CNT]
+    cnt: np.ndarray  # ARFS_COUNTERS[1]
 
 
 class CpumapState(NamedTuple):
@@ -485,7 +485,7 @@ class CpumapState(NamedTuple):
     ring: np.ndarray  # SKB[E, Q]: the ptr_rings, stamp = time produced
     entry: np.ndarray  # CPUMAP_ENTRY[E]
     rr: np.ndarray  # int64[ncpu, R]: per-CPU round-robin position (PERCPU_ARRAY)
-    cnt: np.ndarray  # int64[E, N_CPUMAP_CNT]
+    cnt: np.ndarray  # CPUMAP_COUNTERS[E]
 
 
 XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_TX, XDP_REDIRECT = range(5)  # enum xdp_action

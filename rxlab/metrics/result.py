@@ -90,7 +90,7 @@ def cpumap_block(m) -> list[dict]:
     """Per entry: what the xdp:xdp_cpumap_enqueue / xdp_cpumap_kthread tracepoints sum to."""
     out = []
     for e, cpu in enumerate(m.params.cpumap["cpu"]):
-        row = {k: int(m.cm.cnt[e, i]) for i, k in enumerate(CPUMAP_CNT)}
+        row = {k: int(m.cm.cnt[e][k]) for k in CPUMAP_CNT}
         frames = row["enqueued"] + row["enqueue_drops"]
         row["bulk_average"] = round(frames / row["flushes"], 3) if row["flushes"] else 0
         out.append({"cpu": int(cpu), "qsize": int(m.params.cpumap[e]["qsize"]), **row,
@@ -218,7 +218,7 @@ def _steering_block(m) -> dict:
 
 def _arfs_block(m) -> dict:
     """The aRFS counters without their prefix, and the filters left in the NIC."""
-    return {**{k.removeprefix("arfs_"): int(m.ar.cnt[i]) for i, k in enumerate(ARFS_CNT)},
+    return {**{k.removeprefix("arfs_"): int(m.ar.cnt[0][k]) for k in ARFS_CNT},
             "filters_in_hw": int(m.ar.glob[0]["hw_count"])}
 
 
@@ -280,7 +280,7 @@ def assemble(m, in_flight: int) -> Result:
         "reordered_packets": int(cnt[CNT_REORDERED]),
         "flows_by_group": _flows_by_group(m),
         "steering": _steering_block(m),
-        "rfs": {k: int(m.rf.cnt[i]) for i, k in enumerate(RFS_CNT)},
+        "rfs": {k: int(m.rf.cnt[0][k]) for k in RFS_CNT},
         "arfs": _arfs_block(m),
         "softnet_stat": softnet_lines(softnet_rows, m.kb.softnet_columns),
         "notices": list(m.notices),  # e.g. a longer series interval than asked

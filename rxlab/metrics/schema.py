@@ -16,9 +16,9 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from rxlab.kernel.counters import ARFS_CNT, CPUMAP_CNT, RFS_CNT
 from rxlab.kernel.drop_reasons import DROP_REASON_DOC
 from rxlab.kernel.state import ARFS_MODELS
+from rxlab.mechanisms import ARFS, CPUMAP, RFS
 
 
 class _Out(BaseModel):
@@ -31,49 +31,19 @@ def _counts(name: str, docs: dict[str, str], doc: str) -> type[BaseModel]:
     return create_model(name, __base__=_Out, __doc__=doc, **fields)
 
 
-def _same(names, docs: dict[str, str]) -> dict[str, str]:
-    """docs, checked to name exactly the counters the model keeps (one list, one home)."""
-    if list(docs) != list(names):
-        raise RuntimeError(f"output schema: counters {list(names)} described as {list(docs)}")
-    return docs
+def _declared(mech) -> dict[str, str]:
+    """A mechanism's counters and their meanings, as it declares them."""
+    return {c.name: c.doc for c in mech.counters}
 
 
 DroppedByReason = _counts("DroppedByReason", DROP_REASON_DOC, "Dropped packets by reason, "
                           "named after the kernel's enum skb_drop_reason or the counter "
                           "that shows the drop.")
-Rfs = _counts("Rfs", _same(RFS_CNT, {
-    "rfs_steered": "packets get_rps_cpu sent by an rps_dev_flow entry",
-    "rfs_moves": "entries moved to the consumer's new CPU (set_rps_cpu)",
-    "rfs_held": "moves held back while the old CPU's backlog still held the flow's "
-                "packets (input_queue_head before last_qtail)",
-    "arfs_calls": "ndo_rx_flow_steer calls (CONFIG_RFS_ACCEL)"}), "RFS and its aRFS hook.")
-Arfs = _counts("Arfs", {**{k.removeprefix("arfs_"): v for k, v in _same(ARFS_CNT, {
-    "arfs_add": "filters added (ice arfs_fltr_cntrs active_*_cnt increments; mlx5 "
-                "arfs_alloc_rule)",
-    "arfs_update": "filters re-aimed at another queue",
-    "arfs_skip": "calls that left a filter as it was (same queue, or still being "
-                 "programmed)",
-    "arfs_expire": "filters removed by rps_may_expire_flow",
-    "arfs_avoided": "calls that found another flow's entry with the same flow_id and did "
-                    "not take it (ice tuple match)",
-    "arfs_hw_full": "programming refused: the NIC's filter table was full",
-    "arfs_programmed": "filters written to the NIC",
-    "arfs_no_memory": "calls refused for want of a free entry (-ENOMEM)",
-    "arfs_lock_contended": "acquisitions of the filter lock that found it held",
-    "arfs_lock_wait_ns": "softirqs' spin on the filter lock (ns)",
-    "arfs_sync_runs": "service-task sync runs (ice_sync_arfs_fltrs; mlx5 work items)",
-    "arfs_sync_wait_ns": "the service task's spin on the lock (ns)",
-    "arfs_sync_hold_ns": "the service task's hold of the lock (ns)",
-}).items()}, "filters_in_hw": "filters in the NIC at the end"},
-    "aRFS as the driver runs it (nic.arfs): its filter table and lock.")
-_CpumapCounters = _counts("_CpumapCounters", _same(CPUMAP_CNT, {
-    "enqueued": "frames put on the entry's ptr_ring (xdp_cpumap_enqueue processed)",
-    "enqueue_drops": "frames dropped at a full ptr_ring (xdp_cpumap_enqueue drops)",
-    "flushes": "bq_flush_to_queue calls (xdp_cpumap_enqueue events)",
-    "kthread_processed": "frames the kthread turned into skbs (xdp_cpumap_kthread "
-                         "processed)",
-    "kthread_batches": "kthread loop passes that took frames",
-    "kthread_wakeups": "wake-ups of the kthread"}), "")
+Rfs = _counts("Rfs", _declared(RFS), "RFS and its aRFS hook.")
+Arfs = _counts("Arfs", {**{k.removeprefix("arfs_"): v for k, v in _declared(ARFS).items()},
+                        "filters_in_hw": "filters in the NIC at the end"},
+               "aRFS as the driver runs it (nic.arfs): its filter table and lock.")
+_CpumapCounters = _counts("_CpumapCounters", _declared(CPUMAP), "")
 
 
 class Packets(_Out):

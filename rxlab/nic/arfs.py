@@ -49,15 +49,7 @@ from numba import njit
 from rxlab.config import JIT_STATE, JIT_STATE_OUTLINE
 from rxlab.engine.core import PRIO_TIMER, schedule
 from rxlab.kernel.accounting import cost
-from rxlab.kernel.counters import (
-    ARFS_EXPIRE,
-    ARFS_HW_FULL,
-    ARFS_PROGRAMMED,
-    ARFS_SYNC_HOLD_NS,
-    ARFS_SYNC_RUNS,
-    ARFS_SYNC_WAIT_NS,
-    N_ARFS_CNT,
-)
+from rxlab.kernel.counters import ARFS_COUNTERS
 from rxlab.kernel.events import EV_ARFS_TIMER
 from rxlab.kernel.rfs import rps_may_expire_flow
 from rxlab.kernel.sched import SCHED_KWORKER, place_woken, sleep_lag, wake_preempt
@@ -95,7 +87,7 @@ def new_arfs_state(cap: int, model: int, nflows: int) -> ArfsState:
     return ArfsState(
         entry=entry, free=np.arange(cap - 1, -1, -1, dtype=np.int64),
         pend=np.zeros(cap, np.int64), bucket=np.full(nb, -1, np.int64), glob=glob,
-        fdir_queue=np.full(nflows, -1, np.int64), cnt=np.zeros(N_ARFS_CNT, np.int64),
+        fdir_queue=np.full(nflows, -1, np.int64), cnt=np.zeros(1, ARFS_COUNTERS),
     )
 
 
@@ -105,11 +97,11 @@ def _program(s, e):
     f = ar.entry[e].flow
     if ar.fdir_queue[f] < 0:
         if ar.glob[0].hw_count >= p.arfs_capacity:
-            ar.cnt[ARFS_HW_FULL] += 1
+            ar.cnt[0].arfs_hw_full += 1
             return False
         ar.glob[0].hw_count += 1
     ar.fdir_queue[f] = ar.entry[e].q
-    ar.cnt[ARFS_PROGRAMMED] += 1
+    ar.cnt[0].arfs_programmed += 1
     return True
 
 
@@ -128,7 +120,7 @@ def _delete(s, b, prev, e):
     ar.entry[e].state = ARFS_FREE
     ar.free[ar.glob[0].free_n] = e
     ar.glob[0].free_n += 1
-    ar.cnt[ARFS_EXPIRE] += 1
+    ar.cnt[0].arfs_expire += 1
     return nxt
 
 
@@ -229,9 +221,9 @@ def mlx5_expire(s, t):
     ar.glob[0].svc_debt += spent
     hold = buckets * cost(s, C_ARFS_SYNC_BUCKET) + rules * cost(s, C_ARFS_SYNC_ENTRY)
     wait = arfs_lock(s, t, hold)
-    ar.cnt[ARFS_SYNC_RUNS] += 1
-    ar.cnt[ARFS_SYNC_WAIT_NS] += wait
-    ar.cnt[ARFS_SYNC_HOLD_NS] += hold
+    ar.cnt[0].arfs_sync_runs += 1
+    ar.cnt[0].arfs_sync_wait_ns += wait
+    ar.cnt[0].arfs_sync_hold_ns += hold
     return t + wait + hold
 
 
@@ -270,9 +262,9 @@ def ice_sync(s, t):
     n = ar.entry.size - ar.glob[0].free_n  # entries in the table: all are walked
     hold = ar.bucket.size * cost(s, C_ARFS_SYNC_BUCKET) + n * cost(s, C_ARFS_SYNC_ENTRY)
     wait = arfs_lock(s, t, hold)
-    ar.cnt[ARFS_SYNC_RUNS] += 1
-    ar.cnt[ARFS_SYNC_WAIT_NS] += wait
-    ar.cnt[ARFS_SYNC_HOLD_NS] += hold
+    ar.cnt[0].arfs_sync_runs += 1
+    ar.cnt[0].arfs_sync_wait_ns += wait
+    ar.cnt[0].arfs_sync_hold_ns += hold
     ice_sync_walk(s, t + wait)
     return t + wait + hold
 

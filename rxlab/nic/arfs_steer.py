@@ -23,14 +23,6 @@ from numba import njit
 
 from rxlab.config import JIT_STATE
 from rxlab.engine.core import PRIO_TIMER, schedule
-from rxlab.kernel.counters import (
-    ARFS_ADD,
-    ARFS_AVOIDED,
-    ARFS_LOCK_CONTENDED,
-    ARFS_NO_MEMORY,
-    ARFS_SKIP,
-    ARFS_UPDATE,
-)
 from rxlab.kernel.events import EV_ARFS_SVC
 from rxlab.kernel.sched_states import SVC_IDLE, SVC_QUEUED
 from rxlab.kernel.state import ARFS_ACTIVE, ARFS_ICE_TUPLE_MATCH, ARFS_INACTIVE, ARFS_MLX5
@@ -73,7 +65,7 @@ def arfs_lock(s, t, hold):
         g.lock_prev = t + hold  # the free time before the latest hold now starts here
         return np.int64(0)
     wait = g.lock_free - t
-    s.ar.cnt[ARFS_LOCK_CONTENDED] += 1
+    s.ar.cnt[0].arfs_lock_contended += 1
     g.lock_prev = g.lock_free
     g.lock_lo = g.lock_free
     g.lock_free += hold
@@ -120,7 +112,7 @@ def ndo_rx_flow_steer(s, f, skb_hash, rxq, flow_id, c, t):
                 avoided = True
         if hit:
             if avoided:
-                ar.cnt[ARFS_AVOIDED] += 1
+                ar.cnt[0].arfs_avoided += 1
             # ice: same queue or not yet ACTIVE; mlx5: same queue or its work item is
             # still pending (work_busy): return the filter id unchanged
             if p.arfs_model == ARFS_MLX5:
@@ -128,19 +120,19 @@ def ndo_rx_flow_steer(s, f, skb_hash, rxq, flow_id, c, t):
             else:
                 busy = ar.entry[e].state != ARFS_ACTIVE
             if ar.entry[e].q == rxq or busy:
-                ar.cnt[ARFS_SKIP] += 1
+                ar.cnt[0].arfs_skip += 1
                 return ar.entry[e].fltr_id
             ar.entry[e].q = rxq
             if ar.entry[e].state == ARFS_ACTIVE:
                 ar.entry[e].state = ARFS_INACTIVE  # reprogram with the new queue
-            ar.cnt[ARFS_UPDATE] += 1
+            ar.cnt[0].arfs_update += 1
             arfs_kick_service(s, e, c, t)
             return ar.entry[e].fltr_id
         e = ar.entry[e].next
     if avoided:
-        ar.cnt[ARFS_AVOIDED] += 1
+        ar.cnt[0].arfs_avoided += 1
     if ar.glob[0].free_n == 0:
-        ar.cnt[ARFS_NO_MEMORY] += 1
+        ar.cnt[0].arfs_no_memory += 1
         return -1
     ar.glob[0].free_n -= 1
     e = ar.free[ar.glob[0].free_n]
@@ -157,6 +149,6 @@ def ndo_rx_flow_steer(s, f, skb_hash, rxq, flow_id, c, t):
     ar.entry[e].time = t
     ar.entry[e].next = ar.bucket[b]  # insert at the head of the bucket
     ar.bucket[b] = e
-    ar.cnt[ARFS_ADD] += 1
+    ar.cnt[0].arfs_add += 1
     arfs_kick_service(s, e, c, t)
     return fid

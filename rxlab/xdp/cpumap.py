@@ -32,15 +32,7 @@ from rxlab.engine.core import PRIO_WAKE, schedule
 from rxlab.kernel.accounting import cost, drop
 from rxlab.kernel.backlog import enqueue_to_backlog
 from rxlab.kernel.constants import CPU_MAP_BULK_SIZE, CPUMAP_BATCH
-from rxlab.kernel.counters import (
-    CM_BATCHES,
-    CM_DROPS,
-    CM_ENQUEUED,
-    CM_FLUSHES,
-    CM_PROCESSED,
-    CM_WAKEUPS,
-    N_CPUMAP_CNT,
-)
+from rxlab.kernel.counters import CPUMAP_COUNTERS
 from rxlab.kernel.drop_reasons import DROP_CPUMAP_FULL
 from rxlab.kernel.events import EV_CPUMAP_WAKE
 from rxlab.kernel.rps import get_rps_cpu
@@ -80,7 +72,7 @@ def new_cpumap_state(ncpu: int, entries: np.ndarray, nrr: int) -> CpumapState:
         bq_n=np.zeros((ncpu, ne), i64), bq=np.zeros((ncpu, ne, CPU_MAP_BULK_SIZE), SKB),
         flush_n=np.zeros(ncpu, i64), flush_list=np.zeros((ncpu, ne), i64),
         ring=np.zeros((ne, q), SKB), entry=np.zeros(ne, CPUMAP_ENTRY),
-        rr=np.zeros((ncpu, nrr), i64), cnt=np.zeros((ne, N_CPUMAP_CNT), i64),
+        rr=np.zeros((ncpu, nrr), i64), cnt=np.zeros(ne, CPUMAP_COUNTERS),
     )
 
 
@@ -110,7 +102,7 @@ def bq_flush_to_queue(s, c, e, t):
     p, cm = s.p, s.cm
     qsize = p.cpumap[e].qsize
     if cm.bq_n[c, e] > 0:
-        cm.cnt[e, CM_FLUSHES] += 1  # one xdp:xdp_cpumap_enqueue event
+        cm.cnt[e].flushes += 1  # one xdp:xdp_cpumap_enqueue event
     for i in range(cm.bq_n[c, e]):
         if ring_has_room(cm.entry[e].prod, cm.entry[e].clear, qsize):
             skb = cm.ring[e, cm.entry[e].prod % qsize]
@@ -120,9 +112,9 @@ def bq_flush_to_queue(s, c, e, t):
             skb.len = cm.bq[c, e, i].len
             skb.stamp = t
             cm.entry[e].prod += 1
-            cm.cnt[e, CM_ENQUEUED] += 1
+            cm.cnt[e].enqueued += 1
         else:
-            cm.cnt[e, CM_DROPS] += 1
+            cm.cnt[e].enqueue_drops += 1
             t += cost(s, C_CPUMAP_ENQUEUE_FULL)  # xdp_return_frame_rx_napi
             drop(s, DROP_CPUMAP_FULL, t)
     cm.bq_n[c, e] = 0
@@ -162,7 +154,7 @@ def xdp_do_flush(s, c, t):
             cm.entry[e].flush_cpu = c
         if cm.entry[e].kt_state == TH_SLEEP:
             cm.entry[e].kt_state = TH_WAKING
-            cm.cnt[e, CM_WAKEUPS] += 1
+            cm.cnt[e].kthread_wakeups += 1
             schedule(s.ev, t + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_CPUMAP_WAKE, e)
             cm.entry[e].flush_cpu = c
             t += ttwu_remote(s, c, s.p.cpumap[e].cpu)  # wake_up_process(rcpu->kthread)
@@ -216,8 +208,8 @@ def cpumap_kthread_step(s, c, e, t):
             t += cost(s, C_GRO)
         t = cpumap_deliver(s, c, f, tarr, seq, length, t)
         n += 1
-    cm.cnt[e, CM_PROCESSED] += n
-    cm.cnt[e, CM_BATCHES] += 1
+    cm.cnt[e].kthread_processed += n
+    cm.cnt[e].kthread_batches += 1
     if sd.cpu[c].ipi_n > 0:
         sd.cpu[c].softirq_pending = 1  # RPS raised NET_RX_SOFTIRQ: runs at local_bh_enable
     return t
@@ -238,7 +230,7 @@ def cpumap_after_batch(s, e, t):
         # the ring looks empty now; the flush that produced these frames wakes us
         # (and pays for it when its segment ends, if that flush is still to come)
         cm.entry[e].kt_state = TH_WAKING
-        cm.cnt[e, CM_WAKEUPS] += 1
+        cm.cnt[e].kthread_wakeups += 1
         if cm.entry[e].last_flush > t:
             ttwu_remote_owed(s, cm.entry[e].flush_cpu, p.cpumap[e].cpu)
         schedule(s.ev, max(cm.entry[e].last_flush, t) + cost(s, C_WAKEUP_LATENCY),
