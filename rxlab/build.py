@@ -51,6 +51,10 @@ from rxlab.kernel.state import (
     Stats,
 )
 from rxlab.kernel.versions import KernelBehaviour, behaviour
+from rxlab.mechanisms import FLOW_LIMIT, RFS, RPS
+from rxlab.mechanisms.flow_limit import history_len as flow_limit_history
+from rxlab.mechanisms.rfs import table_sizes as rfs_table_sizes
+from rxlab.mechanisms.rps import backlog_capacity
 from rxlab.memory_budget import Estimate
 from rxlab.memory_budget import check as check_memory
 from rxlab.nic.arfs import new_arfs_state
@@ -187,24 +191,6 @@ def _rps_maps(sc: Scenario) -> tuple[np.ndarray, np.ndarray, list[str]]:
     return rps_map, rps_len, masks
 
 
-def _rfs_tables(sc: Scenario, kb: KernelBehaviour) -> tuple[int, np.ndarray]:
-    """(rounded rps_sock_flow_entries, log2 of each queue's rps_flow_cnt or 0)."""
-    k, nq = sc.kernel, sc.nic.queues
-    n = k.rps_sock_flow_entries
-    entries = roundup_pow_of_two(n) if n else 0
-    cnts = [0] * nq
-    if isinstance(k.rps_flow_cnt, dict):
-        for q, c in k.rps_flow_cnt.items():
-            cnts[q] = c
-    else:
-        cnts = [k.rps_flow_cnt] * nq
-    logs = np.zeros(nq, I64)
-    for q, c in enumerate(cnts):
-        if c:
-            logs[q] = ilog2(roundup_pow_of_two(c))
-    return entries, logs
-
-
 def napi_thread_cpus(sc: Scenario, irq: list[int]) -> np.ndarray:
     """Each queue's napi/DEV-ID kthread CPU (threaded NAPI), or -1: softirq polls it."""
     if not sc.nic.threaded:
@@ -258,11 +244,10 @@ class _KernelKnobs(NamedTuple):
 
 def _kernel_knobs(sc: Scenario, sock_entries: int, dev_logs: np.ndarray) -> _KernelKnobs:
     """The kernel knobs, rounded / validated the kernel's way; the RFS tables' sizes
-    (``_rfs_tables``) are passed in."""
+    (``mechanisms.rfs.table_sizes``) are passed in."""
     ncpu, nq = sc.host.cpus, sc.nic.queues
     fl_cpus = hex_mask_to_cpus(sc.kernel.flow_limit_cpu_bitmap)
-    hist = K.FLOW_LIMIT_HISTORY_2013 if sc.kernel.flow_limit_variant == "2013" else (
-        K.FLOW_LIMIT_HISTORY)
+    hist = flow_limit_history(sc.kernel)
     jiffy_ns = 1_000_000_000 // sc.host.hz
     usecs = sc.kernel.netdev_budget_usecs or 2 * 1_000_000 // sc.host.hz
     budget_j = max(1, math.ceil(usecs * 1000 / jiffy_ns))  # usecs_to_jiffies rounds up
@@ -425,7 +410,7 @@ def _softirq_params(sc: Scenario, kb: KernelBehaviour, knobs: _KernelKnobs) -> d
 
 def _backlog_params(sc: Scenario, kb: KernelBehaviour, knobs: _KernelKnobs) -> dict:
     """The per-CPU backlog (its storage), flow limit and backlog NAPI threads."""
-    bl_cap = roundup_pow_of_two(2 * (sc.kernel.netdev_max_backlog + 1) + 8)
+    bl_cap = backlog_capacity(sc.kernel)
     return dict(
         max_backlog=sc.kernel.netdev_max_backlog, bl_cap=bl_cap, bl_mask=bl_cap - 1,
         fl_history=knobs.fl_history, fl_log=ilog2(sc.kernel.flow_limit_table_len),
@@ -567,7 +552,7 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     allocated; over it, a one-line UsageError names the field."""
     kb = behaviour(sc.host.kernel)
     ncpu, nq = sc.host.cpus, sc.nic.queues
-    sock_entries, dev_logs = _rfs_tables(sc, kb)
+    sock_entries, dev_logs = rfs_table_sizes(sc)
     est = check_memory(sc, max_memory, capture)
     fl, capture = _flow_table(sc, capture)
     nflows = len(fl)
@@ -582,11 +567,10 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     p = _params(sc, kb, knobs, est, costs, at, flow, sock_off, mig, xd)
 
     nic = new_nic_state(nq, ncpu, sc.nic.ring_size)
-    sd = new_softnet_data(ncpu, nq, p.bl_cap, p.fl_history, sc.kernel.flow_limit_table_len,
-                          knobs.fl_cpus)
+    sd = new_softnet_data(ncpu, nq, {**RPS.state(sc), **FLOW_LIMIT.state(sc)}, knobs.fl_cpus)
     so = new_sock_state(ncpu, nflows, sock_off, at.sock, {
         **at.thread, "mig_every_ns": mig[0], "mig_set_n": mig[2], "mig_n": mig[5]})
-    rf = new_rfs_state(nq, sock_entries, dev_logs)
+    rf = new_rfs_state(RFS.state(sc), dev_logs)
     arfs = sc.nic.arfs
     ar = new_arfs_state(max(2 * nflows, arfs.capacity) if arfs else 1, p.arfs_model, nflows)
     cm = new_cpumap_state(ncpu, p.cpumap, len(p.xdp_rr_n))

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from rxlab.errors import UsageError
 from rxlab.kernel.counters import CPU_CATS, TS_PKT
 from rxlab.kernel.drop_reasons import N_DROP_SLOTS
+from rxlab.mechanisms import FLOW_LIMIT, RFS, RPS
 
 KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 ENV = "RXLAB_MAX_MEMORY"
@@ -53,7 +54,6 @@ FLOW_TRANSIENT = 400  # per flow while built: generation, steering, record stack
 CAPTURE_SCAN = 3 * 80  # per capture flow: the scanner's key/count/hash tables, doubling
 MIN_FLOW_RECORD = 16 + 20 + 8  # a record header, an IPv4 header and a UDP header
 SLOT_BYTES = 40  # a queued packet: one SKB record (kernel/state.py), 3 int64 + 3 int32
-BACKLOG_SLOT = SLOT_BYTES
 PACKET_BYTES = 8 + 4 + 4  # a generated packet: time, flow, size
 CHUNK_BYTES = 3 * (1 << 18) * (PACKET_BYTES + 17)  # chunks, shaped (wire, NIC, overrun)
 
@@ -248,6 +248,12 @@ def _capture_flows(sc, capture) -> int:
     return max(1, size // MIN_FLOW_RECORD)  # every flow needs at least one record
 
 
+def _declared(mech, sc, what: str, fix: str) -> Term:
+    """The arrays a mechanism declares for ``sc`` (rxlab/mechanisms/), named after the
+    field that sizes them."""
+    return _term(mech.sized_by, mech.nbytes(sc), what=what, fix=fix)
+
+
 def _term(field, arrays, extra=0, what="", fix="") -> Term:
     """A Term in whole bytes (a generation block is a float number of packets)."""
     return Term(field, int(arrays), int(extra), what, fix)
@@ -279,10 +285,9 @@ def _ring_terms(sc) -> Iterator[Term]:
     yield _term("nic.ring_size", nq * R * SLOT_BYTES,
                 what=f"rx rings: {nq:,} queues x {R:,} descriptors",
                 fix="use a smaller nic.ring_size or fewer nic.queues")
-    bl_cap = _pow2(2 * (sc.kernel.netdev_max_backlog + 1) + 8)
-    yield _term("kernel.netdev_max_backlog", ncpu * bl_cap * BACKLOG_SLOT,
-                what=f"backlog queues: {ncpu:,} CPUs x {bl_cap:,} slots",
-                fix="use a smaller netdev_max_backlog (the kernel's default is 1000)")
+    bl = RPS.state(sc)["bl"]
+    yield _declared(RPS, sc, what=f"backlog queues: {ncpu:,} CPUs x {bl.shape[1]:,} slots",
+                    fix="use a smaller netdev_max_backlog (the kernel's default is 1000)")
 
 
 def _app_terms(sc) -> Iterator[Term]:
@@ -316,24 +321,18 @@ def _app_terms(sc) -> Iterator[Term]:
 
 def _flow_table_terms(sc) -> Iterator[Term]:
     """RFS's rps_sock_flow_table and rps_dev_flow tables, flow limit's, aRFS filters."""
-    from rxlab.kernel import constants as K
-
     ncpu, nq, k, arfs = sc.host.cpus, sc.nic.queues, sc.kernel, sc.nic.arfs
-    entries = _pow2(k.rps_sock_flow_entries) if k.rps_sock_flow_entries else 1
-    yield _term("kernel.rps_sock_flow_entries", entries * 8,
-                what=f"rps_sock_flow_table of {entries:,} entries", fix="use a smaller table")
-    cnts = (list(k.rps_flow_cnt.values()) if isinstance(k.rps_flow_cnt, dict)
-            else [k.rps_flow_cnt])
-    S = _pow2(max([1] + [c for c in cnts if c > 0]))
-    yield _term("kernel.rps_flow_cnt", nq * S * 4 * 8,
-                what=f"rps_dev_flow tables: {nq:,} queues x {S:,} entries",
-                fix="use smaller tables")
-    hist = (K.FLOW_LIMIT_HISTORY_2013 if k.flow_limit_variant == "2013"
-            else K.FLOW_LIMIT_HISTORY)
-    tl = k.flow_limit_table_len
-    yield _term("kernel.flow_limit_table_len", ncpu * (hist + tl) * 8,
-                what=f"flow-limit tables: {ncpu:,} CPUs x {tl:,} buckets",
+    rfs = RFS.state(sc)
+    entries = rfs["sock_flow"].nbytes
+    yield _term("kernel.rps_sock_flow_entries", entries,
+                what=f"rps_sock_flow_table of {rfs['sock_flow'].shape[0]:,} entries",
                 fix="use a smaller table")
+    yield _term(RFS.sized_by, RFS.nbytes(sc) - entries,
+                what=f"rps_dev_flow tables: {nq:,} queues x {rfs['dev'].shape[1]:,} entries",
+                fix="use smaller tables")
+    yield _declared(FLOW_LIMIT, sc,
+                    what=f"flow-limit tables: {ncpu:,} CPUs x {k.flow_limit_table_len:,} "
+                         "buckets", fix="use a smaller table")
     if arfs:
         yield _term("nic.arfs.capacity", arfs.capacity * ARFS_ENTRY + 2 * 1024 * 8,
                     what=f"{arfs.capacity:,} aRFS filters", fix="use a smaller capacity")

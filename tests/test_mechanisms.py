@@ -144,3 +144,4 @@ def test_every_profile_gives_every_declared_stage():
     for path in sorted((ROOT / "profiles").glob("*.yaml")):
         stages = yaml.safe_load(path.read_text())["stages"]
         assert set(stages) == {st.name for st in STAGES}, path.name
+

@@ -43,8 +43,8 @@ from support.rfs_reference import (
     s32,
 )
 
-from rxlab.build import _rfs_tables, build
-from rxlab.kernel.versions import behaviour
+from rxlab.build import build
+from rxlab.mechanisms.rfs import table_sizes as rfs_table_sizes
 from rxlab.scenario import scenario_from_dict
 
 VERSIONS = ("6.14", "6.15", "6.19")
@@ -453,7 +453,7 @@ def test_sock_rps_record_flow_value_and_index():
                                        ((1 << 29) - 5, 1 << 29), (1 << 29, 1 << 29), (0, 0)])
 def test_rps_sock_flow_entries_rounding(n, entries):
     sc = scenario_from_dict(rfs_dict(entries=n, flow_cnt=0))
-    got, _ = _rfs_tables(sc, behaviour(sc.host.kernel))
+    got, _ = rfs_table_sizes(sc)
     assert got == entries
 
 

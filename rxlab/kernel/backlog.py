@@ -21,23 +21,22 @@ from rxlab.kernel.flow_limit import skb_flow_limit
 from rxlab.kernel.sched import SCHED_IDLE
 from rxlab.kernel.socket import netif_receive_skb_core
 from rxlab.kernel.stages import C_IPI_LATENCY, C_IPI_SEND
-from rxlab.kernel.state import SKB, SOFTNET_DATA, U32, SoftnetData
+from rxlab.kernel.state import SOFTNET_DATA, U32, SoftnetData
 from rxlab.kernel.wake import napi_thread_wake
 
 
-def new_softnet_data(ncpu: int, nq: int, bl_cap: int, fl_history: int, fl_table_len: int,
-                     fl_cpus: list[int]) -> SoftnetData:
-    """Each CPU's empty ``softnet_data``: a backlog FIFO of ``bl_cap`` records, empty NAPI
-    lists (napi ids: the nq queues', nq + cpu for a backlog) and RPS IPI list, flow limit
-    history and buckets (on for ``fl_cpus``), and no task holding the CPU."""
+def new_softnet_data(ncpu: int, nq: int, declared: dict, fl_cpus: list[int]) -> SoftnetData:
+    """Each CPU's empty ``softnet_data``: its backlog FIFO and flow limit history and
+    buckets as RPS and flow limit declare them (``declared``: rxlab/mechanisms/ ``Array``s,
+    flow limit on for ``fl_cpus``), empty NAPI lists (napi ids: the nq queues', nq + cpu
+    for a backlog) and RPS IPI list, and no task holding the CPU."""
     lists = nq + 2
     sd = SoftnetData(
-        cpu=np.zeros(ncpu, SOFTNET_DATA), bl=np.zeros((ncpu, bl_cap), SKB),
+        cpu=np.zeros(ncpu, SOFTNET_DATA), bl=declared["bl"].zeros(),
         poll_list=np.zeros((ncpu, lists), np.int64), local_list=np.zeros((ncpu, lists), np.int64),
         repoll=np.zeros((ncpu, lists), np.int64),
         rps_ipi_list=np.zeros((ncpu, ncpu), np.int64),
-        fl_history=np.zeros((ncpu, fl_history), np.int64),
-        fl_buckets=np.zeros((ncpu, fl_table_len), np.int64),
+        fl_history=declared["fl_history"].zeros(), fl_buckets=declared["fl_buckets"].zeros(),
     )
     sd.cpu["fl_on"] = [c in fl_cpus for c in range(ncpu)]
     sd.cpu["cur_who"] = SCHED_IDLE  # no task holds a CPU yet

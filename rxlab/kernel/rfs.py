@@ -15,21 +15,24 @@ from rxlab.kernel.constants import RPS_NO_CPU, RPS_NO_FILTER
 from rxlab.kernel.counters import RFS_COUNTERS
 from rxlab.kernel.hashfn import hash_32, s32_diff
 from rxlab.kernel.stages import C_ARFS_STEER
-from rxlab.kernel.state import ARFS_OFF, RPS_DEV_FLOW, U32, RfsState
+from rxlab.kernel.state import ARFS_OFF, U32, RfsState
 from rxlab.nic.arfs_steer import arfs_lock, ndo_rx_flow_steer
 
 
-def new_rfs_state(nq: int, sock_entries: int, dev_logs: np.ndarray) -> RfsState:
-    """An empty rps_sock_flow_table of ``sock_entries`` slots and each rx queue's
-    rps_dev_flow table of 2^dev_logs[q] slots (stored at the largest size), every entry
-    RPS_NO_CPU (and RPS_NO_FILTER) as ``store_rps_dev_flow_table_cnt``
-    (net/core/net-sysfs.c) initialises them."""
-    size = 1 << int(dev_logs.max()) if dev_logs.any() else 1
-    dev = np.zeros((nq, size), RPS_DEV_FLOW)
+def new_rfs_state(declared: dict, dev_logs: np.ndarray) -> RfsState:
+    """Empty RFS tables as rxlab/mechanisms/rfs.py declares them (``declared``: its
+    ``Array``s): the rps_sock_flow_table and each rx queue's rps_dev_flow table of
+    2^dev_logs[q] slots (stored at the largest size), every entry RPS_NO_CPU (and
+    RPS_NO_FILTER) as ``store_rps_dev_flow_table_cnt`` (net/core/net-sysfs.c) initialises
+    them."""
+    dev = declared["dev"].zeros()
     dev["cpu"] = RPS_NO_CPU
     dev["filter"] = RPS_NO_FILTER
-    return RfsState(sock_flow=np.full(max(sock_entries, 1), RPS_NO_CPU, np.int64), dev=dev,
-                    dev_log=dev_logs, cnt=np.zeros(1, RFS_COUNTERS))
+    sock_flow = declared["sock_flow"].zeros()
+    sock_flow[:] = RPS_NO_CPU
+    dev_log = declared["dev_log"].zeros()
+    dev_log[:] = dev_logs
+    return RfsState(sock_flow=sock_flow, dev=dev, dev_log=dev_log, cnt=np.zeros(1, RFS_COUNTERS))
 
 
 @njit(**JIT_STATE)

@@ -7,7 +7,7 @@ lists. docs/architecture.md ("Adding a mechanism") says what else a mechanism to
 """
 
 from rxlab.mechanisms.arfs import ARFS
-from rxlab.mechanisms.base import Counter, Drop, Event, Mechanism, Stage
+from rxlab.mechanisms.base import Array, Counter, Drop, Event, Mechanism, Stage
 from rxlab.mechanisms.cpumap import CPUMAP
 from rxlab.mechanisms.flow_hash import FLOW_HASH
 from rxlab.mechanisms.flow_limit import FLOW_LIMIT
@@ -34,8 +34,8 @@ STAGES: tuple[Stage, ...] = tuple(st for m in MECHANISMS for st in m.stages)
 DROPS: tuple[Drop, ...] = tuple(d for m in MECHANISMS for d in m.drops)
 EVENTS: tuple[Event, ...] = tuple(e for m in MECHANISMS for e in m.events)
 
-__all__ = ["BY_NAME", "DROPS", "EVENTS", "MECHANISMS", "STAGES", "Counter", "Drop", "Event",
-           "Mechanism", "Stage"]
+__all__ = ["BY_NAME", "DROPS", "EVENTS", "MECHANISMS", "STAGES", "Array", "Counter", "Drop",
+           "Event", "Mechanism", "Stage"]
 
 
 def index_of(items, name: str) -> int:

@@ -1,6 +1,21 @@
 """RPS: get_rps_cpu's plain branch, the per-CPU backlog and the RPS IPI."""
 
-from rxlab.mechanisms.base import Drop, Event, Mechanism, Stage
+from rxlab.kernel.hashfn import roundup_pow_of_two
+from rxlab.kernel.state import SKB
+from rxlab.mechanisms.base import Array, Drop, Event, Mechanism, Stage
+
+
+def backlog_capacity(kernel) -> int:
+    """Slots of a CPU's backlog ring: input_pkt_queue (up to netdev_max_backlog + 1, the
+    test is qlen > max) and process_queue (as many again, spliced), plus a batch, rounded
+    up to a power of two (positions are masked)."""
+    return roundup_pow_of_two(2 * (kernel.netdev_max_backlog + 1) + 8)
+
+
+def arrays(sc) -> tuple[Array, ...]:
+    """Each CPU's backlog ring of skbs (softnet_data's input_pkt_queue and process_queue)."""
+    return (Array("bl", SKB, (sc.host.cpus, backlog_capacity(sc.kernel))),)
+
 
 RPS = Mechanism(
     name="rps",
@@ -23,4 +38,7 @@ RPS = Mechanism(
     flags=("backlog_head_batched",),
     knobs=("kernel.rps_cpus", "kernel.netdev_max_backlog", "kernel.dev_weight"),
     output=("softnet_stat", "cpus"),
+    arrays=arrays,
+    sized_by="kernel.netdev_max_backlog",
+    state_in="sd",
 )
