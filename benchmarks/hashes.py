@@ -4,8 +4,9 @@
     .venv/bin/python benchmarks/hashes.py > after.txt     # on the new code
     diff before.txt after.txt                             # empty: bit-identical
 
-``--without tasks,config.threaded`` leaves out result keys the newer version added, so
-that two versions' numbers compare where the output grew.
+``--without tasks,config.threaded,queues[].irqs`` leaves out result keys the newer version
+added (``name[]``: in every item of a list), so that two versions' numbers compare where
+the output grew.
 
 One line per run, ``<sha256 of the result's JSON>  <label>``. Reproduction cases run in
 quick mode; a case with its own runner (not ``simulate``) hashes its metrics. The
@@ -29,17 +30,26 @@ def _sha(text: str) -> str:
 WITHOUT: list[str] = []  # dotted keys left out of every result (--without)
 
 
+def _drop(d, path: list[str]) -> None:
+    """Remove the key ``path`` names; ``name[]`` is every item of the list ``name``."""
+    head, rest = path[0], path[1:]
+    if not isinstance(d, dict):
+        return
+    if not rest:
+        d.pop(head, None)
+    elif head.endswith("[]"):
+        for item in d.get(head[:-2], []):
+            _drop(item, rest)
+    else:
+        _drop(d.get(head, {}), rest)
+
+
 def result_text(res) -> str:
     """The result's JSON and its per-interval series (numbers in full)."""
     import numpy as np
 
     for key in WITHOUT:
-        *path, last = key.split(".")
-        d = res.data
-        for k in path:
-            d = d.get(k, {}) if isinstance(d, dict) else {}
-        if isinstance(d, dict):
-            d.pop(last, None)
+        _drop(res.data, key.split("."))
     series = {k: np.asarray(v).tolist() for k, v in sorted(res.series.items())}
     return res.to_json() + json.dumps(series, sort_keys=True)
 

@@ -62,6 +62,7 @@ from rxlab.nic.toeplitz import MS_RSS_KEY, parse_key, rss_hash_flows, v4_mapped
 from rxlab.profiles import stage_costs
 from rxlab.reuseport import ehash_secrets, lookup_hash, reuseport_pick
 from rxlab.scenario import Scenario, hex_mask_to_cpus
+from rxlab.scenario_checks import per_queue
 from rxlab.scenario_checks import table as table_of
 from rxlab.traffic.flows import FlowTable, build_flows
 from rxlab.traffic.match import match_mask
@@ -371,11 +372,14 @@ def _flow_records(fl: FlowTable, steer: dict, flow_sock: np.ndarray, xd: dict) -
 
 
 def _queue_params(sc: Scenario, knobs: _KernelKnobs, xsk_of_queue: np.ndarray) -> np.ndarray:
-    """QUEUE_PARAMS per rx queue: its IRQ CPU, rps_map length, XSK, NAPI kthread CPU."""
+    """QUEUE_PARAMS per rx queue: its IRQ CPU, rps_map length, XSK, NAPI kthread CPU,
+    its NAPI's IRQ deferral."""
     queue = np.zeros(sc.nic.queues, QUEUE_PARAMS)
     queue["irq_cpu"], queue["rps_len"] = knobs.irq, knobs.rps_len
     queue["xsk_of_queue"] = xsk_of_queue
     queue["napi_cpu"] = napi_thread_cpus(sc, knobs.irq)
+    queue["defer_hard_irqs"] = per_queue(sc.nic.napi_defer_hard_irqs, sc.nic.queues)
+    queue["gro_flush_ns"] = per_queue(sc.nic.gro_flush_timeout, sc.nic.queues)
     return queue
 
 
@@ -424,6 +428,9 @@ def _nic_params(sc: Scenario, costs: dict) -> dict:
     return dict(
         ring_size=sc.nic.ring_size, ring_mask=roundup_pow_of_two(sc.nic.ring_size) - 1,
         netif_rx=sc.nic.rx_mode == "netif_rx", napi_threaded=sc.nic.threaded,
+        napi_defer_on=any(d > 0 and g > 0 for d, g in zip(
+            per_queue(sc.nic.napi_defer_hard_irqs, sc.nic.queues),
+            per_queue(sc.nic.gro_flush_timeout, sc.nic.queues), strict=True)),
         irq_delay_ns=int(round(costs["irq_latency"] + sc.nic.rx_usecs * 1000)),
         nic_svc_ns=int(round(1e9 / sc.nic.max_pps)) if sc.nic.max_pps else 0,
         **driver_poll_params(sc.nic.preset(), sc.nic.ring_size),

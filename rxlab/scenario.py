@@ -293,6 +293,13 @@ class Nic(_Strict):
                                       "common drivers: ICE_ITR_MAX in "
                                       "drivers/net/ethernet/intel/ice/ice_txrx.h")] = Field(
         0.0, description="interrupt moderation delay")
+    napi_defer_hard_irqs: int | dict[int, int] = Field(
+        0, description="/sys/class/net/DEV/napi_defer_hard_irqs (5.8+): empty polls the IRQ "
+        "stays masked for, with gro_flush_timeout; per rx queue's NAPI (netdev netlink "
+        "napi-set, 6.13+), or one for all")
+    gro_flush_timeout: int | dict[int, int] = Field(
+        0, description="/sys/class/net/DEV/gro_flush_timeout, ns (3.19+): the NAPI hrtimer "
+        "that re-polls while IRQs are deferred; per rx queue's NAPI (6.13+), or one for all")
     rxhash: bool = True
     rss: Rss = Field(default_factory=Rss)
     ntuple: list[NtupleRule] = Field(default_factory=list)
@@ -340,6 +347,17 @@ class Nic(_Strict):
 
     def from_preset(self) -> dict:
         return dict(self._from_preset)
+
+    @field_validator("napi_defer_hard_irqs", "gro_flush_timeout")
+    @classmethod
+    def _deferral(cls, v, info):
+        # napi_defer_hard_irqs_store: > S32_MAX is -ERANGE (net/core/net-sysfs.c)
+        top = INT_MAX if info.field_name == "napi_defer_hard_irqs" else int(MAX_SECONDS * 1e9)
+        for n in v.values() if isinstance(v, dict) else [v]:
+            if not 0 <= n <= top:
+                raise ValueError(f"{n} is out of range 0..{top}"
+                                 + (" ns" if info.field_name == "gro_flush_timeout" else ""))
+        return v
 
     @field_validator("irq_affinity", "napi_thread_affinity", mode="before")
     @classmethod

@@ -140,6 +140,7 @@ def _nic(sc, n: int, nq: int) -> None:
                                  f"(host.cpus = {n})")
     _threaded(sc, n, nq)
     _backlog_threads(sc)
+    _deferral(sc, nq)
     size = nic.rss.table_size
     table(nic.rss.indirection, size, nq, "nic.rss.indirection")
     contexts: dict[int, int] = {}  # id -> the highest queue its table names
@@ -166,6 +167,35 @@ def _nic(sc, n: int, nq: int) -> None:
                 raise ValueError(f"{where}.ring_cookie: context {rule.context}'s queues + "
                                  f"{rule.ring_cookie} reach queue {top}, but nic.queues = "
                                  f"{nq}; use a smaller offset")
+
+
+def per_queue(v, nq: int) -> list[int]:
+    """A per-queue setting given as one value for all or as {queue: value} (0 elsewhere)."""
+    return [v.get(q, 0) for q in range(nq)] if isinstance(v, dict) else [v] * nq
+
+
+def _deferral(sc, nq: int) -> None:
+    """napi_defer_hard_irqs (5.8+) and gro_flush_timeout (3.19+); per queue from 6.13."""
+    kb, nic = behaviour(sc.host.kernel), sc.nic
+    for key, have, since in (("napi_defer_hard_irqs", kb.napi_defer_hard_irqs,
+                              "5.8+, 6f8b12d661d0"),
+                             ("gro_flush_timeout", kb.gro_flush_timeout, "3.19+, 3b47d30396ba")):
+        v = getattr(nic, key)
+        if isinstance(v, dict):
+            bad = [q for q in v if not 0 <= q < nq]
+            if bad:
+                raise ValueError(f"nic.{key}: queue {bad[0]} does not exist (nic.queues = "
+                                 f"{nq})")
+            if not kb.napi_config_per_queue:
+                raise ValueError(f"nic.{key}: Linux {sc.host.kernel} sets it per device only "
+                                 "(per NAPI over netdev netlink from 6.13); give one value or "
+                                 "set host.kernel to 6.13 or newer")
+        if any(per_queue(v, nq)) and not have:
+            raise ValueError(f"nic.{key}: Linux {sc.host.kernel} has no {key} ({since}); "
+                             "remove it or set a newer host.kernel")
+        if any(per_queue(v, nq)) and nic.rx_mode == "netif_rx":
+            raise ValueError(f"nic.{key}: rx_mode netif_rx has no NAPI of the device's own to "
+                             "defer; use rx_mode napi or remove it")
 
 
 def _backlog_threads(sc) -> None:

@@ -41,7 +41,7 @@ def test_no_knob_in_the_table_is_a_field_rxlab_models(knob):
     assert knob.key not in SECTION_MODEL[knob.section].model_fields
 
 
-@pytest.mark.parametrize("path", ["kernel.napi_defer_hard_irqs", "kernel.gro_flush_timeout",
+@pytest.mark.parametrize("path", ["nic.irq_suspend_timeout",
                                   "kernel.busy_read", "kernel.busy_poll",
                                   "kernel.skb_defer_max",
                                   "nic.adaptive_rx", "nic.gro"])
@@ -77,22 +77,21 @@ def test_host_reads_the_knobs_a_file_shows(tmp_path):
     core = tmp_path / "proc/sys/net/core"
     core.mkdir(parents=True)
     (core / "busy_read").write_text("50\n")  # busy_poll and the rest absent: left out
+    (core / "skb_defer_max").write_text("64\n")
     dev = tmp_path / "sys/class/net/eth9"
     dev.mkdir(parents=True)
-    (dev / "napi_defer_hard_irqs").write_text("2\n")
-    (dev / "gro_flush_timeout").write_text("20000\n")
+    (dev / "napi_defer_hard_irqs").write_text("2\n")  # modelled: not read as unmodelled
     assert host_read.read_unmodelled("kernel", root=str(tmp_path)) == {
-        "net.core.busy_read": "50"}
-    assert host_read.read_unmodelled("nic", "eth9", str(tmp_path)) == {
-        "gro_flush_timeout": "20000", "napi_defer_hard_irqs": "2"}
+        "net.core.busy_read": "50", "net.core.skb_defer_max": "64"}
+    assert host_read.read_unmodelled("nic", "eth9", str(tmp_path)) == {}
 
 
 def test_host_show_and_export_name_what_they_read_and_what_not():
     info = {"unmodelled": {"net.core.busy_read": "50"}, "devices": {
-        "eth9": {"unmodelled": {"gro_flush_timeout": "20000"}},
-        "eth8": {"unmodelled": {"gro_flush_timeout": "0"}}}}
+        "eth9": {"unmodelled": {"some_attribute": "20000"}},
+        "eth8": {"unmodelled": {"some_attribute": "0"}}}}
     read, unread = host_read.unmodelled_lines(info, ["eth9"])
-    assert read == "not modelled, read: net.core.busy_read=50 eth9/gro_flush_timeout=20000"
+    assert read == "not modelled, read: net.core.busy_read=50 eth9/some_attribute=20000"
     for k in knobs.not_read():
         assert k.what in unread
     assert "adaptive-rx" in unread and "SO_BUSY_POLL" in unread

@@ -137,7 +137,8 @@ def scenario_from_host(info: dict, dev: str) -> tuple[dict, list[str]]:
 
 
 def _nic_fields(d: dict, dev: str, nq: int, notes: list[str]) -> dict:
-    """``nic``: driver, queues, delivery, IRQ affinity, threaded NAPI and RSS."""
+    """``nic``: driver, queues, delivery, IRQ affinity, threaded NAPI, IRQ deferral and
+    RSS."""
     name = d.get("driver") or "generic"
     nic: dict = {"driver": name if name in DRIVERS else "generic", "queues": nq}
     if name not in DRIVERS:
@@ -159,6 +160,9 @@ def _nic_fields(d: dict, dev: str, nq: int, notes: list[str]) -> dict:
         nic["threaded"] = True
         notes.append("threaded NAPI is on: the napi/DEV-ID kthreads' affinity is not read; "
                      "nic.napi_thread_affinity left at the default (each queue's IRQ CPU)")
+    for key in ("napi_defer_hard_irqs", "gro_flush_timeout"):
+        if d.get(key) and nic.get("rx_mode") != "netif_rx":
+            nic[key] = d[key]  # the device's value (per-NAPI values over netlink: not read)
     rss = _rss_fields(d.get("rss") or {}, nq, notes)
     flow_hash = _flow_hash_fields(d.get("flow_hash") or {}, notes)
     if flow_hash:

@@ -179,6 +179,9 @@ def read_device(dev: str, with_ethtool: bool = True) -> dict:
         "rx_queues": len(rx), "tx_queues": len(tx), "rx": rx, "tx": tx,
         "irqs": queue_irqs(dev, dpath),
         "threaded": _int(d / "threaded"),  # absent before 5.12
+        # IRQ deferral: absent before 5.8 / 3.19; a write sets every NAPI of the device
+        "napi_defer_hard_irqs": _int(d / "napi_defer_hard_irqs"),
+        "gro_flush_timeout": _int(d / "gro_flush_timeout"),
     }
     if with_ethtool:
         if info["driver"] is None:

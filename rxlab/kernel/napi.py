@@ -18,6 +18,7 @@ from rxlab.kernel.backlog import enqueue_to_backlog, net_rps_send_ipi, process_b
 from rxlab.kernel.constants import MAX_SOFTIRQ_RESTART
 from rxlab.kernel.counters import T_KSOFTIRQD, T_SOFTIRQ
 from rxlab.kernel.events import EV_IRQ
+from rxlab.kernel.napi_defer import napi_defer_irqs
 from rxlab.kernel.nic_rx import ingest_until
 from rxlab.kernel.profile import P_ENQUEUE, P_GET_RPS_CPU, P_RECEIVE, prof_start, prof_stop
 from rxlab.kernel.rps import get_rps_cpu
@@ -201,10 +202,15 @@ def napi_poll(s, c, napi, t):
 
 
 @njit(**JIT_STATE)
-def napi_complete_done(s, q, t):
-    """The driver's poll of queue q took less than its weight: interrupts re-enabled;
+def napi_complete_done(s, c, q, work, t):
+    """The driver's poll of queue q on CPU c took ``work`` packets, less than its weight:
+    interrupts re-enabled, unless IRQ deferral keeps them masked (``napi_defer_irqs``);
     descriptors that arrived during the poll raise the interrupt again at once."""
     p, nic = s.p, s.nic
+    if work == 0:
+        nic.queue[q].q_empty_polls += 1
+    if p.napi_defer_on and napi_defer_irqs(s, c, q, work, t):
+        return  # the driver keeps its IRQ masked: the NAPI's hrtimer polls again
     nic.queue[q].napi_sched = 0
     h = nic.queue[q].ring_head
     if nic.queue[q].ring_tail > h:
@@ -224,7 +230,7 @@ def napi_segment_end(s, c, napi, t):
         sd.repoll[c, sd.cpu[c].rp_n] = napi  # still owned: polled again next round
         sd.cpu[c].rp_n += 1
     elif napi < p.nq:
-        napi_complete_done(s, napi, t)
+        napi_complete_done(s, c, napi, work, t)
     sd.cpu[c].budget -= work
     if sd.cpu[c].budget <= 0 or t >= sd.cpu[c].time_limit_t:
         sd.cpu[c].time_squeeze += 1

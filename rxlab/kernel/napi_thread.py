@@ -96,6 +96,6 @@ def napi_thread_after(s, c, nid, t):
     nt[nid].nt_lag = sleep_lag(s, c, np.int64(SCHED_NAPI_THREAD), nt[nid].nt_vrt)
     nt[nid].nt_state = TH_SLEEP
     if nid < p.nq:
-        napi_complete_done(s, nid, t)
+        napi_complete_done(s, c, nid, s.sd.cpu[c].seg_work, t)
     elif rewake > t:
         napi_thread_wake(s, c, nid, rewake)

@@ -25,6 +25,7 @@ from rxlab.kernel.events import (
     EV_IPI,
     EV_IRQ,
     EV_MIGRATE,
+    EV_NAPI_TIMER,
     EV_NAPI_WAKE,
     EV_WAKE,
 )
@@ -35,6 +36,7 @@ from rxlab.kernel.napi import (
     net_rx_action_next,
     softirq_context,
 )
+from rxlab.kernel.napi_defer import napi_watchdog
 from rxlab.kernel.napi_thread import napi_thread_after, napi_thread_arrive, napi_thread_pass
 from rxlab.kernel.nic_rx import ingest, kick_cpu
 from rxlab.kernel.profile import (
@@ -76,7 +78,7 @@ from rxlab.kernel.sched_states import (
     TH_WAKING,
 )
 from rxlab.kernel.socket import app_after_read, app_read
-from rxlab.kernel.stages import C_HARDIRQ, C_IPI_RECV
+from rxlab.kernel.stages import C_HARDIRQ, C_IPI_RECV, C_NAPI_WATCHDOG
 from rxlab.kernel.state import Arrivals
 from rxlab.kernel.wake import napi_thread_wake, ttwu_arrive
 from rxlab.nic.arfs import kworker_after, kworker_step, kworker_wake, service_timer
@@ -391,6 +393,7 @@ def handle_event(s, t, kind, arg):
         dispatch(s, arg, t)
     elif kind == EV_IRQ:
         c = p.queue[arg].irq_cpu
+        s.nic.queue[arg].q_irqs += 1
         interrupt(s, c, arg, cost(s, C_HARDIRQ), t)
     elif kind == EV_IPI:
         sd.cpu[arg].received_rps += 1  # rps_trigger_softirq on the target
@@ -424,6 +427,9 @@ def handle_event(s, t, kind, arg):
         service_timer(s, t)
     elif kind == EV_NAPI_WAKE:
         napi_thread_arrive(s, arg, t)
+    elif kind == EV_NAPI_TIMER:
+        # napi_watchdog: __napi_schedule_irqoff on the CPU that armed the hrtimer
+        interrupt(s, napi_watchdog(s, arg), arg, cost(s, C_NAPI_WATCHDOG), t)
 
 
 @njit(**JIT_LEAF)

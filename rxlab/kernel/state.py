@@ -54,6 +54,8 @@ QUEUE_PARAMS = struct(
     ("rps_len", np.int64),  # rps_map->len
     ("xsk_of_queue", np.int64),  # XSKMAP[rx_queue_index]: socket, or -1
     ("napi_cpu", np.int64),  # CPU of the queue's NAPI kthread napi/DEV-ID (threaded)
+    ("defer_hard_irqs", np.int64),  # napi_defer_hard_irqs of the queue's NAPI
+    ("gro_flush_ns", np.int64),  # gro_flush_timeout of the queue's NAPI, ns
 )
 # Per CPU configuration.
 CPU_PARAMS = struct(
@@ -181,6 +183,7 @@ class Params(NamedTuple):
     fl_hash32: bool
     ksoftirqd_defers: bool
     napi_threaded: bool  # some queue's NAPI runs in its kthread (nic.threaded)
+    napi_defer_on: bool  # some queue defers its IRQ (napi_defer_hard_irqs + gro_flush_timeout)
     backlog_threaded: bool  # kernel.thread_backlog_napi: remote backlogs in backlog_napi/N
     # the fair class (rxlab.kernel.sched), tunables scaled for the host's CPU count
     sched_eevdf: bool  # v6.6+: EEVDF; before: CFS
@@ -246,6 +249,11 @@ RX_RING = struct(
     ("q_packets", np.int64),
     ("q_drops", np.int64),
     ("q_polls", np.int64),
+    ("q_irqs", np.int64),  # device interrupts the queue raised (/proc/interrupts)
+    ("q_timer_polls", np.int64),  # NAPI schedules by its hrtimer (napi_watchdog)
+    ("q_empty_polls", np.int64),  # driver polls that found no packet
+    ("defer_count", np.int64),  # napi->defer_hard_irqs_count
+    ("timer_cpu", np.int64),  # CPU the NAPI's hrtimer was armed on (pinned)
 )
 # A NAPI's kthread (struct napi_struct's thread), one record per NAPI id: rx queue q's
 # napi/DEV-ID (threaded NAPI), then CPU c's backlog_napi/c at nq + c (threaded backlog),

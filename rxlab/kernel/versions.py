@@ -61,6 +61,15 @@ class KernelBehaviour:
     # "tcp: Reduce chance of collisions in inet6_hashfn()" (v6.5): __ipv6_addr_jhash hashes
     # all four words of the address, and udp6_ehashfn keys with udp6_ehash_secret
     inet6_hash_whole: bool
+    # "net: gro: add a per device gro flush timer" (3b47d30396ba, v3.19):
+    # /sys/class/net/DEV/gro_flush_timeout, the NAPI's hrtimer and napi_watchdog
+    gro_flush_timeout: bool
+    # "net: napi: add hard irqs deferral feature" (6f8b12d661d0, v5.8):
+    # /sys/class/net/DEV/napi_defer_hard_irqs, napi_complete_done's defer_hard_irqs_count
+    napi_defer_hard_irqs: bool
+    # "netdev-genl: Support setting per-NAPI config values" (Joe Damato, v6.13): both set
+    # per NAPI over netdev netlink (napi-set); a sysfs write still sets every NAPI
+    napi_config_per_queue: bool
 
 
 def behaviour(text: str) -> KernelBehaviour:
@@ -84,4 +93,7 @@ def behaviour(text: str) -> KernelBehaviour:
         rps_flow_cnt_limit=1 << 27 if v >= (7, 1) else 1 << 32,
         cpumap_gro=v >= (6, 15),
         inet6_hash_whole=v >= (6, 5),
+        gro_flush_timeout=v >= (3, 19),
+        napi_defer_hard_irqs=v >= (5, 8),
+        napi_config_per_queue=v >= (6, 13),
     )

@@ -12,6 +12,7 @@ from rxlab.mechanisms.cpumap import CPUMAP
 from rxlab.mechanisms.flow_hash import FLOW_HASH
 from rxlab.mechanisms.flow_limit import FLOW_LIMIT
 from rxlab.mechanisms.napi import NAPI
+from rxlab.mechanisms.napi_defer import NAPI_DEFER
 from rxlab.mechanisms.napi_threads import NAPI_THREADS
 from rxlab.mechanisms.nic import NIC
 from rxlab.mechanisms.reuseport import REUSEPORT
@@ -25,8 +26,8 @@ from rxlab.mechanisms.xdp import XDP
 from rxlab.mechanisms.xsk import XSK
 
 MECHANISMS: tuple[Mechanism, ...] = (
-    NIC, RSS, NAPI, NAPI_THREADS, RPS, FLOW_LIMIT, FLOW_HASH, RFS, ARFS, SOCKET, REUSEPORT,
-    SCHED, XDP, CPUMAP, XSK, TCP,
+    NIC, RSS, NAPI, NAPI_THREADS, NAPI_DEFER, RPS, FLOW_LIMIT, FLOW_HASH, RFS, ARFS, SOCKET,
+    REUSEPORT, SCHED, XDP, CPUMAP, XSK, TCP,
 )
 BY_NAME = {m.name: m for m in MECHANISMS}
 

@@ -134,12 +134,14 @@ def _cpus_block(m) -> tuple[list[dict], list[dict]]:
 
 
 def _queues_block(m) -> list[dict]:
-    """Per rx queue: its interrupt CPU, packets, ring-full drops and polls."""
+    """Per rx queue: its interrupt CPU, packets, ring-full drops, polls and interrupts."""
     p, nic = m.params, m.nic
     return [
         {"queue": q, "irq_cpu": int(p.queue[q]["irq_cpu"]),
          "packets": int(nic.queue[q]["q_packets"]),
          "ring_full_drops": int(nic.queue[q]["q_drops"]), "polls": int(nic.queue[q]["q_polls"]),
+         "irqs": int(nic.queue[q]["q_irqs"]), "timer_polls": int(nic.queue[q]["q_timer_polls"]),
+         "empty_polls": int(nic.queue[q]["q_empty_polls"]),
          # threaded NAPI: the queue's kthread napi/DEV-ID, its CPU and CPU time
          **({"napi_thread_cpu": int(p.queue[q]["napi_cpu"]),
              "napi_thread_cpu_s": round(int(nic.thread[q]["nt_ns"]) / 1e9, 9)}

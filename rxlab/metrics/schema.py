@@ -111,6 +111,12 @@ class Queue(_Out):
     packets: int = Field(ge=0, description="packets the queue received (rx_queue_N_packets)")
     ring_full_drops: int = Field(ge=0, description="arrivals that found its ring full")
     polls: int = Field(ge=0, description="NAPI polls of this queue")
+    irqs: int = Field(ge=0, description="device interrupts it raised (its line of "
+                      "/proc/interrupts)")
+    timer_polls: int = Field(ge=0, description="polls its NAPI's hrtimer scheduled with the "
+                             "IRQ deferred (napi_watchdog: napi_defer_hard_irqs, "
+                             "gro_flush_timeout)")
+    empty_polls: int = Field(ge=0, description="driver polls that found no packet")
     napi_thread_cpu: int | None = Field(None, ge=0, description="threaded NAPI: the CPU "
                                         "napi/DEV-ID ran on")
     napi_thread_cpu_s: float | None = Field(None, ge=0, description="threaded NAPI: its "
