@@ -85,10 +85,22 @@ def print_cpus(d: dict, console: Console) -> None:
 
 
 def print_queues(d: dict, console: Console) -> None:
+    """Per rx queue, with its interrupt rate (its /proc/interrupts line over the traffic's
+    duration) and, when IRQ deferral ran, the polls its hrtimer started."""
+    secs = d["duration_s"]
+    timer = any(q.get("timer_polls") for q in d["queues"])
     rows = [[str(q["queue"]), str(q["irq_cpu"]), _n(q["packets"]), _n(q["ring_full_drops"]),
-             _n(q["polls"])] for q in d["queues"]]
+             _n(q["polls"]), _irq_rate(q.get("irqs"), secs)]
+            + ([_n(q["timer_polls"])] if timer else []) for q in d["queues"]]
     print_fitted(console, "Per-queue", ("queue", "irq cpu", "packets", "ring_full drops",
-                                        "polls"), rows)
+                                        "polls", "irqs/s") + (("timer polls",) if timer else ()),
+                 rows)
+
+
+def _irq_rate(irqs: int | None, secs: float) -> str:
+    if irqs is None or secs <= 0:
+        return "–"
+    return fmt_rate(irqs / secs).replace("pps", "/s")
 
 
 def print_apps(d: dict, console: Console) -> None:
