@@ -51,7 +51,7 @@ from rxlab.kernel.state import (
     Stats,
 )
 from rxlab.kernel.versions import KernelBehaviour, behaviour
-from rxlab.mechanisms import FLOW_LIMIT, RFS, RPS
+from rxlab.mechanisms import CPUMAP, FLOW_LIMIT, NIC, RFS, RPS
 from rxlab.mechanisms.flow_limit import history_len as flow_limit_history
 from rxlab.mechanisms.rfs import table_sizes as rfs_table_sizes
 from rxlab.mechanisms.rps import backlog_capacity
@@ -573,14 +573,14 @@ def build(sc: Scenario, capture=None, xdp_program=None, max_memory=None) -> Mode
     flow = _flow_records(fl, steer, at.flow_sock, xd)
     p = _params(sc, kb, knobs, est, costs, at, flow, sock_off, mig, xd)
 
-    nic = new_nic_state(nq, ncpu, sc.nic.ring_size)
+    nic = new_nic_state(NIC.state(sc))
     sd = new_softnet_data(ncpu, nq, {**RPS.state(sc), **FLOW_LIMIT.state(sc)}, knobs.fl_cpus)
     so = new_sock_state(ncpu, nflows, sock_off, at.sock, {
         **at.thread, "mig_every_ns": mig[0], "mig_set_n": mig[2], "mig_n": mig[5]})
     rf = new_rfs_state(RFS.state(sc), dev_logs)
     arfs = sc.nic.arfs
     ar = new_arfs_state(max(2 * nflows, arfs.capacity) if arfs else 1, p.arfs_model, nflows)
-    cm = new_cpumap_state(ncpu, p.cpumap, len(p.xdp_rr_n))
+    cm = new_cpumap_state(CPUMAP.state(sc))
     st = new_stats(ncpu, p.n_intervals, sc.seed)
     ev = _calendar(p, so)
     config = _config(sc, kb, p, knobs, steer, costs, at.threads)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from rxlab.errors import UsageError
 from rxlab.kernel.counters import CPU_CATS, TS_PKT
 from rxlab.kernel.drop_reasons import N_DROP_SLOTS
-from rxlab.mechanisms import FLOW_LIMIT, RFS, RPS
+from rxlab.mechanisms import CPUMAP, FLOW_LIMIT, NIC, RFS, RPS
 
 KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 ENV = "RXLAB_MAX_MEMORY"
@@ -281,10 +281,9 @@ def _traffic_terms(sc, capture) -> Iterator[Term]:
 def _ring_terms(sc) -> Iterator[Term]:
     """The rx rings and the per-CPU backlog queues."""
     ncpu, nq = sc.host.cpus, sc.nic.queues
-    R = _pow2(sc.nic.ring_size)
-    yield _term("nic.ring_size", nq * R * SLOT_BYTES,
-                what=f"rx rings: {nq:,} queues x {R:,} descriptors",
-                fix="use a smaller nic.ring_size or fewer nic.queues")
+    R = NIC.state(sc)["ring"].shape[1]
+    yield _declared(NIC, sc, what=f"rx rings: {nq:,} queues x {R:,} descriptors",
+                    fix="use a smaller nic.ring_size or fewer nic.queues")
     bl = RPS.state(sc)["bl"]
     yield _declared(RPS, sc, what=f"backlog queues: {ncpu:,} CPUs x {bl.shape[1]:,} slots",
                     fix="use a smaller netdev_max_backlog (the kernel's default is 1000)")
@@ -342,33 +341,28 @@ def _xdp_terms(sc) -> Iterator[Term]:
     """The XDP rules' per-CPU counters and the cpumap entries' queues."""
     ncpu = sc.host.cpus
     nr = max(1, len(sc.xdp.rules) if sc.xdp else 0)
-    yield _term("xdp.rules", nr * (2 * ncpu + 2) * 8,
+    # each rule's round-robin CPUs (Params; its per-CPU positions: cpumap's arrays)
+    yield _term("xdp.rules", nr * (ncpu + 2) * 8,
                 what=f"{nr:,} rules x {ncpu:,} CPUs", fix="use fewer rules")
-    ne = max(1, len(sc.cpumap.cpu_list()) if sc.cpumap else 0)
-    Q = sc.cpumap.qsize if sc.cpumap else 1
-    # per source CPU and entry: bulk queue (8 SKB records), its count, the flush list
-    yield _term("cpumap.cpus",
-                ncpu * ne * (8 * SLOT_BYTES + 16) + ne * (Q * SLOT_BYTES + 3 * 8 + 6 * 8 + 64),
-                what=f"cpumap: {ncpu:,} CPUs x {ne:,} entries",
-                fix="use fewer cpumap entries")
+    ne = CPUMAP.state(sc)["entry"].shape[0]
+    yield _declared(CPUMAP, sc, what=f"cpumap: {ncpu:,} CPUs x {ne:,} entries",
+                    fix="use fewer cpumap entries")
 
 
 def _cpu_queue_terms(sc) -> Iterator[Term]:
     """The state every CPU and every rx queue has, whatever the scenario enables."""
-    from rxlab.kernel.state import NAPI_KTHREAD, QUEUE_PARAMS, RX_RING, SOFTNET_DATA
+    from rxlab.kernel.state import QUEUE_PARAMS, SOFTNET_DATA
 
     ncpu, nq = sc.host.cpus, sc.nic.queues
-    # per CPU: CPU_PARAMS, softnet_data, its backlog's NAPI_KTHREAD, NAPI lists,
-    # rps_ipi_list, cpu_ns, win_cpu, cpu_nthreads, calendar slots, cpumap flush count,
-    # rps_map and cpu_threads rows
+    # per CPU: CPU_PARAMS, softnet_data, NAPI lists, rps_ipi_list, cpu_ns, win_cpu,
+    # cpu_nthreads, calendar slots, cpumap flush count, rps_map and cpu_threads rows (its
+    # backlog's kthread record: the NIC's declared arrays)
     yield _term("host.cpus",
-                ncpu * (16 + SOFTNET_DATA.itemsize + NAPI_KTHREAD.itemsize
+                ncpu * (16 + SOFTNET_DATA.itemsize
                         + 3 * (nq + 2) * 8 + 8 * ncpu + 80 + 8 + 128 + 8 + 8 * nq + 8),
                 what=f"{ncpu:,} CPUs", fix="use fewer CPUs")
-    # per queue: QUEUE_PARAMS, NicState.queue, dev_log, calendar slots
-    yield _term("nic.queues",
-                nq * (QUEUE_PARAMS.itemsize + RX_RING.itemsize + NAPI_KTHREAD.itemsize
-                      + 8 + 128),
+    # per queue: QUEUE_PARAMS, calendar slots (its ring, record and kthread: the NIC's)
+    yield _term("nic.queues", nq * (QUEUE_PARAMS.itemsize + 128),
                 what=f"{nq:,} queues", fix="use fewer queues")
 
 

@@ -248,7 +248,7 @@ def test_cache_key_covers_constants_the_loop_compiles_in(tmp_path):
 
     root = Path(_cache.__file__).parent
     copy = tmp_path / "rxlab"
-    for d in ("engine", "kernel", "nic", "traffic", "xdp"):
+    for d in _cache.JITTED_DIRS:
         shutil.copytree(root / d, copy / d)
     shutil.copy(root / "config.py", copy / "config.py")
     before = _cache.source_key(copy)

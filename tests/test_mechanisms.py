@@ -60,7 +60,8 @@ def _resolves(path: str) -> bool:
 
 @pytest.mark.parametrize("mech", MECHANISMS, ids=IDS)
 def test_knobs_are_scenario_fields(mech):
-    bad = [k for k in mech.knobs if not _resolves(k)]
+    bad = [k for k in (*mech.knobs, *([mech.sized_by] if mech.arrays else ()))
+           if not _resolves(k)]
     assert not bad, f"{mech.name}: not a scenario field: {bad}"
 
 

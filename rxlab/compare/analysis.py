@@ -13,16 +13,21 @@ from rxlab import stats
 class Metric:
     """A row of the comparison: a figure of each run, addressed by its path in the run's
     result (``rxlab.metrics.schema``, docs/output.md). ``over`` = "max" or "mean" takes
-    that figure over every CPU (``path`` then names CPU 0's, ``cpus.0....``); a latency
-    percentile is absent (None) when no packet got that far."""
+    that figure over every CPU (``path`` then names CPU 0's, ``cpus.0....``), "per_s" sums
+    it over every rx queue per second of traffic (``queues.0....``); a latency percentile
+    is absent (None) when no packet got that far."""
 
     key: str
     label: str
-    kind: str  # rate, count, time, fraction: the unit it is printed in
+    kind: str  # rate, per_s, count, time, fraction: the unit it is printed in
     path: str
     over: str | None = None
 
     def get(self, d: dict) -> float | None:
+        if self.over == "per_s":
+            field = self.path.split(".")[2]  # queues.0.irqs -> irqs
+            qs = d.get("queues")
+            return sum(q[field] for q in qs) / d["duration_s"] if qs else None
         if self.over:
             rest = self.path.split(".")[2:]  # cpus.0.util.softirq -> util.softirq
             vals = [_at(c, rest) for c in d.get("cpus", [])]
@@ -59,6 +64,11 @@ LATER_METRICS = [
            over="max"),
     Metric("softirq_util_mean", "softirq, mean of CPUs", "fraction", "cpus.0.util.softirq",
            over="mean"),
+    Metric("irq_util_mean", "irq, mean of CPUs", "fraction", "cpus.0.util.irq", over="mean"),
+    Metric("system_util_mean", "system, mean of CPUs", "fraction", "cpus.0.util.system",
+           over="mean"),
+    Metric("irqs_per_s", "device interrupts, all queues", "per_s", "queues.0.irqs",
+           over="per_s"),
     Metric("reordered_packets", "reordered packets", "count", "reordered_packets"),
 ]
 

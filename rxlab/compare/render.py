@@ -14,13 +14,14 @@ from rxlab.compare.table import MARK, fmt_value
 
 _TIME = ((1e9, "s"), (1e6, "ms"), (1e3, "us"), (1.0, "ns"))
 _RATE = ((1e9, "Gpps"), (1e6, "Mpps"), (1e3, "Kpps"), (1.0, "pps"))
+_PER_S = ((1e9, "G/s"), (1e6, "M/s"), (1e3, "K/s"), (1.0, "/s"))  # events, not packets
 COLS = 3  # panels per row
 BASE_COLOR, SIG_COLOR, SAME_COLOR = "#444444", "#d55e00", "#0072b2"
 
 
 def _unit(kind: str, top: float) -> tuple[float, str]:
-    if kind in ("time", "rate"):
-        table = _TIME if kind == "time" else _RATE
+    if kind in ("time", "rate", "per_s"):
+        table = {"time": _TIME, "rate": _RATE, "per_s": _PER_S}[kind]
         return next(((d, u) for d, u in table if top >= d), table[-1])
     if kind == "fraction":
         return 0.01, "%"

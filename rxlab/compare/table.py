@@ -19,7 +19,8 @@ SHORT = {  # labels that keep the long form within 80 columns
     "latency to socket p99.9": "sock latency p99.9", "latency to app p50": "app latency p50",
     "latency to app p99": "app latency p99", "latency to app p99.9": "app latency p99.9",
     "softirq, busiest CPU": "softirq max CPU", "softirq, mean of CPUs": "softirq mean CPU",
-    "reordered packets": "reordered pkts",
+    "irq, mean of CPUs": "irq mean CPU", "system, mean of CPUs": "system mean CPU",
+    "device interrupts, all queues": "interrupts", "reordered packets": "reordered pkts",
 }
 
 
@@ -31,6 +32,8 @@ def fmt_value(kind: str, v: float | None, *, signed: bool = False) -> str:
         s = fmt_time_ns(v)
     elif kind == "rate":
         s = fmt_rate(v)
+    elif kind == "per_s":  # events per second (interrupts), not packets
+        s = fmt_rate(v).replace("pps", "/s")
     elif kind == "fraction":
         s = f"{100 * v:.2f} %" if abs(v) < 0.01 else f"{100 * v:.1f} %"
         if v and abs(100 * v) < 0.005:  # not "+0.00 %" beside a mark that says it is not 0

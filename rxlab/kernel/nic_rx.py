@@ -17,19 +17,16 @@ from rxlab.kernel.backlog import enqueue_to_backlog, net_rps_send_ipi
 from rxlab.kernel.counters import CNT_BAD_QUEUE, CNT_GOOD_QUEUE, CNT_OFFERED, TS_OFFERED
 from rxlab.kernel.drop_reasons import DROP_NIC_OVERRUN, DROP_RING_FULL
 from rxlab.kernel.events import EV_CPU, EV_IRQ
-from rxlab.kernel.hashfn import roundup_pow_of_two
 from rxlab.kernel.rps import get_rps_cpu
 from rxlab.kernel.stages import C_DRIVER_RX, C_RPS_ENQUEUE
-from rxlab.kernel.state import ARFS_OFF, NAPI_KTHREAD, POLL_PAUSE, RX_RING, SKB, NicState
+from rxlab.kernel.state import ARFS_OFF, NicState
 
 
-def new_nic_state(nq: int, ncpu: int, ring_size: int) -> NicState:
-    """Empty rx rings of ``ring_size`` descriptors (stored at the next power of two, read
-    ``position & ring_mask``), no poll paused, and every NAPI's kthread (the nq queues',
-    then the ncpu backlogs') asleep with no re-wake due."""
-    nic = NicState(ring=np.zeros((nq, roundup_pow_of_two(ring_size)), SKB),
-                   queue=np.zeros(nq, RX_RING), pause=np.zeros(1, POLL_PAUSE),
-                   thread=np.zeros(nq + ncpu, NAPI_KTHREAD))
+def new_nic_state(declared: dict) -> NicState:
+    """Empty rx rings as rxlab/mechanisms/nic.py declares them (``declared``: its
+    ``Array``s), no poll paused, and every NAPI's kthread (the nq queues', then the ncpu
+    backlogs') asleep with no re-wake due."""
+    nic = NicState(**{name: a.zeros() for name, a in declared.items()})
     nic.thread["nt_rewake"] = -1
     return nic
 

@@ -1,6 +1,26 @@
 """cpumap: XDP_REDIRECT to another CPU's kthread through bulk queues and a ptr_ring."""
 
-from rxlab.mechanisms.base import Counter, Drop, Event, Mechanism, Stage
+import numpy as np
+
+from rxlab.kernel.constants import CPU_MAP_BULK_SIZE
+from rxlab.kernel.state import CPUMAP_ENTRY, SKB
+from rxlab.mechanisms.base import Array, Counter, Drop, Event, Mechanism, Stage
+
+
+def arrays(sc) -> tuple[Array, ...]:
+    """Per source CPU a bulk queue of CPU_MAP_BULK_SIZE frames per entry and its flush
+    list, each entry's ptr_ring of cpumap.qsize, its record and counters, and the per-CPU
+    round-robin position of each XDP rule (one entry, ring and rule when unused)."""
+    ncpu, cm = sc.host.cpus, sc.cpumap
+    ne = max(1, len(cm.cpu_list()) if cm else 0)
+    q = cm.qsize if cm else 1
+    nrr = max(1, len(sc.xdp.rules) if sc.xdp else 0)
+    i64 = np.int64
+    return (Array("bq_n", i64, (ncpu, ne)), Array("bq", SKB, (ncpu, ne, CPU_MAP_BULK_SIZE)),
+            Array("flush_n", i64, (ncpu,)), Array("flush_list", i64, (ncpu, ne)),
+            Array("ring", SKB, (ne, q)), Array("entry", CPUMAP_ENTRY, (ne,)),
+            Array("rr", i64, (ncpu, nrr)), Array("cnt", CPUMAP.counter_dtype, (ne,)))
+
 
 CPUMAP = Mechanism(
     name="cpumap",
@@ -36,4 +56,7 @@ CPUMAP = Mechanism(
     flags=("cpumap_gro",),
     knobs=("cpumap",),
     output=("cpumap",),
+    arrays=arrays,
+    sized_by="cpumap.cpus",
+    state_in="cm",
 )

@@ -1,6 +1,19 @@
 """The NIC's receive side: rx rings, the packet-rate ceiling, the device interrupt."""
 
-from rxlab.mechanisms.base import Drop, Event, Mechanism, Stage
+from rxlab.kernel.hashfn import roundup_pow_of_two
+from rxlab.kernel.state import NAPI_KTHREAD, POLL_PAUSE, RX_RING, SKB
+from rxlab.mechanisms.base import Array, Drop, Event, Mechanism, Stage
+
+
+def arrays(sc) -> tuple[Array, ...]:
+    """Each rx queue's descriptor ring (stored at the next power of two, read
+    ``position & ring_mask``) and its record, the paused-poll record, and a kthread record
+    per NAPI (the nq queues' napi/DEV-ID, then the CPUs' backlog_napi/N)."""
+    nq, ncpu = sc.nic.queues, sc.host.cpus
+    return (Array("ring", SKB, (nq, roundup_pow_of_two(sc.nic.ring_size))),
+            Array("queue", RX_RING, (nq,)), Array("pause", POLL_PAUSE, (1,)),
+            Array("thread", NAPI_KTHREAD, (nq + ncpu,)))
+
 
 NIC = Mechanism(
     name="nic",
@@ -22,4 +35,7 @@ NIC = Mechanism(
     knobs=("nic.driver", "nic.queues", "nic.ring_size", "nic.link_gbps", "nic.max_pps",
            "nic.nic_fifo", "nic.irq_affinity", "nic.rx_usecs", "nic.rx_mode"),
     output=("queues", "packets"),
+    arrays=arrays,
+    sized_by="nic.ring_size",
+    state_in="nic",
 )

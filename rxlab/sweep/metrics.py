@@ -35,6 +35,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "time_squeeze": ("softnet time_squeeze, summed over CPUs", "events"),
     "flow_limit_count": ("softnet flow_limit_count, summed over CPUs", "packets"),
     "received_rps": ("softnet received_rps, summed over CPUs", "IPIs"),
+    "irqs_per_s": ("device interrupts per second of traffic, all rx queues", "/s"),
 }
 DEFAULT_METRICS = ["delivered_pps", "drop_fraction", "latency_p99_ns", "softirq_util_max"]
 RESULT_TOP = ("packets", "throughput", "cpus", "queues", "apps", "latency_ns",
@@ -95,6 +96,8 @@ def key_metrics(data: dict, extra: list[str] = ()) -> dict[str, float | int | No
         "idle_mean": sum(idle) / len(idle) if idle else 0.0,
         "time_squeeze": sn("time_squeeze"), "flow_limit_count": sn("flow_limit_count"),
         "received_rps": sn("received_rps"),
+        "irqs_per_s": (sum(q.get("irqs", 0) for q in data.get("queues", []))
+                       / data["duration_s"] if data.get("duration_s") else None),
     }
     for reason, n in sorted(pk.get("dropped_by_reason", {}).items()):
         row[f"drop_{reason}"] = n

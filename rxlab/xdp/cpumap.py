@@ -32,7 +32,6 @@ from rxlab.engine.core import PRIO_WAKE, schedule
 from rxlab.kernel.accounting import cost, drop
 from rxlab.kernel.backlog import enqueue_to_backlog
 from rxlab.kernel.constants import CPU_MAP_BULK_SIZE, CPUMAP_BATCH
-from rxlab.kernel.counters import CPUMAP_COUNTERS
 from rxlab.kernel.drop_reasons import DROP_CPUMAP_FULL
 from rxlab.kernel.events import EV_CPUMAP_WAKE
 from rxlab.kernel.rps import get_rps_cpu
@@ -48,7 +47,7 @@ from rxlab.kernel.stages import (
     C_SW_HASH,
     C_WAKEUP_LATENCY,
 )
-from rxlab.kernel.state import CPUMAP_ENTRY, SKB, CpumapState
+from rxlab.kernel.state import CpumapState
 from rxlab.kernel.wake import ttwu_remote, ttwu_remote_owed
 
 PTR_RING_CACHE_BATCH = 16  # 2 * SMP_CACHE_BYTES / sizeof(void *) on x86-64
@@ -61,19 +60,10 @@ def ptr_ring_batch(size: int) -> int:
 
 
 
-def new_cpumap_state(ncpu: int, entries: np.ndarray, nrr: int) -> CpumapState:
-    """Empty cpumap state for the map's ``entries`` (CPUMAP_PARAMS): per CPU a bulk
-    queue of CPU_MAP_BULK_SIZE frames per entry and its flush list, each entry's
-    ptr_ring of its qsize, and the round-robin positions of ``nrr`` rules."""
-    ne = len(entries)
-    q = int(entries["qsize"].max())
-    i64 = np.int64
-    return CpumapState(
-        bq_n=np.zeros((ncpu, ne), i64), bq=np.zeros((ncpu, ne, CPU_MAP_BULK_SIZE), SKB),
-        flush_n=np.zeros(ncpu, i64), flush_list=np.zeros((ncpu, ne), i64),
-        ring=np.zeros((ne, q), SKB), entry=np.zeros(ne, CPUMAP_ENTRY),
-        rr=np.zeros((ncpu, nrr), i64), cnt=np.zeros(ne, CPUMAP_COUNTERS),
-    )
+def new_cpumap_state(declared: dict) -> CpumapState:
+    """Empty cpumap state as rxlab/mechanisms/cpumap.py declares it (``declared``: its
+    ``Array``s): bulk queues, flush lists, ptr_rings, entries, round-robin positions."""
+    return CpumapState(**{name: a.zeros() for name, a in declared.items()})
 
 
 @njit(**JIT_LEAF)
