@@ -232,6 +232,40 @@ def test_plan_on_an_rss_nic_prints_exact_commands():
         host_apply.plan(scenario_from_dict(data), "eth9", info=info)
 
 
+def test_plan_sets_the_devices_irq_deferral_in_sysfs():
+    info = synthetic_host(cpus=cpu_count())
+    info["devices"]["eth9"] |= {"napi_defer_hard_irqs": 0, "gro_flush_timeout": 0}
+    data, _ = scenario_from_host(info, "eth9")
+    data["nic"] |= {"napi_defer_hard_irqs": 2, "gro_flush_timeout": 20000}
+    steps, _, _ = host_apply.plan(scenario_from_dict(data), "eth9", info=info)
+    assert [s.command("eth9", None) for s in steps] == [
+        "echo 2 > /sys/class/net/eth9/napi_defer_hard_irqs",
+        "echo 20000 > /sys/class/net/eth9/gro_flush_timeout"]
+    assert [s.old for s in steps] == ["0", "0"]  # what the rollback writes back
+    data["nic"] |= {"napi_defer_hard_irqs": {1: 2}}  # per NAPI: netlink, not applied
+    steps, notes, _ = host_apply.plan(scenario_from_dict(data), "eth9", info=info)
+    assert [s.target for s in steps] == ["gro_flush_timeout"]
+    assert any("napi-set" in n for n in notes)
+    del info["devices"]["eth9"]["gro_flush_timeout"]  # a kernel without the file
+    with pytest.raises(UsageError, match="nic.gro_flush_timeout: this kernel has no"):
+        host_apply.plan(scenario_from_dict(data), "eth9", info=info)
+
+
+def test_rollback_of_irq_deferral_is_validated(tmp_path):
+    p = tmp_path / "rb.json"
+    for target, old, ok in (("napi_defer_hard_irqs", "0", True), ("gro_flush_timeout",
+                                                                   "20000", True),
+                            ("threaded", "0", False), ("../../proc/sysrq-trigger", "1", False),
+                            ("napi_defer_hard_irqs", "2147483648", False),
+                            ("gro_flush_timeout", "1; reboot", False)):
+        p.write_text(_step(kind="napi", target=target, old=old, new="1"))
+        if ok:
+            host_apply.load_rollback(p)
+        else:
+            with pytest.raises(UsageError):
+                host_apply.load_rollback(p)
+
+
 def test_rollback_files_are_validated(tmp_path):
     doc = {"rxlab_rollback": 1, "device": "eth9", "netns": None, "state": "applied",
            "steps": [{"kind": "rps_cpus", "target": "../../../etc/passwd", "old": "0",

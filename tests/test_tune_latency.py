@@ -43,7 +43,7 @@ def test_moderation_and_placement_are_candidates():
     assert {n for n in c if n.startswith("rx-usecs")} == {"rx-usecs 0", "rx-usecs 2",
                                                           "rx-usecs 4"}
     assert c["apps off receive cpus"]["overrides"] == {"apps.0.cpus": [4, 5, 6, 7]}
-    assert said == []
+    assert [s.split(":")[0] for s in said] == ["deferral"]  # none deferred
     cmds = [x["cmd"] for x in commands({"overrides": {"nic.rx_usecs": 0.0}}, sc, "eth1")]
     assert cmds == ["ethtool -C eth1 adaptive-rx off rx-usecs 0"]
 
@@ -54,7 +54,7 @@ def test_nothing_to_try_is_said():
     sc = scenario_from_dict(d)
     c, said = candidates(sc, build(sc))
     assert c == {}
-    assert [s.split(":")[0] for s in said] == ["moderation", "placement"]
+    assert [s.split(":")[0] for s in said] == ["moderation", "deferral", "placement"]
 
 
 @pytest.mark.slow
@@ -68,3 +68,15 @@ def test_latency_recommendation_is_confirmed_by_a_paired_interval():
     iv = paired_difference(b, a)  # before - after: > 0 when p99 falls
     assert not math.isnan(iv.half) and iv.estimate - iv.half > 0, iv
     assert r["commands"] and all(c["cmd"] for c in r["commands"])
+
+
+def test_deferred_irqs_are_a_latency_candidate_with_its_sysfs_command():
+    """A queue that defers its IRQ makes packets wait for the NAPI hrtimer: deferral off
+    is tried, and its command is the device's sysfs file."""
+    sc = scenario_from_dict(rpc(rx_usecs=0, napi_defer_hard_irqs=2, gro_flush_timeout=50000))
+    c, said = candidates(sc, build(sc))
+    assert c["deferral off"]["overrides"] == {"nic.napi_defer_hard_irqs": 0}
+    assert "4 of 4 queues" in c["deferral off"]["what"]
+    cmds = [x["cmd"] for x in commands({"overrides": c["deferral off"]["overrides"]}, sc,
+                                       "eth1")]
+    assert cmds == ["echo 0 > /sys/class/net/eth1/napi_defer_hard_irqs"]

@@ -8,17 +8,18 @@ person would type (``sysctl -w``, ``echo MASK > /sys/...``, ``ethtool -L/-X/-N``
 with ``ip netns exec NS`` inside a namespace).
 
 ``apply()`` first writes every previous value to a rollback file (JSON), then makes the
-changes in order (channels, RSS, rx-flow-hash, rps_cpus, IRQ affinity, sysctls), reading
-each one back; if a step fails, or SIGINT, SIGTERM or SIGHUP arrives, every step made so
-far (the one in progress included) is undone in reverse order, with further signals
-ignored until that is done. An undo leaves alone a target that already holds its previous
-value (never changed, or restored already), so rolling back twice is harmless and a
-read-only file that was never written is no failure. While it runs, a record under
-/run/rxlab-host (with a lock that dies with its holder) names the rollback file: after a
-SIGKILL, ``pending()`` lets ``host show`` and the next ``host apply`` on that device say
-so. ``rollback()`` replays a rollback file's previous values, after checking every name
-and value in it. Test hook: ``RXLAB_TEST_PAUSE_AT_STEP`` (``_test_pause``).
-No shell anywhere: sysfs/procfs are written directly, ethtool gets an argument list.
+changes in order (channels, RSS, rx-flow-hash, rps_cpus, rps_flow_cnt, IRQ affinity, IRQ
+deferral, sysctls), reading each one back; if a step fails, or SIGINT, SIGTERM or SIGHUP
+arrives, every step made so far (the one in progress included) is undone in reverse order,
+with further signals ignored until that is done. An undo leaves alone a target that
+already holds its previous value (never changed, or restored already), so rolling back
+twice is harmless and a read-only file that was never written is no failure. While it
+runs, a record under /run/rxlab-host (with a lock that dies with its holder) names the
+rollback file: after a SIGKILL, ``pending()`` lets ``host show`` and the next ``host
+apply`` on that device say so. ``rollback()`` replays a rollback file's previous values,
+after checking every name and value in it. Test hook: ``RXLAB_TEST_PAUSE_AT_STEP``
+(``_test_pause``). No shell anywhere: sysfs/procfs are written directly, ethtool gets an
+argument list.
 """
 
 from __future__ import annotations
@@ -57,7 +58,11 @@ APPLY_SYSCTLS = ("netdev_max_backlog", "netdev_budget", "netdev_budget_usecs", "
 # socket flow entries, and rxlab keeps per-queue tables to the same bound
 RFS_MAX = 1 << 29
 INT_MAX = (1 << 31) - 1
-ORDER = ("channels", "rxfh", "flow_hash", "rps_cpus", "rps_flow_cnt", "irq", "sysctl")
+ORDER = ("channels", "rxfh", "flow_hash", "rps_cpus", "rps_flow_cnt", "irq", "napi", "sysctl")
+# IRQ deferral, per device in sysfs (a write sets every NAPI of the device): the napi
+# step's targets and the largest value each takes (napi_defer_hard_irqs_store: S32_MAX;
+# gro_flush_timeout: ns, as the scenario bounds it)
+NAPI_ATTRS = {"napi_defer_hard_irqs": INT_MAX, "gro_flush_timeout": 10**15}
 
 # matched with fullmatch (``$`` would accept a final newline), ASCII digits only
 _HEX = re.compile(r"[0-9a-fA-F]{1,8}(,[0-9a-fA-F]{1,8})*")
@@ -87,6 +92,9 @@ class Step:
                     + (f"  (inside netns {netns})" if netns else ""))
         if self.kind == "irq":
             return f"echo {v} > /proc/irq/{self.target}/smp_affinity_list"
+        if self.kind == "napi":
+            return (f"echo {v} > /sys/class/net/{dev}/{self.target}"
+                    + (f"  (inside netns {netns})" if netns else ""))
         if self.kind == "channels":
             n = v["count"] if isinstance(v, dict) else v
             return f"{pre}ethtool -L {dev} {self.target} {n}"
@@ -195,6 +203,7 @@ def plan(sc: Scenario, dev: str, netns: str | None = None,
     steps += _rps_cpus_steps(sc, nq, ncpu, d)
     steps += _rps_flow_cnt_steps(sc.kernel.rps_flow_cnt, nq, d)
     steps += _irq_steps(sc.nic.irq_affinity, ncpu, dev, d, notes)
+    steps += _napi_steps(sc, d, notes)
     steps += _sysctl_steps(sc.kernel, ncpu, info, notes)
     steps.sort(key=lambda s: ORDER.index(s.kind))
     return steps, notes, info
@@ -346,6 +355,29 @@ def _rps_flow_cnt_steps(rfc: int | dict[int, int], nq: int, d: dict) -> list[Ste
     return steps
 
 
+def _napi_steps(sc: Scenario, d: dict, notes: list[str]) -> list[Step]:
+    """IRQ deferral (napi_defer_hard_irqs, gro_flush_timeout) of the device in sysfs. A
+    per-queue value is per NAPI over netdev netlink (napi-set, which needs each NAPI's
+    id): not applied, and said so."""
+    steps = []
+    for attr in NAPI_ATTRS:
+        want = getattr(sc.nic, attr)
+        if isinstance(want, dict):
+            notes.append(f"nic.{attr} per queue is not applied by rxlab (set each NAPI with "
+                         "ynl --family netdev --do napi-set, 6.13+)")
+            continue
+        have = d.get(attr)
+        if have is None:
+            if want:
+                raise UsageError(f"nic.{attr}: this kernel has no /sys/class/net/DEV/{attr} "
+                                 "(napi_defer_hard_irqs 5.8+, gro_flush_timeout 3.19+); "
+                                 "remove it")
+            continue
+        if int(have) != want:
+            steps.append(Step("napi", attr, str(have), str(want)))
+    return steps
+
+
 def _irq_steps(irq_affinity: list[int] | None, ncpu: int, dev: str, d: dict,
                notes: list[str]) -> list[Step]:
     """The affinity of each identified rx queue IRQ; queues without one get a note."""
@@ -480,6 +512,8 @@ def _write(step: Step, value: Any, dev: str, netns: str | None) -> None:
         in_netns(netns, _write_file, _queue_path(dev, step.target, step.kind), str(value))
     elif step.kind == "irq":
         _write_file(f"/proc/irq/{int(step.target)}/smp_affinity_list", str(value))
+    elif step.kind == "napi":
+        in_netns(netns, _write_file, f"/sys/class/net/{dev}/{step.target}", str(value))
     elif step.kind == "channels":
         n = value["count"] if isinstance(value, dict) else value
         in_netns(netns, ethtool.run_checked, ["-L", dev, step.target, str(n)])
@@ -505,6 +539,9 @@ def _holds(step: Step, value: Any, dev: str, netns: str | None) -> tuple[bool, A
     if step.kind == "irq":
         got = _read_file(f"/proc/irq/{int(step.target)}/smp_affinity_list")
         return parse_cpulist(got) == parse_cpulist(str(value)), got
+    if step.kind == "napi":
+        got = in_netns(netns, _read_file, f"/sys/class/net/{dev}/{step.target}")
+        return int(got) == int(value), got
     if step.kind == "channels":
         n = value["count"] if isinstance(value, dict) else value
         got = in_netns(netns, ethtool.channels, dev)["current"].get(step.target)
@@ -841,6 +878,7 @@ def _finish(doc: dict, rollback_path: Path, dev: str, netns: str | None) -> None
 # ----------------------------------------------------------------------- rollback files
 
 _DIGITS = re.compile(r"[0-9]{1,10}")  # ASCII only: str.isdigit() takes "²", int() does not
+_DIGITS_LONG = re.compile(r"[0-9]{1,16}")  # gro_flush_timeout: ns
 _STATES = ("applying", "applied", "rolled-back", "rollback-incomplete")
 _DOC_KEYS = {"rxlab_rollback", "created", "device", "netns", "state", "steps"}
 
@@ -869,6 +907,12 @@ def _check_value(kind: str, target: str, v: Any, where: str) -> None:
             raise UsageError(f"{where}: bad queue {target!r}")
         ok = _hexmask(v) if kind == "rps_cpus" else _number(v, RFS_MAX)
         if v is not None and not ok:
+            raise bad
+    elif kind == "napi":
+        if target not in NAPI_ATTRS:
+            raise UsageError(f"{where}: {target!r} is not a device attribute rxlab changes")
+        if not (isinstance(v, str) and _DIGITS_LONG.fullmatch(v)
+                and int(v) <= NAPI_ATTRS[target]):
             raise bad
     elif kind == "irq":
         if not _DIGITS.fullmatch(target) or int(target) > INT_MAX:

@@ -463,7 +463,7 @@ def _steering_simulated(ver: dict, cands: dict[str, dict], picks: list[str]) -> 
 KIND_OF = {"table": "indirection table", "rps": "steering", "rfs": "steering",
            "ring": "drops", "irq": "drops", "queues": "drops", "flow_limit": "drops",
            "backlog": "drops", "rcvbuf": "drops", "shared_cpu": "placement",
-           "moderation": "moderation"}
+           "moderation": "moderation", "deferral": "deferral"}
 
 
 def searched(cands: dict[str, dict], indir: dict, ver: dict, ds: dict, lat_said: list[str],
@@ -472,7 +472,7 @@ def searched(cands: dict[str, dict], indir: dict, ver: dict, ds: dict, lat_said:
     or why it tried none."""
     kinds = ["indirection table", "steering", "drops"]
     if objective == "latency":
-        kinds += ["moderation", "placement"]
+        kinds += ["moderation", "deferral", "placement"]
     tried: dict[str, list[str]] = {k: [] for k in kinds}
     for name, c in cands.items():
         tried.setdefault(KIND_OF[c["family"]], []).append(name)
@@ -651,6 +651,16 @@ def commands(r: dict, sc: Scenario, dev: str) -> list[dict]:
                            f"{ov['nic.rx_usecs']:g}",
                     "what": "interrupt moderation: a fixed rx-usecs (adaptive moderation "
                             "off, as rxlab models it)"})
+    if "nic.napi_defer_hard_irqs" in ov:
+        out.append({"cmd": f"echo {ov['nic.napi_defer_hard_irqs']} > "
+                           f"/sys/class/net/{dev}/napi_defer_hard_irqs",
+                    "what": "IRQ deferral: empty polls the IRQ stays masked for (every NAPI "
+                            "of the device; one NAPI: ynl --family netdev --do napi-set, "
+                            "6.13+)"})
+    if "nic.gro_flush_timeout" in ov:
+        out.append({"cmd": f"echo {ov['nic.gro_flush_timeout']} > "
+                           f"/sys/class/net/{dev}/gro_flush_timeout",
+                    "what": "the NAPI hrtimer's period while IRQs are deferred, ns"})
     if "nic.ring_size" in ov:
         out.append({"cmd": f"ethtool -G {dev} rx {ov['nic.ring_size']}",
                     "what": "rx descriptor ring length"})
