@@ -217,6 +217,15 @@ class Lab:
             self.tx_features = _offload_features(self.ns_tx, self.dev_tx)
         netns_exec(self.ns_tx, ["ethtool", "-K", self.dev_tx, "tx", "off"])
 
+    def write_rx_files(self, items: list[tuple[str, str]]) -> None:
+        """(path, value) writes inside the receiving namespace (its /sys/class/net)."""
+        in_netns(self.ns_rx, _write_files, items)
+
+    def set_gro(self, on: bool) -> None:
+        """GRO on the receiving veth: with it veth has a NAPI of its own
+        (drivers/net/veth.c ``veth_gro_requested``), scheduled by the sender's xmit."""
+        netns_exec(self.ns_rx, ["ethtool", "-K", self.dev_rx, "gro", "on" if on else "off"])
+
     def set_threaded(self, cpu: int | None) -> list[int]:
         """Threaded NAPI on the receiving veth, its ``napi/<dev>-<id>`` kthreads pinned to
         ``cpu`` (as Documentation/networking/napi.rst recommends); ``None`` turns it off.

@@ -140,3 +140,17 @@ def task_ticks(pid: int) -> int:
     except OSError:
         return 0
     return int(fields[11]) + int(fields[12])
+
+
+def parse_softirqs(text: str, name: str = "NET_RX") -> dict[int, int]:
+    """/proc/softirqs -> CPU -> how often softirq ``name`` ran there (since boot)."""
+    for line in text.splitlines():
+        head, _, rest = line.strip().partition(":")
+        if head == name:
+            return dict(enumerate(int(x) for x in rest.split()))
+    return {}
+
+
+def softirqs(name: str = "NET_RX") -> dict[int, int]:
+    with open("/proc/softirqs") as fh:
+        return parse_softirqs(fh.read(), name)

@@ -14,7 +14,8 @@ matching check can disagree:
 * ``rps_low_bits``: the model picks ``cpus[hash % len]`` instead of reciprocal_scale;
 * ``rfs_off``: the model runs without RFS tables;
 * ``no_backlog_limit``: the model's ``netdev_max_backlog`` is 100000 instead of 64;
-* ``cpumap_ignored``: the model's XDP rules pass every flow instead of redirecting.
+* ``cpumap_ignored``: the model's XDP rules pass every flow instead of redirecting;
+* ``deferral_ignored``: the model's device defers no IRQ (napi_defer_hard_irqs 0).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ MUTATIONS = {
     "rfs_off": "rfs_follows_thread",
     "no_backlog_limit": "backlog_drop_accounting",
     "cpumap_ignored": "cpumap_cpu_choice",
+    "deferral_ignored": "irq_deferral",
 }
 CPUS = [0, 1]
 SEND_CPU, TARGET_CPU = 0, 1
@@ -940,6 +942,93 @@ def _cpumap_compare(ctx: Ctx, rows: dict) -> dict:
     return c.result("cpumap_cpu_choice", kernel, mdl)
 
 
+# --- irq_deferral ------------------------------------------------------------------------
+
+DEFER_PORTS = [40500]
+DEFER_PPS = 500.0  # the paced sender wakes once a packet: 2 ms apart, no burst
+# (napi_defer_hard_irqs, gro_flush_timeout ns): none; a timer that always finds the next
+# packet within its 10 empty polls; two and one empty 200 us polls after each packet
+DEFER_SETTINGS = ((0, 0), (10, 1_000_000), (2, 200_000), (1, 200_000))
+
+
+def deferral_unavailable() -> str | None:
+    if shutil.which("ethtool") is None:
+        return ("needs ethtool: veth has a NAPI (and so IRQ deferral) only with GRO on the "
+                "receiving veth (apt-get install ethtool, scripts/setup-system.sh)")
+    from rxlab.kernel.versions import behaviour
+    v = running_version()
+    if not behaviour(v).napi_defer_hard_irqs:
+        return f"Linux {v} has no napi_defer_hard_irqs (5.8+)"
+    return None
+
+
+def _set_deferral(ctx: Ctx, defer: int, timeout: int) -> None:
+    base = f"/sys/class/net/{ctx.lab.dev_rx}/"
+    ctx.lab.write_rx_files([(base + "napi_defer_hard_irqs", str(defer)),
+                            (base + "gro_flush_timeout", str(timeout))])
+
+
+def deferral_run(ctx: Ctx, defer: int, timeout: int) -> tuple[Run, int]:
+    """The paced sender's single flow into rxkc1 with GRO on (veth's NAPI, scheduled by
+    the sender's xmit on cpu0, as a device IRQ would), the device's deferral set; returns
+    the run and how often NET_RX ran on cpu0 meanwhile (/proc/softirqs)."""
+    ctx.configure(rps_cpus="0")
+    ctx.lab.set_gro(True)
+    ctx.lab.tx_offload_off()
+    _set_deferral(ctx, defer, timeout)
+    try:
+        ctx.log(f"  deferral run: napi_defer_hard_irqs {defer}, gro_flush_timeout {timeout}")
+        n0 = procfs.softirqs()
+        run = run_traffic(ctx.lab, DEFER_PORTS, duration=ctx.duration, send_cpu=SEND_CPU,
+                          recv_cpu=TARGET_CPU, pps=DEFER_PPS)
+        n1 = procfs.softirqs()
+    finally:
+        _set_deferral(ctx, 0, 0)
+        ctx.lab.set_gro(False)
+        ctx.lab.reset_device()
+    return run, n1.get(SEND_CPU, 0) - n0.get(SEND_CPU, 0)
+
+
+def _deferral_model(ctx: Ctx, run: Run, defer: int, timeout: int) -> dict:
+    """The run as a scenario: the sent packets evenly spaced (the sender's pacing), veth's
+    NAPI on cpu0 (``rx_mode: napi``, VETH_RING_SIZE 256), the same deferral; NET_RX runs
+    are the polls the device IRQ and the hrtimer started."""
+    rate = run.total_sent / max(run.send_seconds, 1e-3)
+    g = model.group("rr", DEFER_PORTS, rate)
+    g["arrivals"] = "constant"
+    d = model.scenario([g], {}, app_cpu=TARGET_CPU, duration=run.send_seconds)
+    if "deferral_ignored" in ctx.mutate:
+        defer = 0
+    d["nic"].update(rx_mode="napi", ring_size=256, napi_defer_hard_irqs=defer,
+                    gro_flush_timeout=timeout)
+    d["host"]["kernel"] = running_version()
+    res = model.simulate(d)
+    q, n = res.data["queues"][0], max(1, res.data["packets"]["offered"])
+    return {"net_rx_per_packet": _r((q["irqs"] + q["timer_polls"]) / n),
+            "irqs_per_packet": _r(q["irqs"] / n), "timer_polls_per_packet":
+                _r(q["timer_polls"] / n)}
+
+
+def irq_deferral(ctx: Ctx) -> dict:
+    """IRQ deferral as napi_complete_done and napi_watchdog run it: per packet, how often
+    NET_RX runs on the CPU that schedules veth's NAPI, with each deferral setting. No
+    cost enters the count; the model's figure is its device interrupts plus its hrtimer
+    polls for the packets the kernel's sender sent."""
+    k, m = {}, {}
+    c = Criteria()
+    for defer, timeout in DEFER_SETTINGS:
+        name = f"defer{defer}_{timeout // 1000}us"
+        run, net_rx = deferral_run(ctx, defer, timeout)
+        k[name] = {"net_rx_per_packet": _r(net_rx / max(1, run.total_sent)),
+                   "sent": run.total_sent, "received": sum(run.received.values()),
+                   "sender_wakeups": int(run.send_pacing.get("sleeps", 0))}
+        m[name] = _deferral_model(ctx, run, defer, timeout)
+        kv, mv = k[name]["net_rx_per_packet"], m[name]["net_rx_per_packet"]
+        c.add(f"{name}: NET_RX runs per packet within 15 %", abs(kv - mv) <= 0.15 * mv,
+              kv, mv)
+    return c.result("irq_deferral", k, m)
+
+
 CHECKS: dict[str, Callable[[Ctx], dict]] = {
     "rps_cpu_choice": rps_cpu_choice,
     "rps_flow_stickiness": rps_flow_stickiness,
@@ -950,6 +1039,7 @@ CHECKS: dict[str, Callable[[Ctx], dict]] = {
     "reader_threaded_napi": reader_threaded_napi,
     "ksoftirqd_share": ksoftirqd_share,
     "cpumap_cpu_choice": cpumap_cpu_choice,
+    "irq_deferral": irq_deferral,
     **rates.CHECKS,
     "latency_percentiles": lambda _ctx: skipped("latency_percentiles",
                                                 rates.LATENCY_NOT_CHECKED),
@@ -959,6 +1049,7 @@ NEEDS_PROFILE = set(rates.CHECKS)
 # a kernel without one skips the check with the cause
 NEEDS: dict[str, tuple[str, ...]] = {"flow_limit_shedding": ("flow_limit",)}
 UNAVAILABLE["latency_percentiles"] = lambda: rates.LATENCY_NOT_CHECKED
+UNAVAILABLE["irq_deferral"] = deferral_unavailable
 
 
 def skipped(name: str, reason: str) -> dict:
