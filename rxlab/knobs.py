@@ -6,8 +6,8 @@ with "unknown key": a user can tell a knob this version lacks from a misspelling
 learns what the model does instead. ``rxlab host show`` and ``host export`` read those
 a host shows in one file (a sysctl, a sysfs attribute) and list them as read and not
 modelled; the others (ethtool, netlink, boot parameters, socket options) are named as
-not read. The issues that would model them: 29 (threaded backlog), 31
-(deferral, busy polling, IRQ suspension), 32 (GRO, adaptive moderation, skb defer free).
+not read. The issues that would model them: 31 (busy polling, IRQ suspension), 32 (GRO,
+adaptive moderation, skb defer free).
 """
 
 from __future__ import annotations
