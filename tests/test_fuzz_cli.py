@@ -195,7 +195,8 @@ def base_scenarios() -> dict[str, dict]:
                                                           {"equal": 2}}]},
         ntuple=[{"match": {"proto": "udp", "dst_port": 9001}, "queue": 1},
                 {"match": {"proto": "tcp"}, "context": 1}],
-        arfs={"model": "ice-hash-match", "capacity": 512, "delay_us": 20.0})
+        arfs={"model": "ice-hash-match", "capacity": 512, "delay_us": 20.0},
+        napi_defer_hard_irqs={1: 2, 2: 3}, gro_flush_timeout={1: 20000, 2: 50000})
     rich["kernel"].update(rps_cpus={0: "e", 1: "d"}, rps_sock_flow_entries=4096,
                           rps_flow_cnt=256, flow_limit_cpu_bitmap="f",
                           hashrnd="0123456789abcdef0123456789abcdef")
