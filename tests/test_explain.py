@@ -329,6 +329,24 @@ def test_latency_names_the_slow_reader_or_the_busy_softirq_cpu(capsys, tmp_path)
                for f in first["facts"])
 
 
+def test_latency_names_irq_deferral_and_its_setting(capsys, tmp_path):
+    """napi_defer_hard_irqs 2 with a 200 us gro_flush_timeout at 20 kpps: every poll after
+    the first is the hrtimer's, and a packet waits for its next expiry; the explanation
+    says so, with the sysfs file that turns it off first."""
+    dfr = _base([_group("clients", 50, 20_000)], cpus=2, queues=1,
+                nic={"napi_defer_hard_irqs": 2, "gro_flush_timeout": 200_000},
+                apps=[{"name": "sink", "cpus": 1, "cost": {"user_ns": 0, "syscall_ns": 0},
+                       "rcvbuf": 64 << 20, "batch": 1024}])
+    ex = _json(capsys, "latency", _write(tmp_path, "dfr", dfr))
+    first = ex["causes"][0]
+    assert first["part"] == "to_socket" and first["where"] == "CPU 0"
+    assert first["settings"][0]["setting"] == (
+        "echo 0 > /sys/class/net/DEV/napi_defer_hard_irqs (now 2)")
+    fact = next(f for f in first["facts"] if f.startswith("IRQ deferral: "))
+    assert "started by the NAPI hrtimer" in fact and "gro_flush_timeout 200 us" in fact
+    assert ex["to_socket"]["p50"] >= 50_000  # packets wait for the timer
+
+
 def test_an_owned_tcp_socket_over_its_backlog_limit_is_socket_backlog(capsys, tmp_path):
     """A TCP reader that holds its socket for long reads (20 us of recvmsg per 256
     packets) while one flow sends 900 kpps: tcp_v4_rcv() finds the socket owned and

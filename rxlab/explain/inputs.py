@@ -121,6 +121,8 @@ def _run(sc, max_memory, max_packets: int | None = None) -> Subject:
     fl = flows_of(m)
     k, nic = sc.kernel, sc.nic
     now = {"ring_size": nic.ring_size, "queues": nic.queues, "rx_usecs": nic.rx_usecs,
+           "napi_defer_hard_irqs": nic.napi_defer_hard_irqs,
+           "gro_flush_timeout": nic.gro_flush_timeout,
            "netdev_max_backlog": k.netdev_max_backlog, "netdev_budget": k.netdev_budget,
            "flow_limit_cpu_bitmap": k.flow_limit_cpu_bitmap,
            "flow_limit_table_len": k.flow_limit_table_len,

@@ -69,10 +69,12 @@ def _kernel_path(sub: Subject, rx: list[dict], ts: dict, dev: str, top: int) -> 
              f"the busiest softirq CPU is {c} ({pct(_busy(roles['util']))} softirq + IRQ); "
              "its packets wait longest in the rx ring and backlog",
              describe_cpu(sub, c)]
+    deferral = _deferral(sub, ts, dev)
     if roles["util"]["idle"] > 0.5:
+        what = ("the wait for the NAPI hrtimer (above)" if deferral else "the path's fixed "
+                "cost (interrupt, per-packet stages, wake-ups)")
         facts.append(f"no receive CPU is busy (CPU {c} is {pct(roles['util']['idle'])} idle): "
-                     "the latency is mostly the path's fixed cost (interrupt, per-packet "
-                     "stages, wake-ups), not queueing")
+                     f"the latency is mostly {what}, not queueing")
     for other in rx[1:3]:
         facts.append("next: " + describe_cpu(sub, other["cpu"]))
     f = None
@@ -102,6 +104,9 @@ def _kernel_path(sub: Subject, rx: list[dict], ts: dict, dev: str, top: int) -> 
                     "a shorter ring bounds the wait in it (and drops sooner)")]
     sets.insert(0 if usecs * 1000 >= 0.25 * (ts["p99"] or 0) and usecs else len(sets),
                 coalesce)
+    if deferral:
+        facts.insert(1, deferral[0])
+        sets.insert(0, deferral[1])
     if sn["time_squeeze"]:
         sets.append(setting("sysctl -w net.core.netdev_budget=N",
                             f"CPU {c} ran out of budget {sn['time_squeeze']:,} times; the "
@@ -113,6 +118,28 @@ def _kernel_path(sub: Subject, rx: list[dict], ts: dict, dev: str, top: int) -> 
             "title": f"before the socket: p99 {fmt_time_ns(ts['p99'])}",
             "facts": facts, "flows": f, "elephant": f and f["elephant"] or None,
             "settings": sets}
+
+
+def _deferral(sub: Subject, ts: dict, dev: str) -> tuple[str, dict] | None:
+    """IRQ deferral, when the run's NAPI hrtimers polled (queues[].timer_polls): a packet
+    that arrives while its queue's IRQ is deferred waits for the next expiry
+    (rxlab/kernel/napi_defer.py)."""
+    qs = sub.data["queues"]
+    timer = sum(q.get("timer_polls", 0) for q in qs)
+    if not timer:
+        return None
+    polls = max(1, sum(q["polls"] for q in qs))
+    fact = (f"IRQ deferral: {pct(timer / polls)} of the polls were started by the NAPI "
+            "hrtimer, not an interrupt; a packet that arrives while its queue's IRQ is "
+            "deferred waits for the timer's next expiry")
+    tmo = sub.now.get("gro_flush_timeout")
+    if isinstance(tmo, int) and tmo and ts["p99"]:
+        fact += (f" (gro_flush_timeout {fmt_time_ns(tmo)}: {pct(tmo / ts['p99'])} of the "
+                 "p99)")
+    return fact, setting(f"echo 0 > /sys/class/net/{dev}/napi_defer_hard_irqs"
+                         f"{now(sub, 'napi_defer_hard_irqs')}",
+                         "IRQ deferral off: each packet is polled at its interrupt, for "
+                         "more interrupts")
 
 
 def _socket_wait(sub: Subject, ts: dict, ta: dict, top: int) -> dict:
