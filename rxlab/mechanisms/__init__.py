@@ -2,8 +2,9 @@
 
 ``MECHANISMS`` is in the order of a packet's path; the cost stages, drop reasons and
 event kinds take their indices from it (``kernel/stages.py``, ``kernel/drop_reasons.py``,
-``kernel/events.py``), so a new mechanism adds its module here and nothing to those
-lists. docs/architecture.md ("Adding a mechanism") says what else a mechanism touches.
+``kernel/events.py``), so a new mechanism adds its module here, and there only the named
+constant (``C_<STAGE>``, ``EV_<KIND>``) its code uses. docs/architecture.md ("Adding a
+mechanism") says what else a mechanism touches.
 """
 
 from rxlab.mechanisms.arfs import ARFS
