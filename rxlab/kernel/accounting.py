@@ -20,7 +20,7 @@ from rxlab.kernel.counters import (
 )
 from rxlab.kernel.drop_reasons import N_DROP_SLOTS
 from rxlab.kernel.profile import SITES
-from rxlab.kernel.state import Stats
+from rxlab.kernel.state import IC_HI, IC_INTERVAL, IC_LO, Stats
 
 
 def new_stats(ncpu: int, n_int: int, seed: int) -> Stats:
@@ -75,12 +75,12 @@ def interval_of(s, t):
     """The series interval of t; the last one found is cached with its bounds, since
     most packets of a run fall in the same interval as the previous one."""
     p, ic = s.p, s.st.icache
-    if ic[1] <= t < ic[2]:
-        return ic[0]
+    if ic[IC_LO] <= t < ic[IC_HI]:
+        return ic[IC_INTERVAL]
     i = _interval(p.interval_ns, p.interval_inv, p.n_intervals, t)
-    ic[0] = i
-    ic[1] = i * p.interval_ns if i > 0 else -(np.int64(1) << 62)  # _interval clamps
-    ic[2] = (i + 1) * p.interval_ns if i < p.n_intervals - 1 else np.int64(1) << 62
+    ic[IC_INTERVAL] = i
+    ic[IC_LO] = i * p.interval_ns if i > 0 else -(np.int64(1) << 62)  # _interval clamps
+    ic[IC_HI] = (i + 1) * p.interval_ns if i < p.n_intervals - 1 else np.int64(1) << 62
     return i
 
 

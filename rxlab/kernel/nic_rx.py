@@ -19,7 +19,7 @@ from rxlab.kernel.drop_reasons import DROP_NIC_OVERRUN, DROP_RING_FULL
 from rxlab.kernel.events import EV_CPU, EV_IRQ
 from rxlab.kernel.rps import get_rps_cpu
 from rxlab.kernel.stages import C_DRIVER_RX, C_RPS_ENQUEUE
-from rxlab.kernel.state import ARFS_OFF, NicState
+from rxlab.kernel.state import ARFS_OFF, W_LAST, W_NEXT, NicState
 
 
 def new_nic_state(declared: dict) -> NicState:
@@ -108,8 +108,8 @@ def ingest(s, f, length, t_wire, t, overrun):
 def ingest_next(s):
     """Ingest the stream's next arrival."""
     w = s.wire
-    i = w.pos[0]
-    w.pos[0] = i + 1
+    i = w.pos[W_NEXT]
+    w.pos[W_NEXT] = i + 1
     ingest(s, w.flow[i], w.length[i], w.t_wire[i], w.t_nic[i], w.overrun[i])
 
 
@@ -121,9 +121,9 @@ def ingest_until(s, t):
     arrivals may follow (the poll must wait for them)."""
     w = s.wire
     n = w.t_nic.size
-    while w.pos[0] < n and w.t_nic[w.pos[0]] <= t:
+    while w.pos[W_NEXT] < n and w.t_nic[w.pos[W_NEXT]] <= t:
         ingest_next(s)
-    if w.pos[0] < n or w.pos[1] != 0:
+    if w.pos[W_NEXT] < n or w.pos[W_LAST] != 0:
         return 1
     return 0
 

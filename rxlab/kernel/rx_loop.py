@@ -79,7 +79,7 @@ from rxlab.kernel.sched_states import (
 )
 from rxlab.kernel.socket import app_after_read, app_read
 from rxlab.kernel.stages import C_HARDIRQ, C_IPI_RECV, C_NAPI_WATCHDOG
-from rxlab.kernel.state import Arrivals
+from rxlab.kernel.state import W_NEXT, Arrivals
 from rxlab.kernel.wake import napi_thread_wake, ttwu_arrive
 from rxlab.nic.arfs import kworker_after, kworker_step, kworker_wake, service_timer
 from rxlab.xdp.cpumap import cpumap_after_batch, cpumap_kthread_step
@@ -443,7 +443,7 @@ def run(s, t_until):
     """
     ev, w = s.ev, s.wire
     n = w.t_nic.size
-    i = w.pos[0]  # kept in a register between events; a driver poll may move it
+    i = w.pos[W_NEXT]  # kept in a register between events; a driver poll may move it
     t_run = prof_start()
     while True:
         te = peek_time(ev)
@@ -455,15 +455,15 @@ def run(s, t_until):
                 i += 1
                 continue
         elif t_until < 0 or te > t_until:
-            w.pos[0] = i
+            w.pos[W_NEXT] = i
             prof_stop(s, P_RUN, t_run)
             return
-        w.pos[0] = i
+        w.pos[W_NEXT] = i
         t, kind, arg = pop(ev)
         t0 = prof_start()
         handle_event(s, t, kind, arg)
         prof_stop(s, P_EV0 + kind - 1, t0)
-        i = w.pos[0]
+        i = w.pos[W_NEXT]
 
 
 @njit(**JIT_LEAF)

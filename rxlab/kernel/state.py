@@ -297,16 +297,24 @@ POLL_PAUSE = struct(
 )
 
 
+# Arrivals.pos slots: the arrival the loop (or a driver poll that keeps cleaning) ingests
+# next, and whether this chunk is the last call's (no arrivals after it)
+W_NEXT, W_LAST = 0, 1
+# Stats.icache slots: the last interval_of() result and its [lo, hi) in ns
+IC_INTERVAL, IC_LO, IC_HI = 0, 1, 2
+
+
 class Arrivals(NamedTuple):
     """One chunk of shaped arrivals, with the position the loop (or a driver poll that
-    keeps cleaning) has ingested up to: ``pos[0]``; ``pos[1]`` = 1 on the last call."""
+    keeps cleaning) has ingested up to: ``pos[W_NEXT]``; ``pos[W_LAST]`` = 1 on the last
+    call."""
 
     t_wire: np.ndarray  # int64: last bit off the wire (latency origin)
     t_nic: np.ndarray  # int64: out of the NIC's FIFO, descriptor written
     flow: np.ndarray  # int32
     length: np.ndarray  # int32
     overrun: np.ndarray  # bool
-    pos: np.ndarray  # int64[2]
+    pos: np.ndarray  # int64[2]: W_NEXT, W_LAST
 
 
 # ``struct softnet_data`` (include/linux/netdevice.h) and the CPU's scheduling state, one
@@ -450,7 +458,7 @@ class Stats(NamedTuple):
     ts_pkt: np.ndarray  # int64[n_intervals, 4]
     ts_drop: np.ndarray  # int64[n_intervals, N_DROP_SLOTS]
     rng: np.ndarray  # uint64[1]
-    icache: np.ndarray  # int64[3]: the last interval_of() result and its [lo, hi) in ns
+    icache: np.ndarray  # int64[3]: IC_INTERVAL, IC_LO, IC_HI
     prof: np.ndarray  # int64[len(profile.SITES), 2]: calls, cycles (RXLAB_PROFILE=1 only)
 
 
