@@ -256,12 +256,12 @@ def _kernel(sc, n: int, nq: int) -> None:
         if c > limit:
             raise ValueError(f"{where}: {c} is above the kernel maximum {limit} for "
                              f"host.kernel = {sc.host.kernel}; use a smaller power of two")
-    per_queue = [cnts.get(q, 0) for q in range(nq)] if None not in cnts else [cnts[None]] * nq
-    if sum(roundup_pow_of_two(c) for c in per_queue if c) > SIM_TABLE_LIMIT:
+    tables = per_queue(k.rps_flow_cnt, nq)
+    if sum(roundup_pow_of_two(c) for c in tables if c) > SIM_TABLE_LIMIT:
         raise ValueError(f"kernel.rps_flow_cnt: tables over all queues exceed "
                          f"{SIM_TABLE_LIMIT} entries, more than rxlab allocates; use smaller "
                          "tables")
-    if sc.nic.arfs is not None and not (k.rps_sock_flow_entries and any(per_queue)):
+    if sc.nic.arfs is not None and not (k.rps_sock_flow_entries and any(tables)):
         raise ValueError("nic.arfs: aRFS needs RFS: set kernel.rps_sock_flow_entries and "
                          "kernel.rps_flow_cnt")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from rxlab.report.fit import fmt_count, fmt_rate, fmt_time_ns, print_fitted
+from rxlab.report.fit import fmt_count, fmt_per_s, fmt_rate, fmt_time_ns, print_fitted
 
 MARK = "*"  # the difference's 95 % interval excludes 0
 SHORT = {  # labels that keep the long form within 80 columns
@@ -33,7 +33,7 @@ def fmt_value(kind: str, v: float | None, *, signed: bool = False) -> str:
     elif kind == "rate":
         s = fmt_rate(v)
     elif kind == "per_s":  # events per second (interrupts), not packets
-        s = fmt_rate(v).replace("pps", "/s")
+        s = fmt_per_s(v)
     elif kind == "fraction":
         s = f"{100 * v:.2f} %" if abs(v) < 0.01 else f"{100 * v:.1f} %"
         if v and abs(100 * v) < 0.005:  # not "+0.00 %" beside a mark that says it is not 0

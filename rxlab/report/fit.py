@@ -181,6 +181,11 @@ def fmt_rate(pps: float | None) -> str:
     return _scaled(pps, ((1e9, "Gpps"), (1e6, "Mpps"), (1e3, "Kpps"), (1, "pps")))
 
 
+def fmt_per_s(n: float | None) -> str:
+    """Events (interrupts), not packets, per second: 40 /s, 623 K/s."""
+    return fmt_rate(n).replace("pps", "/s")
+
+
 def _scaled(v: float, units: tuple) -> str:
     """``v`` in the largest unit it reaches, to 3 digits; one that rounds up to 1000 of
     a unit is 1 of the next (999,999.9 pps is "1 Mpps", not "1e+03 Kpps")."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from rxlab.report.fit import fmt_rate, fmt_time_ns, print_fitted
+from rxlab.report.fit import fmt_per_s, fmt_rate, fmt_time_ns, print_fitted
 
 
 def _pct(x: float) -> str:
@@ -100,7 +100,7 @@ def print_queues(d: dict, console: Console) -> None:
 def _irq_rate(irqs: int | None, secs: float) -> str:
     if irqs is None or secs <= 0:
         return "–"
-    return fmt_rate(irqs / secs).replace("pps", "/s")
+    return fmt_per_s(irqs / secs)
 
 
 def print_apps(d: dict, console: Console) -> None:
