@@ -288,7 +288,8 @@ class AppThreads:
         k: [] for k in ("thread_cpu", "thread_user_ns", "thread_sys_ns", "thread_batch")})
     sock: dict = field(default_factory=lambda: {
         k: [] for k in ("sock_rcvbuf", "sock_cap", "sock_record", "sock_tcp",
-                        "sock_xsk_copy", "sock_fill_bound")})
+                        "sock_xsk_copy", "sock_fill_bound", "sock_ll_usec", "sock_bp_prefer",
+                        "sock_bp_budget")})
 
 
 def _app_threads(sc: Scenario, fl: FlowTable, kb: KernelBehaviour, costs: dict) -> AppThreads:
@@ -298,7 +299,7 @@ def _app_threads(sc: Scenario, fl: FlowTable, kb: KernelBehaviour, costs: dict) 
     for ai, app in enumerate(sc.apps):
         cpus = app.cpu_list()
         first = len(at.threads)
-        _add_threads(at, ai, app, cpus, fl, costs)
+        _add_threads(at, ai, app, cpus, fl, costs, sc.kernel.busy_read)
         if app.afxdp:
             continue  # flows reach an XSK only through the XDP program
         _pick_sockets(sc, fl, kb, app, first, len(cpus), at.flow_sock)
@@ -306,7 +307,7 @@ def _app_threads(sc: Scenario, fl: FlowTable, kb: KernelBehaviour, costs: dict) 
 
 
 def _add_threads(at: AppThreads, ai: int, app, cpus: list[int], fl: FlowTable,
-                 costs: dict) -> None:
+                 costs: dict, busy_read: int) -> None:
     """Application ``ai``'s threads, one per CPU, each with its socket (AF_XDP: its XSK
     on the queue of the same rank, bound in ``xsk_of_queue``)."""
     xs = app.afxdp
@@ -316,6 +317,9 @@ def _add_threads(at: AppThreads, ai: int, app, cpus: list[int], fl: FlowTable,
     tcp = bool(sel.any() and (fl.proto[sel] == 6).all())  # established TCP sockets
     if record is None:  # sock_rps_record_flow (include/net/rps.h) needs TCP_ESTABLISHED
         record = tcp
+    # sock_init_data: sk_ll_usec = net.core.busy_read, unless SO_BUSY_POLL sets it
+    busy = dict(sock_ll_usec=app.busy_poll if app.busy_poll is not None else busy_read,
+                sock_bp_prefer=app.prefer_busy_poll, sock_bp_budget=app.busy_poll_budget)
     for k, c in enumerate(cpus):
         at.threads.append((app.name, c))
         at.app.append(ai)
@@ -329,11 +333,12 @@ def _add_threads(at: AppThreads, ai: int, app, cpus: list[int], fl: FlowTable,
             frames = min(xs.fill_ring, xs.umem_frames)
             _append(at.sock, sock_rcvbuf=1 << 62,  # no skb, no rmem accounting
                     sock_cap=min(xs.rx_ring, frames), sock_record=False, sock_tcp=False,
-                    sock_xsk_copy=xs.mode == "copy", sock_fill_bound=frames < xs.rx_ring)
+                    sock_xsk_copy=xs.mode == "copy", sock_fill_bound=frames < xs.rx_ring,
+                    sock_ll_usec=0, sock_bp_prefer=False, sock_bp_budget=0)
         else:
             _append(at.sock, sock_rcvbuf=app.rcvbuf,
                     sock_cap=app.rcvbuf // K.SKB_TRUESIZE_MIN + 2, sock_record=record,
-                    sock_tcp=tcp, sock_xsk_copy=False, sock_fill_bound=False)
+                    sock_tcp=tcp, sock_xsk_copy=False, sock_fill_bound=False, **busy)
 
 
 def _append(columns: dict, **row) -> None:
@@ -490,6 +495,7 @@ def _params(sc: Scenario, kb: KernelBehaviour, knobs: _KernelKnobs, est: Estimat
         queue=_queue_params(sc, knobs, at.xsk_of_queue), cpu=cpu, cpumap=cpumap,
         rps_map=knobs.rps_map, flow=flow, sock_off=sock_off,
         mig_set=mig[1], mig_t=mig[3], mig_cpu=mig[4], **xd,
+        busy_poll_on=any(u > 0 for u in at.sock["sock_ll_usec"]),
     )
 
 

@@ -387,6 +387,9 @@ class Kernel(_Strict):
         False, description="boot parameter thread_backlog_napi (6.10+; always on with "
         "PREEMPT_RT): a CPU's backlog that RPS schedules from another CPU is processed by "
         "its backlog_napi/N thread, woken directly instead of by an IPI")
+    busy_read: int = Field(0, ge=0, le=INT_MAX, description="net.core.busy_read, us: a "
+                           "blocking read of an empty socket busy-polls its NAPI this long "
+                           "(the default of SO_BUSY_POLL); 0 = off")
 
     @field_validator("flow_limit_cpu_bitmap", mode="before")
     @classmethod
@@ -549,6 +552,14 @@ class App(_Strict):
         "hash", description="flows to threads: SO_REUSEPORT hash, or one by one in turn"
     )
     afxdp: AfXdp | None = Field(None, description="read AF_XDP sockets instead of UDP/TCP")
+    busy_poll: int | None = Field(None, ge=0, le=INT_MAX, description="SO_BUSY_POLL, us: "
+                                  "busy-poll an empty socket's NAPI this long before "
+                                  "sleeping; default: kernel.busy_read")
+    prefer_busy_poll: bool = Field(False, description="SO_PREFER_BUSY_POLL (5.11+): a "
+                                   "softirq poll that uses its whole budget leaves the NAPI "
+                                   "to the busy poller (needs IRQ deferral)")
+    busy_poll_budget: int = Field(0, ge=0, le=65535, description="SO_BUSY_POLL_BUDGET "
+                                  "(5.11+): packets per busy poll; 0 = BUSY_POLL_BUDGET (8)")
 
     def cpu_list(self) -> list[int]:
         return _cpu_list(self.cpus)

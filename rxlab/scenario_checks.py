@@ -294,6 +294,27 @@ def _app(sc, i: int, app, n: int, nq: int) -> None:
     if app.groups != "all":
         for g in app.groups:
             _group_exists(g, sc.traffic.group_names(), f"apps[{i}].groups")
+    _busy_poll(sc, i, app)
+
+
+def _busy_poll(sc, i: int, app) -> None:
+    """Socket busy polling as modelled from 4.10 (217f69743681), preference and budget
+    from 5.11 (7fd3253a7de6); AF_XDP's busy poll (xsk_recvmsg) is not modelled."""
+    kb = behaviour(sc.host.kernel)
+    usec = sc.kernel.busy_read if app.busy_poll is None else app.busy_poll
+    where = f"apps[{i}].busy_poll" if app.busy_poll else "kernel.busy_read"
+    if usec and not kb.busy_poll:
+        raise ValueError(f"{where}: before 4.10 a busy poll goes through the driver's "
+                         "ndo_busy_poll, which rxlab does not model; set host.kernel to "
+                         "4.10 or newer or remove it")
+    if usec and app.afxdp is not None and app.busy_poll:
+        raise ValueError(f"apps[{i}].busy_poll: AF_XDP's busy poll (xsk_recvmsg, "
+                         "xsk_sendmsg) is not modelled; remove it")
+    for key in ("prefer_busy_poll", "busy_poll_budget"):
+        if getattr(app, key) and not kb.prefer_busy_poll:
+            raise ValueError(f"apps[{i}].{key}: Linux {sc.host.kernel} has no SO_"
+                             f"{key.upper()} (5.11+, 7fd3253a7de6); remove it or set a "
+                             "newer host.kernel")
 
 
 def _afxdp_queues(sc) -> None:

@@ -68,7 +68,7 @@ def test_knobs_are_scenario_fields(mech):
 def test_knob_resolver_refuses_what_is_not_there():
     assert _resolves("apps[].rcvbuf") and _resolves("nic.arfs") and _resolves("kernel.rps_cpus")
     assert not _resolves("apps.rcvbuf")  # a list is named with []
-    assert not _resolves("nic.rcvbuf") and not _resolves("kernel.busy_read")
+    assert not _resolves("nic.rcvbuf") and not _resolves("kernel.busy_poll_usecs")
 
 
 def test_every_version_flag_belongs_to_one_mechanism():

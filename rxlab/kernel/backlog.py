@@ -15,6 +15,7 @@ from numba import njit
 from rxlab.config import JIT_STATE
 from rxlab.engine.core import PRIO_HARDIRQ, schedule
 from rxlab.kernel.accounting import cost, drop
+from rxlab.kernel.busy_poll import NAPI_OF_FLOW
 from rxlab.kernel.drop_reasons import DROP_BACKLOG, DROP_FLOW_LIMIT
 from rxlab.kernel.events import EV_IPI
 from rxlab.kernel.flow_limit import skb_flow_limit
@@ -40,6 +41,7 @@ def new_softnet_data(ncpu: int, nq: int, declared: dict, fl_cpus: list[int]) -> 
     )
     sd.cpu["fl_on"] = [c in fl_cpus for c in range(ncpu)]
     sd.cpu["cur_who"] = SCHED_IDLE  # no task holds a CPU yet
+    sd.cpu["bp_thread"] = -1
     return sd
 
 
@@ -131,6 +133,8 @@ def process_backlog(s, c, t, quota):
                 # the source CPU as int64, as the other callers pass it: one compiled
                 # netif_receive_skb_core, not one per argument type
                 s, c, np.int64(skb.src), skb.flow, skb.tarr, skb.seq, skb.len, t,
+                # the skb keeps the device NAPI's id; netif_rx's has none
+                np.int64(-1 if p.netif_rx else NAPI_OF_FLOW),
             )
             work += 1
             if work >= quota:

@@ -14,7 +14,13 @@ from numba import njit
 from rxlab.config import JIT_STATE
 from rxlab.engine.core import PRIO_HARDIRQ, schedule
 from rxlab.kernel.accounting import cost
-from rxlab.kernel.backlog import enqueue_to_backlog, net_rps_send_ipi, process_backlog
+from rxlab.kernel.backlog import (
+    enqueue_to_backlog,
+    napi_list_add,
+    net_rps_send_ipi,
+    process_backlog,
+)
+from rxlab.kernel.busy_poll import wake_busy_poller
 from rxlab.kernel.constants import MAX_SOFTIRQ_RESTART
 from rxlab.kernel.counters import T_KSOFTIRQD, T_SOFTIRQ
 from rxlab.kernel.events import EV_IRQ
@@ -53,8 +59,9 @@ def refill(s, q, t):
 
 
 @njit(**JIT_STATE)
-def driver_poll(s, c, q, t, work, count, phase):
-    """The driver's NAPI poll of rx queue q: up to napi_weight descriptors.
+def driver_poll(s, c, q, t, work, count, phase, budget):
+    """The driver's NAPI poll of rx queue q: up to ``budget`` descriptors (the NAPI
+    weight; a busy poll's budget).
 
     Returns (work, t, paused). A poll that cleans until an unwritten descriptor
     (``poll_clean``: ice_clean_rx_irq, i40e_clean_rx_irq, ixgbe_clean_rx_irq,
@@ -69,15 +76,15 @@ def driver_poll(s, c, q, t, work, count, phase):
     if phase == 0:
         if not p.poll_clean:
             if ingest_until(s, t) == 0:
-                return _pause(s, c, q, t, work, count, phase)
+                return _pause(s, c, q, t, work, count, phase, budget)
             # mvpp2_rxq_received: descriptors the NIC has written by now
             h = nic.queue[q].ring_head
             count = 0
-            while (h + count < nic.queue[q].ring_tail and count < p.napi_weight
+            while (h + count < nic.queue[q].ring_tail and count < budget
                    and nic.ring[q, (h + count) & p.ring_mask].stamp <= t):
                 count += 1
         phase = 1
-    while work < p.napi_weight:
+    while work < budget:
         if (p.refill_where == REFILL_IN_LOOP
                 and nic.queue[q].ring_head - nic.queue[q].ring_ret >= p.refill_batch):
             refill(s, q, t)  # i40e/ixgbe: at the top of an iteration, before the read
@@ -85,7 +92,7 @@ def driver_poll(s, c, q, t, work, count, phase):
         if p.poll_clean:
             if idx == nic.queue[q].ring_tail:
                 if ingest_until(s, t) == 0:
-                    return _pause(s, c, q, t, work, count, phase)
+                    return _pause(s, c, q, t, work, count, phase, budget)
                 if idx == nic.queue[q].ring_tail:
                     break  # nothing has reached this queue by now: DD bit clear
             if nic.ring[q, idx & p.ring_mask].stamp > t:
@@ -121,7 +128,7 @@ def driver_poll(s, c, q, t, work, count, phase):
                                     rq, rs)
             prof_stop(s, P_ENQUEUE, t0)
         else:
-            t = netif_receive_skb_core(s, c, c, f, tarr, seq, length, t)
+            t = netif_receive_skb_core(s, c, c, f, tarr, seq, length, t, q)
             prof_stop(s, P_RECEIVE, t0)
     if (p.refill_where == REFILL_AFTER_LOOP
             and nic.queue[q].ring_head - nic.queue[q].ring_ret >= p.refill_batch):
@@ -132,9 +139,10 @@ def driver_poll(s, c, q, t, work, count, phase):
 
 
 @njit(**JIT_STATE)
-def _pause(s, c, q, t, work, count, phase):
+def _pause(s, c, q, t, work, count, phase, budget):
     pz = s.nic.pause[0]
     pz.c, pz.q, pz.t, pz.work, pz.count, pz.phase = c, q, t, work, count, phase
+    pz.budget = budget
     return work, t, 1
 
 
@@ -177,10 +185,11 @@ def net_rx_action_next(s, c, t):
 
 
 @njit(**JIT_STATE)
-def napi_poll(s, c, napi, t):
-    """__napi_poll of NAPI ``napi`` on CPU c from t, for net_rx_action (softirq) and for
-    a NAPI kthread alike: the driver's poll of an rx queue, or ``process_backlog`` with
-    the backlog's ``dev_rx_weight``. Returns (work, t, paused).
+def napi_poll(s, c, napi, t, budget):
+    """__napi_poll of NAPI ``napi`` on CPU c from t, for net_rx_action (softirq), a NAPI
+    kthread and a socket's busy poll alike: the driver's poll of an rx queue with
+    ``budget`` (the NAPI weight, or the busy poll's), or ``process_backlog`` with the
+    backlog's ``dev_rx_weight``. Returns (work, t, paused).
 
     A driver poll that paused at the end of the last traffic chunk (``s.nic.pause``) is
     resumed here instead, where it was. This is the one call site of the driver poll and
@@ -189,7 +198,7 @@ def napi_poll(s, c, napi, t):
     p, pz = s.p, s.nic.pause[0]
     if pz.on:
         pz.on = pz.thread = 0
-        napi, t, work, count, phase = pz.q, pz.t, pz.work, pz.count, pz.phase
+        napi, t, work, count, phase, budget = pz.q, pz.t, pz.work, pz.count, pz.phase, pz.budget
     else:
         t += cost(s, C_NAPI_POLL)
         if napi >= p.nq:
@@ -198,19 +207,22 @@ def napi_poll(s, c, napi, t):
         s.nic.queue[napi].q_polls += 1
         # one signature with the resumed poll's int64 state
         work = count = phase = np.int64(0)
-    return driver_poll(s, c, napi, t, work, count, phase)
+    return driver_poll(s, c, napi, t, work, count, phase, budget)
 
 
 @njit(**JIT_STATE)
 def napi_complete_done(s, c, q, work, t):
     """The driver's poll of queue q on CPU c took ``work`` packets, less than its weight:
-    interrupts re-enabled, unless IRQ deferral keeps them masked (``napi_defer_irqs``);
-    descriptors that arrived during the poll raise the interrupt again at once."""
+    the NAPI is no longer scheduled (SCHED and PREFER_BUSY_POLL cleared) and interrupts
+    are re-enabled, unless IRQ deferral keeps them masked (``napi_defer_irqs``);
+    descriptors that arrived during the poll raise the interrupt again at once. Returns
+    False when the IRQ stays masked."""
     p, nic = s.p, s.nic
     if work == 0:
         nic.queue[q].q_empty_polls += 1
+    napi_unsched(s, q, t)
     if p.napi_defer_on and napi_defer_irqs(s, c, q, work, t):
-        return  # the driver keeps its IRQ masked: the NAPI's hrtimer polls again
+        return False  # the driver keeps its IRQ masked: the NAPI's hrtimer polls again
     nic.queue[q].napi_sched = 0
     h = nic.queue[q].ring_head
     if nic.queue[q].ring_tail > h:
@@ -218,6 +230,33 @@ def napi_complete_done(s, c, q, work, t):
         t_dd = max(t, nic.ring[q, h & p.ring_mask].stamp)
         nic.queue[q].napi_sched = 1
         schedule(s.ev, t_dd + p.irq_delay_ns, PRIO_HARDIRQ, EV_IRQ, q)
+    return True
+
+
+@njit(**JIT_STATE)
+def napi_unsched(s, q, t):
+    """Clear rx queue q's NAPI_STATE_SCHED and PREFER_BUSY_POLL at t; a thread whose busy
+    loop waits for the NAPI (``q_bp_waiter``) may take it from now."""
+    rq = s.nic.queue[q]
+    rq.q_sched = 0
+    rq.q_prefer = 0
+    if s.p.busy_poll_on and rq.q_bp_waiter >= 0:
+        wake_busy_poller(s, rq.q_bp_waiter, t)
+        rq.q_bp_waiter = -1
+
+
+@njit(**JIT_STATE)
+def napi_prefer_busy_poll_exit(s, c, q, work, t):
+    """__napi_poll's "busy-polling is preferred. Exit early" (7fd3253a7de6, v5.11): a
+    poll that used its whole weight completes instead of repolling, so the thread that
+    asked for the NAPI gets it; with deferral set the IRQ stays masked and the hrtimer is
+    armed (``napi_complete_done`` false), else ``napi_schedule`` puts it back on this
+    CPU's poll list (the driver has not re-enabled its IRQ: it used the whole weight)."""
+    napi_unsched(s, q, t)
+    if s.p.napi_defer_on and napi_defer_irqs(s, c, q, work, t):
+        return
+    s.nic.queue[q].q_sched = 1
+    napi_list_add(s, c, q)
 
 
 @njit(**JIT_STATE)
@@ -227,8 +266,11 @@ def napi_segment_end(s, c, napi, t):
     work = sd.cpu[c].seg_work
     weight = p.napi_weight if napi < p.nq else p.dev_rx_weight
     if work >= weight:
-        sd.repoll[c, sd.cpu[c].rp_n] = napi  # still owned: polled again next round
-        sd.cpu[c].rp_n += 1
+        if napi < p.nq and p.busy_poll_on and s.nic.queue[napi].q_prefer:
+            napi_prefer_busy_poll_exit(s, c, napi, work, t)
+        else:
+            sd.repoll[c, sd.cpu[c].rp_n] = napi  # still owned: polled again next round
+            sd.cpu[c].rp_n += 1
     elif napi < p.nq:
         napi_complete_done(s, c, napi, work, t)
     sd.cpu[c].budget -= work

@@ -12,6 +12,7 @@ polls the count is 0 and the IRQ is enabled again. Without a timeout nothing is 
 holds packets, which rxlab's GRO never does (docs/model.md, simplification 4).
 """
 
+import numpy as np
 from numba import njit
 
 from rxlab.config import JIT_STATE
@@ -30,18 +31,31 @@ def napi_defer_irqs(s, c, q, work, t):
         rq.defer_count -= 1
         timeout = p.queue[q].gro_flush_ns  # napi_get_gro_flush_timeout(n)
         if timeout > 0:
-            rq.timer_cpu = c
-            schedule(s.ev, t + timeout, PRIO_HARDIRQ, EV_NAPI_TIMER, q)
+            napi_timer_start(s, c, q, t + timeout)
             return True
     return False
 
 
 @njit(**JIT_STATE)
-def napi_watchdog(s, q):
-    """The NAPI's hrtimer expired: the CPU it fires on, where the NAPI is scheduled
-    (``__napi_schedule_irqoff``). The NAPI completed when it armed the timer and only the
-    timer can schedule it while its IRQ is masked, so ``test_and_set_bit(SCHED)`` always
-    succeeds here."""
+def napi_timer_start(s, c, q, t_exp):
+    """hrtimer_start(&n->timer, .., HRTIMER_MODE_REL_PINNED) on CPU c: the NAPI's one
+    timer now expires at t_exp there (an earlier arming is moved, not added)."""
     rq = s.nic.queue[q]
-    rq.q_timer_polls += 1
+    rq.timer_cpu = c
+    rq.timer_at = t_exp
+    schedule(s.ev, t_exp, PRIO_HARDIRQ, EV_NAPI_TIMER, q)
+
+
+@njit(**JIT_STATE)
+def napi_watchdog(s, q, t):
+    """The NAPI's hrtimer expired at t: the CPU it fires on, or -1 if this expiry was
+    moved by a later hrtimer_start (no interrupt then). ``test_and_set_bit(SCHED)``
+    fails while a busy poll holds the NAPI (rxlab.kernel.busy_poll): the interrupt is
+    taken, nothing is scheduled (``q_sched`` stays as it is; the caller checks it)."""
+    rq = s.nic.queue[q]
+    if rq.timer_at != t:
+        return np.int64(-1)
+    rq.timer_at = -1
+    if not rq.q_sched:
+        rq.q_timer_polls += 1
     return rq.timer_cpu

@@ -37,10 +37,9 @@ from rxlab.kernel.backlog import net_rps_send_ipi
 from rxlab.kernel.counters import T_SYSTEM
 from rxlab.kernel.events import EV_CPU
 from rxlab.kernel.napi import napi_complete_done
-from rxlab.kernel.nic_rx import kick_cpu
 from rxlab.kernel.sched import SCHED_NAPI_THREAD, place_woken, sleep_lag, wake_preempt
 from rxlab.kernel.sched_states import SEG_NAPI_THREAD, TH_RUNNABLE, TH_SLEEP, TH_WAKING
-from rxlab.kernel.wake import napi_thread_cpu, napi_thread_wake, ttwu_arrive
+from rxlab.kernel.wake import kick_cpu, napi_thread_cpu, napi_thread_wake, ttwu_arrive
 
 
 @njit(**JIT_STATE)

@@ -11,15 +11,18 @@ import numpy as np
 from numba import njit
 
 from rxlab.config import JIT_STATE, JIT_STATE_OUTLINE
-from rxlab.engine.core import PRIO_CPU, PRIO_HARDIRQ, schedule
+from rxlab.engine.core import PRIO_HARDIRQ, schedule
 from rxlab.kernel.accounting import cost, drop, interval_of
 from rxlab.kernel.backlog import enqueue_to_backlog, net_rps_send_ipi
+from rxlab.kernel.busy_poll import wake_busy_poller
 from rxlab.kernel.counters import CNT_BAD_QUEUE, CNT_GOOD_QUEUE, CNT_OFFERED, TS_OFFERED
 from rxlab.kernel.drop_reasons import DROP_NIC_OVERRUN, DROP_RING_FULL
-from rxlab.kernel.events import EV_CPU, EV_IRQ
+from rxlab.kernel.events import EV_IRQ
 from rxlab.kernel.rps import get_rps_cpu
 from rxlab.kernel.stages import C_DRIVER_RX, C_RPS_ENQUEUE
-from rxlab.kernel.state import ARFS_OFF, W_LAST, W_NEXT, NicState
+from rxlab.kernel.state import W_LAST, W_NEXT, NicState
+from rxlab.kernel.wake import kick_cpu
+from rxlab.nic.arfs_steer import flow_rx_queue
 
 
 def new_nic_state(declared: dict) -> NicState:
@@ -28,16 +31,9 @@ def new_nic_state(declared: dict) -> NicState:
     backlogs') asleep with no re-wake due."""
     nic = NicState(**{name: a.zeros() for name, a in declared.items()})
     nic.thread["nt_rewake"] = -1
+    for field in ("timer_at", "q_bp_owner", "q_bp_waiter"):
+        nic.queue[field] = -1
     return nic
-
-
-@njit(**JIT_STATE)
-def kick_cpu(s, c, t):
-    """Make sure CPU c will dispatch at t (it is idle: no segment, no pending event)."""
-    sd, ev = s.sd, s.ev
-    if sd.cpu[c].ev_pending == 0:
-        sd.cpu[c].ev_pending = 1
-        schedule(ev, t, PRIO_CPU, EV_CPU, c)
 
 
 @njit(**JIT_STATE)
@@ -70,9 +66,7 @@ def ingest(s, f, length, t_wire, t, overrun):
     if overrun:
         drop(s, DROP_NIC_OVERRUN, t)
         return
-    q = p.flow[f].flow_rxq
-    if p.arfs_model != ARFS_OFF and s.ar.fdir_queue[f] >= 0:
-        q = s.ar.fdir_queue[f]  # an aRFS filter for this 5-tuple overrides RSS
+    q = flow_rx_queue(s, f)
     sk = p.flow[f].flow_sock
     if sk >= 0 and t >= p.warmup_ns:
         # good: the queue's interrupt lands where the flow's consumer runs now
@@ -102,6 +96,9 @@ def ingest(s, f, length, t_wire, t, overrun):
     if nic.queue[q].napi_sched == 0:
         nic.queue[q].napi_sched = 1  # interrupt raised; masked until napi_complete_done
         schedule(ev, t + p.irq_delay_ns, PRIO_HARDIRQ, EV_IRQ, q)
+    if p.busy_poll_on and nic.queue[q].q_bp_owner >= 0:
+        wake_busy_poller(s, nic.queue[q].q_bp_owner, t)  # its next round polls it
+
 
 
 @njit(**JIT_STATE)

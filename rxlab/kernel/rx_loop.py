@@ -20,6 +20,7 @@ from rxlab.kernel.counters import LAT_NIC, T_HARDIRQ, T_KSOFTIRQD, T_SOFTIRQ, T_
 from rxlab.kernel.events import (
     EV_ARFS_SVC,
     EV_ARFS_TIMER,
+    EV_BUSY_POLL,
     EV_CPU,
     EV_CPUMAP_WAKE,
     EV_IPI,
@@ -36,9 +37,19 @@ from rxlab.kernel.napi import (
     net_rx_action_next,
     softirq_context,
 )
+from rxlab.kernel.napi_busy_loop import (
+    BP_SLEEP,
+    BP_SPIN,
+    busy_poll_budget,
+    busy_poll_kick,
+    busy_poll_next,
+    busy_poll_pass,
+    busy_poll_yield,
+    busy_spin_end,
+)
 from rxlab.kernel.napi_defer import napi_watchdog
 from rxlab.kernel.napi_thread import napi_thread_after, napi_thread_arrive, napi_thread_pass
-from rxlab.kernel.nic_rx import ingest, kick_cpu
+from rxlab.kernel.nic_rx import ingest
 from rxlab.kernel.profile import (
     P_EV0,
     P_INGEST,
@@ -68,7 +79,12 @@ from rxlab.kernel.sched import (
 from rxlab.kernel.sched_states import (
     BH_APP,
     BH_NAPI_THREAD,
+    BP_OFF,
+    POLL_BUSY,
+    POLL_KTHREAD,
     SEG_APP,
+    SEG_BUSY_POLL,
+    SEG_BUSY_SPIN,
     SEG_CPUMAP,
     SEG_KWORKER,
     SEG_NAPI,
@@ -77,10 +93,10 @@ from rxlab.kernel.sched_states import (
     TH_RUNNABLE,
     TH_WAKING,
 )
-from rxlab.kernel.socket import app_after_read, app_read
+from rxlab.kernel.socket import app_after_read, app_read, app_wait
 from rxlab.kernel.stages import C_HARDIRQ, C_IPI_RECV, C_NAPI_WATCHDOG
 from rxlab.kernel.state import W_NEXT, Arrivals
-from rxlab.kernel.wake import napi_thread_wake, ttwu_arrive
+from rxlab.kernel.wake import kick_cpu, napi_thread_wake, ttwu_arrive
 from rxlab.nic.arfs import kworker_after, kworker_step, kworker_wake, service_timer
 from rxlab.xdp.cpumap import cpumap_after_batch, cpumap_kthread_step
 
@@ -123,6 +139,8 @@ def interrupt(s, c, napi, irq_cost, t):
     """Hard interrupt on CPU c that schedules a NAPI and raises NET_RX_SOFTIRQ, or, for
     a threaded NAPI, wakes its kthread (____napi_schedule)."""
     p, sd = s.p, s.sd
+    if napi < p.nq:
+        s.nic.queue[napi].q_sched = 1
     if p.napi_threaded and napi < p.nq and p.queue[napi].napi_cpu >= 0:
         sd.cpu[c].irq_debt += irq_cost + napi_thread_wake(s, c, napi, t)
         kick_cpu(s, c, t)  # the hardirq's time is charged when c dispatches
@@ -167,6 +185,7 @@ def dispatch(s, c, t):
     sd.cpu[c].ev_pending = 0
     t_ev = t  # no pending event is earlier, no arrival of the next chunk as early
     thread = ctx = was_ks = np.int64(0)
+    budget = np.int64(s.p.napi_weight)
     if pz.on:
         # the paused poll (napi_poll resumes it), as its segment started
         napi, thread, t, ctx, was_ks = pz.q, pz.thread, pz.t0, pz.ctx, pz.was_ks
@@ -195,6 +214,11 @@ def dispatch(s, c, t):
         elif kind == SEG_KWORKER:
             kworker_after(s, t)
             tick_irq_exit(s, c, kind, t)
+        elif kind == SEG_BUSY_SPIN:
+            t = busy_spin_end(s, c, sd.cpu[c].seg_arg, t)
+        elif kind == SEG_BUSY_POLL:
+            if s.so.thread[sd.cpu[c].seg_arg].th_bp == BP_OFF:
+                app_wait(s, c, sd.cpu[c].seg_arg, t)  # busy_poll_stop's poll is done
         elif kind == SEG_NAPI_THREAD:
             napi_thread_after(s, c, sd.cpu[c].seg_arg, t)
             tick_irq_exit(s, c, kind, t)
@@ -231,14 +255,30 @@ def dispatch(s, c, t):
         prof_stop(s, P_PICK_NEXT, p0)
         if who != SCHED_SOFTIRQ:
             sd.cpu[c].bh_inline = 0  # the reader's do_softirq has returned
+        th = app_next(s, c) if who == SCHED_APP else np.int64(-1)
+        if sd.cpu[c].bp_thread >= 0 and who != SCHED_SOFTIRQ and th != sd.cpu[c].bp_thread:
+            busy_poll_yield(s, c, t)  # the busy-polling thread loses the CPU
+        if th >= 0 and s.so.thread[th].th_bp != BP_OFF:
+            # its read's busy loop (BP_READ: it has ended with data, read it)
+            napi = busy_poll_next(s, c, th, t)
+            if napi == BP_SPIN:
+                return
+            if napi == BP_SLEEP:
+                app_wait(s, c, th, t)
+                sd.cpu[c].ev_pending = 1  # the CPU picks again
+                schedule(s.ev, t, PRIO_CPU, EV_CPU, c)
+                return
+            if napi >= 0:
+                thread, ctx, t_ev = POLL_BUSY, th, t
+                budget = busy_poll_budget(s, s.so.thread[th].thread_sock)
         if who == SCHED_NAPI_THREAD:
-            thread, napi, t_ev = 1, napi_thread_next(s, c), t
-        elif who != SCHED_SOFTIRQ and who != SCHED_KSOFTIRQD:
+            thread, napi, t_ev = POLL_KTHREAD, napi_thread_next(s, c), t
+        elif thread != POLL_BUSY and who != SCHED_SOFTIRQ and who != SCHED_KSOFTIRQD:
             p0 = prof_start()
-            run_thread(s, c, who, t)
+            run_thread(s, c, who, th, t)
             prof_stop(s, P_RUN_THREAD, p0)
             return
-        else:
+        elif thread != POLL_BUSY:
             was_ks = sd.cpu[c].ksoftirqd
             ctx = softirq_context(s, c)
             p0 = prof_start()
@@ -246,7 +286,9 @@ def dispatch(s, c, t):
             prof_stop(s, P_RX_ACTION_NEXT, p0)
     if napi >= 0:
         p0 = prof_start()
-        work, t_end, paused = napi_poll(s, c, napi, t)
+        if thread == POLL_BUSY:
+            sd.cpu[c].ev_pending = 1  # the poll's own segment: nothing kicks it meanwhile
+        work, t_end, paused = napi_poll(s, c, napi, t, budget)
         prof_stop(s, P_NAPI_POLL, p0)
         if paused:
             # the driver poll waits for the next chunk's arrivals
@@ -254,8 +296,11 @@ def dispatch(s, c, t):
             sd.cpu[c].ev_pending = 1
             schedule(s.ev, t_ev, PRIO_FIRST, EV_CPU, c)
             return
-        if thread:
+        if thread == POLL_KTHREAD:
             napi_thread_pass(s, c, napi, t, t_end, work)
+            return
+        if thread == POLL_BUSY:
+            busy_poll_pass(s, c, ctx, napi, t, t_end, work)
             return
         sd.cpu[c].seg_work = work
     p0 = prof_start()
@@ -263,9 +308,27 @@ def dispatch(s, c, t):
     prof_stop(s, P_SOFTIRQ_SEGMENT, p0)
 
 
+@njit(**JIT_STATE)
+def app_next(s, c):
+    """The application thread CPU c runs next: round robin from ``rr`` over its runnable
+    threads, wrapping by a subtraction (rr is past the end only after a migration shrank
+    the list)."""
+    sd, so = s.sd, s.so
+    nth = so.cpu_nthreads[c]
+    r = sd.cpu[c].rr if sd.cpu[c].rr < nth else sd.cpu[c].rr % max(nth, 1)
+    for k in range(nth):
+        i = r + k - nth if r + k >= nth else r + k
+        cand = so.cpu_threads[c, i]
+        if so.thread[cand].th_state == TH_RUNNABLE:
+            sd.cpu[c].rr = 0 if i + 1 == nth else i + 1
+            return cand
+    return np.int64(-1)
+
+
 @njit(**JIT_HELPER)
-def run_thread(s, c, who, t):
-    """Start the segment of the thread ``pick_next`` chose on CPU c (not softirq)."""
+def run_thread(s, c, who, th, t):
+    """Start the segment of the thread ``pick_next`` chose on CPU c (not softirq; ``th``:
+    the application thread ``app_next`` chose)."""
     sd, so, ev = s.sd, s.so, s.ev
     if who == SCHED_CPUMAP_KTHREAD:
         e = s.p.cpu[c].cm_entry
@@ -288,18 +351,6 @@ def run_thread(s, c, who, t):
         sd.cpu[c].ev_pending = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
     elif who == SCHED_APP:
-        nth = so.cpu_nthreads[c]
-        th = -1
-        # round robin from rr, wrapping by a subtraction (rr is past the end only after
-        # a migration shrank the list)
-        r = sd.cpu[c].rr if sd.cpu[c].rr < nth else sd.cpu[c].rr % max(nth, 1)
-        for k in range(nth):
-            i = r + k - nth if r + k >= nth else r + k
-            cand = so.cpu_threads[c, i]
-            if so.thread[cand].th_state == TH_RUNNABLE:
-                th = cand
-                sd.cpu[c].rr = 0 if i + 1 == nth else i + 1
-                break
         t_end, n, sys_ns, user_ns = app_read(s, th, t)
         account(s, c, T_SYSTEM, t, t + sys_ns)
         account(s, c, T_USER, t + sys_ns, t_end)
@@ -394,7 +445,12 @@ def handle_event(s, t, kind, arg):
     elif kind == EV_IRQ:
         c = p.queue[arg].irq_cpu
         s.nic.queue[arg].q_irqs += 1
-        interrupt(s, c, arg, cost(s, C_HARDIRQ), t)
+        if p.busy_poll_on and s.nic.queue[arg].q_sched:
+            # a busy poll holds the NAPI: napi_schedule_prep fails (NAPI_STATE_MISSED)
+            sd.cpu[c].irq_debt += cost(s, C_HARDIRQ)
+            kick_cpu(s, c, t)
+        else:
+            interrupt(s, c, arg, cost(s, C_HARDIRQ), t)
     elif kind == EV_IPI:
         sd.cpu[arg].received_rps += 1  # rps_trigger_softirq on the target
         interrupt(s, arg, p.nq + arg, cost(s, C_IPI_RECV), t)
@@ -429,7 +485,16 @@ def handle_event(s, t, kind, arg):
         napi_thread_arrive(s, arg, t)
     elif kind == EV_NAPI_TIMER:
         # napi_watchdog: __napi_schedule_irqoff on the CPU that armed the hrtimer
-        interrupt(s, napi_watchdog(s, arg), arg, cost(s, C_NAPI_WATCHDOG), t)
+        c = napi_watchdog(s, arg, t)
+        if c >= 0:
+            if s.nic.queue[arg].q_sched:  # a busy poll holds it: test_and_set_bit fails
+                sd.cpu[c].irq_debt += cost(s, C_NAPI_WATCHDOG)
+                kick_cpu(s, c, t)
+            else:
+                s.nic.queue[arg].q_prefer = 0
+                interrupt(s, c, arg, cost(s, C_NAPI_WATCHDOG), t)
+    elif kind == EV_BUSY_POLL:
+        busy_poll_kick(s, arg, t)
 
 
 @njit(**JIT_LEAF)

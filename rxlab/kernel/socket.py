@@ -21,6 +21,7 @@ from numba import njit
 from rxlab.config import JIT_LEAF, JIT_STATE
 from rxlab.engine.core import PRIO_WAKE, schedule
 from rxlab.kernel.accounting import account, cost, drop, hist_index, interval_of, work_ns
+from rxlab.kernel.busy_poll import sk_busy_loop_start, sk_mark_napi_id, wake_busy_poller
 from rxlab.kernel.constants import SKB_TRUESIZE_MIN, SKB_TRUESIZE_OVERHEAD
 from rxlab.kernel.counters import (
     CNT_DELIVERED,
@@ -39,7 +40,7 @@ from rxlab.kernel.events import EV_WAKE
 from rxlab.kernel.hashfn import roundup_pow_of_two
 from rxlab.kernel.rfs import sock_rps_record_flow
 from rxlab.kernel.sched import app_sleeps
-from rxlab.kernel.sched_states import BH_APP, TH_RUNNABLE, TH_SLEEP, TH_WAKING
+from rxlab.kernel.sched_states import BH_APP, BP_LOOP, TH_RUNNABLE, TH_SLEEP, TH_WAKING
 from rxlab.kernel.stages import (
     C_CROSS_CPU,
     C_SOCKET_ENQUEUE,
@@ -83,6 +84,8 @@ def new_sock_state(ncpu: int, nflows: int, sock_off: np.ndarray, sock: dict,
     so.flow["flow_max_seq"] = -1
     so.sock["sock_thread"] = so.thread["thread_sock"] = np.arange(nth)
     so.sock["sock_mask"] = np.diff(sock_off) - 1  # each queue's storage - 1
+    so.sock["so_napi"] = -1  # no packet has marked a NAPI id yet
+    so.thread["th_bp_napi"] = -1
     for name, values in sock.items():
         so.sock[name] = values
     for name, values in thread.items():
@@ -96,8 +99,9 @@ def truesize(length):
 
 
 @njit(**JIT_STATE)
-def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t):
-    """Protocol processing of one packet on CPU c at time t; returns the new time."""
+def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t, napi):
+    """Protocol processing of one packet on CPU c at time t; returns the new time.
+    ``napi``: the NAPI id the skb carries (``rxlab.kernel.busy_poll.sk_mark_napi_id``)."""
     p, sd, so, st = s.p, s.sd, s.so, s.st
     sd.cpu[c].processed += 1
     st.ts_pkt[interval_of(s, t), TS_PROCESSED] += 1
@@ -108,6 +112,8 @@ def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t):
     if sk < 0:
         drop(s, DROP_NO_SOCKET, t)
         return t
+    if p.busy_poll_on:
+        sk_mark_napi_id(s, sk, f, napi)
     if so.sock[sk].sock_tcp:
         return tcp_v4_rcv_sock(s, c, sk, f, tarr, seq, length, t)
     if (so.sock[sk].so_rmem > so.sock[sk].sock_rcvbuf
@@ -202,6 +208,8 @@ def sock_queue_tail(s, c, sk, f, tarr, seq, length, t):
         thread_woken(s, th, c)
         schedule(ev, t + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_WAKE, th)
         t += ttwu_remote(s, c, so.thread[th].thread_cpu)  # sock_def_readable's try_to_wake_up
+    elif so.thread[th].th_bp == BP_LOOP:
+        wake_busy_poller(s, th, t)  # its busy loop sees the queue (no wake-up)
     return t
 
 
@@ -290,20 +298,34 @@ def app_read(s, th, t):
 @njit(**JIT_STATE)
 def app_after_read(s, c, th, t):
     """End of a read on CPU c: release_sock runs the socket backlog that softirqs on
-    other CPUs queued meanwhile (system time), then the thread is runnable, waking for a
-    queued packet, or asleep. Returns the time after the backlog."""
-    p, so, ev = s.p, s.so, s.ev
+    other CPUs queued meanwhile (system time), then the thread reads on, busy-polls an
+    empty socket (``sk_busy_loop``), or waits (``app_wait``). Returns the time after the
+    backlog."""
+    so = s.so
     sk = so.thread[th].thread_sock
     if so.thread[th].th_bl_ns > 0:
         account(s, c, T_SYSTEM, t, t + so.thread[th].th_bl_ns)
         so.thread[th].th_ns += so.thread[th].th_bl_ns
         t += so.thread[th].th_bl_ns
         so.thread[th].th_bl_ns = 0
+    if (s.p.busy_poll_on and so.sock[sk].so_head == so.sock[sk].so_tail
+            and sk_busy_loop_start(s, c, th, t)):
+        return t
+    app_wait(s, c, th, t)
+    return t
+
+
+@njit(**JIT_STATE)
+def app_wait(s, c, th, t):
+    """Thread th on CPU c at t, its read over: runnable for a queued packet, waking for
+    one still being delivered, or asleep."""
+    p, so, ev = s.p, s.so, s.ev
+    sk = so.thread[th].thread_sock
     queued = so.sock[sk].so_head < so.sock[sk].so_tail
     slot = p.sock_off[sk] + (so.sock[sk].so_head & so.sock[sk].sock_mask)
     if queued and so.sq[slot].stamp <= t:
         so.thread[th].th_state = TH_RUNNABLE
-        return t
+        return
     app_sleeps(s, c)
     if queued:
         # asleep when the segment that queued it (still running on its CPU) gets
@@ -315,5 +337,4 @@ def app_after_read(s, c, th, t):
         schedule(ev, so.sq[slot].stamp + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_WAKE, th)
     else:
         so.thread[th].th_state = TH_SLEEP
-    return t
 

@@ -184,6 +184,7 @@ class Params(NamedTuple):
     ksoftirqd_defers: bool
     napi_threaded: bool  # some queue's NAPI runs in its kthread (nic.threaded)
     napi_defer_on: bool  # some queue defers its IRQ (napi_defer_hard_irqs + gro_flush_timeout)
+    busy_poll_on: bool  # some socket busy-polls (kernel.busy_read, apps[].busy_poll)
     backlog_threaded: bool  # kernel.thread_backlog_napi: remote backlogs in backlog_napi/N
     # the fair class (rxlab.kernel.sched), tunables scaled for the host's CPU count
     sched_eevdf: bool  # v6.6+: EEVDF; before: CFS
@@ -254,6 +255,14 @@ RX_RING = struct(
     ("q_empty_polls", np.int64),  # driver polls that found no packet
     ("defer_count", np.int64),  # napi->defer_hard_irqs_count
     ("timer_cpu", np.int64),  # CPU the NAPI's hrtimer was armed on (pinned)
+    ("timer_at", np.int64),  # when the armed hrtimer expires (-1: not armed); an
+    # hrtimer_start on an armed timer moves it, so an earlier expiry event is stale
+    ("q_sched", np.int64),  # NAPI_STATE_SCHED: on a poll list, polled, or busy-polled
+    # socket busy polling (rxlab.kernel.busy_poll)
+    ("q_bp_owner", np.int64),  # NAPI_STATE_IN_BUSY_POLL: the thread polling it, or -1
+    ("q_prefer", np.int64),  # NAPI_STATE_PREFER_BUSY_POLL
+    ("q_bp_waiter", np.int64),  # a thread spinning until the NAPI is free, or -1
+    ("q_bp_pkts", np.int64),  # packets busy polls took (LINUX_MIB_BUSYPOLLRXPACKETS)
 )
 # A NAPI's kthread (struct napi_struct's thread), one record per NAPI id: rx queue q's
 # napi/DEV-ID (threaded NAPI), then CPU c's backlog_napi/c at nq + c (threaded backlog),
@@ -293,7 +302,8 @@ POLL_PAUSE = struct(
     ("on", np.int64), ("c", np.int64), ("q", np.int64), ("t", np.int64),
     ("work", np.int64), ("count", np.int64), ("phase", np.int64),
     ("t0", np.int64), ("ctx", np.int64), ("was_ks", np.int64),
-    ("thread", np.int64),  # 1 = the poll of a NAPI kthread (threaded NAPI), not softirq
+    ("thread", np.int64),  # POLL_SOFTIRQ, POLL_KTHREAD or POLL_BUSY (sched_states)
+    ("budget", np.int64),  # the poll's budget (the NAPI weight, or a busy poll's)
 )
 
 
@@ -369,6 +379,7 @@ SOFTNET_DATA = struct(
     ("received_rps", np.int64), ("flow_limit_count", np.int64),
     # wake-ups of threads on other CPUs owed by the running segment (rxlab/kernel/wake.py)
     ("wake_debt", np.int64), ("wake_ctx", np.int64),
+    ("bp_thread", np.int64),  # the thread whose socket busy poll holds the CPU, or -1
 )
 
 
@@ -408,6 +419,11 @@ SOCK = struct(
     ("tcp_remote_n", np.int64),  # on another CPU, socket not owned
     ("tcp_backlog_n", np.int64),  # on another CPU, owned: to the socket backlog
     ("tcp_ofo_n", np.int64),  # out of order: ofo queue and an immediate (S)ACK
+    # busy polling (include/net/busy_poll.h): sk_ll_usec (SO_BUSY_POLL, default
+    # net.core.busy_read), sk_prefer_busy_poll, sk_busy_poll_budget (0: BUSY_POLL_BUDGET),
+    # and sk_napi_id: the rx queue whose NAPI delivered to it (-1: none yet)
+    ("sock_ll_usec", np.int64), ("sock_bp_prefer", np.int64), ("sock_bp_budget", np.int64),
+    ("so_napi", np.int64),
 )
 # An application thread (its ``task_struct`` as the model needs it), one record per
 # thread: thread i reads socket i.
@@ -432,6 +448,11 @@ APP_THREAD = struct(
     # the thread's CPU time (/proc/PID/stat): its own (recvmsg, release_sock's backlog,
     # user work) and the softirq its recv's local_bh_enable ran inline
     ("th_ns", np.int64), ("th_bh_ns", np.int64),
+    # its recv's busy loop (rxlab.kernel.busy_poll): BP_OFF / BP_LOOP / BP_STOP, when
+    # sk_busy_loop_timeout ends it, the NAPI it holds (-1), packets its polls took, and
+    # the CPU time of the loop (its polls and its spinning: system time)
+    ("th_bp", np.int64), ("th_bp_end", np.int64), ("th_bp_napi", np.int64),
+    ("th_bp_pkts", np.int64), ("th_bp_ns", np.int64),
 )
 
 

@@ -70,6 +70,15 @@ class KernelBehaviour:
     # "netdev-genl: Support setting per-NAPI config values" (Joe Damato, v6.13): both set
     # per NAPI over netdev netlink (napi-set); a sysfs write still sets every NAPI
     napi_config_per_queue: bool
+    # "net: busy-poll: allow preemption in sk_busy_loop()" (217f69743681, v4.10): a socket's
+    # busy poll takes the NAPI (NAPI_STATE_IN_BUSY_POLL | SCHED), polls it with
+    # BUSY_POLL_BUDGET in the caller's context and gives it back with busy_poll_stop;
+    # net.core.busy_read and SO_BUSY_POLL are older (3.11) but polled through the driver's
+    # ndo_busy_poll before it (not modelled)
+    busy_poll: bool
+    # "net: Introduce preferred busy-polling" (7fd3253a7de6, v5.11): SO_PREFER_BUSY_POLL
+    # (__napi_poll completes a full-budget softirq poll early) and SO_BUSY_POLL_BUDGET
+    prefer_busy_poll: bool
 
 
 def behaviour(text: str) -> KernelBehaviour:
@@ -96,4 +105,6 @@ def behaviour(text: str) -> KernelBehaviour:
         gro_flush_timeout=v >= (3, 19),
         napi_defer_hard_irqs=v >= (5, 8),
         napi_config_per_queue=v >= (6, 13),
+        busy_poll=v >= (4, 10),
+        prefer_busy_poll=v >= (5, 11),
     )

@@ -23,11 +23,12 @@ The delay until the thread runs stays ``wakeup_latency``.
 from numba import njit
 
 from rxlab.config import JIT_STATE
-from rxlab.engine.core import PRIO_WAKE, schedule
+from rxlab.engine.core import PRIO_CPU, PRIO_WAKE, schedule
 from rxlab.kernel.accounting import cost
 from rxlab.kernel.counters import T_SYSTEM
-from rxlab.kernel.events import EV_NAPI_WAKE
+from rxlab.kernel.events import EV_CPU, EV_NAPI_WAKE
 from rxlab.kernel.sched_states import (
+    SEG_BUSY_SPIN,
     SEG_CPUMAP,
     SEG_NAPI_THREAD,
     TH_RUNNABLE,
@@ -63,7 +64,8 @@ def ttwu_remote_owed(s, waker, wakee):
 def ttwu_arrive(s, waker, wakee):
     """The wake-up reaches CPU ``wakee``: an idle one takes the IPI first."""
     sd = s.sd
-    if waker != wakee and waker >= 0 and sd.cpu[wakee].ev_pending == 0:
+    if (waker != wakee and waker >= 0 and sd.cpu[wakee].ev_pending == 0
+            and sd.cpu[wakee].seg_kind != SEG_BUSY_SPIN):
         sd.cpu[wakee].irq_debt += cost(s, C_IPI_RECV)
 
 
@@ -92,3 +94,12 @@ def napi_thread_wake(s, waker, nid, t):
     nt[nid].nt_waker = waker
     schedule(s.ev, t + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_NAPI_WAKE, nid)
     return ttwu_remote(s, waker, napi_thread_cpu(s, nid))
+
+
+@njit(**JIT_STATE)
+def kick_cpu(s, c, t):
+    """Make sure CPU c will dispatch at t (it is idle: no segment, no pending event)."""
+    sd, ev = s.sd, s.ev
+    if sd.cpu[c].ev_pending == 0:
+        sd.cpu[c].ev_pending = 1
+        schedule(ev, t, PRIO_CPU, EV_CPU, c)

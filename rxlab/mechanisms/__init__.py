@@ -9,6 +9,7 @@ mechanism") says what else a mechanism touches.
 
 from rxlab.mechanisms.arfs import ARFS
 from rxlab.mechanisms.base import Array, Counter, Drop, Event, Mechanism, Stage
+from rxlab.mechanisms.busy_poll import BUSY_POLL
 from rxlab.mechanisms.cpumap import CPUMAP
 from rxlab.mechanisms.flow_hash import FLOW_HASH
 from rxlab.mechanisms.flow_limit import FLOW_LIMIT
@@ -28,7 +29,7 @@ from rxlab.mechanisms.xsk import XSK
 
 MECHANISMS: tuple[Mechanism, ...] = (
     NIC, RSS, NAPI, NAPI_THREADS, NAPI_DEFER, RPS, FLOW_LIMIT, FLOW_HASH, RFS, ARFS, SOCKET,
-    REUSEPORT, SCHED, XDP, CPUMAP, XSK, TCP,
+    REUSEPORT, SCHED, XDP, CPUMAP, XSK, TCP, BUSY_POLL,
 )
 BY_NAME = {m.name: m for m in MECHANISMS}
 

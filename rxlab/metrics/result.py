@@ -145,7 +145,8 @@ def _queues_block(m) -> list[dict]:
          # threaded NAPI: the queue's kthread napi/DEV-ID, its CPU and CPU time
          **({"napi_thread_cpu": int(p.queue[q]["napi_cpu"]),
              "napi_thread_cpu_s": round(int(nic.thread[q]["nt_ns"]) / 1e9, 9)}
-            if p.napi_threaded else {})}
+            if p.napi_threaded else {}),
+         **({"busy_poll_packets": int(nic.queue[q]["q_bp_pkts"])} if p.busy_poll_on else {})}
         for q in range(p.nq)
     ]
 
@@ -160,6 +161,9 @@ def _apps_block(m) -> list[dict]:
                      "socket_drops": int(so.sock["so_drops"][t]),
                      "wakeups": int(so.thread["th_wakeups"][t]),
                      "wakeups_remote": int(so.thread["th_wakeups_remote"][t])})
+        if m.params.busy_poll_on:
+            apps[-1].update(busy_poll_packets=int(so.thread["th_bp_pkts"][t]),
+                            busy_poll_s=round(int(so.thread["th_bp_ns"][t]) / 1e9, 9))
     return apps
 
 

@@ -121,6 +121,10 @@ class Queue(_Out):
                                         "napi/DEV-ID ran on")
     napi_thread_cpu_s: float | None = Field(None, ge=0, description="threaded NAPI: its "
                                             "CPU time (s)")
+    busy_poll_packets: int | None = Field(None, ge=0, description="busy polling: packets "
+                                          "application busy polls took from it "
+                                          "(LINUX_MIB_BUSYPOLLRXPACKETS, TcpExt "
+                                          "BusyPollRxPackets)")
 
 
 class App(_Out):
@@ -135,6 +139,11 @@ class App(_Out):
     wakeups: int = Field(ge=0, description="times a packet woke it (sk_data_ready)")
     wakeups_remote: int = Field(ge=0, description="of wakeups: sent from another CPU (an "
                                 "IPI)")
+    busy_poll_packets: int | None = Field(None, ge=0, description="busy polling: packets "
+                                          "its reads' busy polls took (their share of "
+                                          "LINUX_MIB_BUSYPOLLRXPACKETS)")
+    busy_poll_s: float | None = Field(None, ge=0, description="busy polling: CPU time of "
+                                      "its busy loops, polls and spinning (system time, s)")
 
 
 class Task(_Out):

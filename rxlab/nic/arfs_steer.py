@@ -25,7 +25,13 @@ from rxlab.config import JIT_STATE
 from rxlab.engine.core import PRIO_TIMER, schedule
 from rxlab.kernel.events import EV_ARFS_SVC
 from rxlab.kernel.sched_states import SVC_IDLE, SVC_QUEUED
-from rxlab.kernel.state import ARFS_ACTIVE, ARFS_ICE_TUPLE_MATCH, ARFS_INACTIVE, ARFS_MLX5
+from rxlab.kernel.state import (
+    ARFS_ACTIVE,
+    ARFS_ICE_TUPLE_MATCH,
+    ARFS_INACTIVE,
+    ARFS_MLX5,
+    ARFS_OFF,
+)
 
 ICE_ARFS_LST_MASK = 1023  # ICE_MAX_ARFS_LIST - 1
 MLX5_ARFS_HASH = 256  # ARFS_HASH_SIZE buckets per table
@@ -152,3 +158,12 @@ def ndo_rx_flow_steer(s, f, skb_hash, rxq, flow_id, c, t):
     ar.cnt[0].arfs_add += 1
     arfs_kick_service(s, e, c, t)
     return fid
+
+@njit(**JIT_STATE)
+def flow_rx_queue(s, f):
+    """The rx queue flow f reaches now: RSS's, unless an aRFS filter for its 5-tuple
+    overrides it."""
+    q = s.p.flow[f].flow_rxq
+    if s.p.arfs_model != ARFS_OFF and s.ar.fdir_queue[f] >= 0:
+        q = s.ar.fdir_queue[f]
+    return q
