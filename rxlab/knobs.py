@@ -1,12 +1,12 @@
 """Receive-path settings rxlab knows of but does not model: the one table of them.
 
-A scenario that sets one is refused with a line of its own ("kernel.busy_read: a known
-kernel setting (sysctl net.core.busy_read), not modelled by this version of rxlab"), not
+A scenario that sets one is refused with a line of its own ("kernel.busy_poll: a known
+kernel setting (sysctl net.core.busy_poll), not modelled by this version of rxlab"), not
 with "unknown key": a user can tell a knob this version lacks from a misspelling, and
 learns what the model does instead. ``rxlab host show`` and ``host export`` read those
 a host shows in one file (a sysctl, a sysfs attribute) and list them as read and not
 modelled; the others (ethtool, netlink, boot parameters, socket options) are named as
-not read. The issues that would model them: 31 (busy polling, IRQ suspension), 32 (GRO,
+not read. The issues that would model them: 31 (epoll's busy poll, IRQ suspension), 32 (GRO,
 adaptive moderation, skb defer free).
 """
 
@@ -25,7 +25,7 @@ class Knob:
 
     @property
     def name(self) -> str:
-        """The name a host shows: net.core.busy_read, threaded (of a device), ..."""
+        """The name a host shows: net.core.busy_poll, threaded (of a device), ..."""
         if self.path and self.path.startswith("/proc/sys/"):
             return self.path.removeprefix("/proc/sys/").replace("/", ".")
         return self.path.rsplit("/", 1)[-1] if self.path else self.what
@@ -35,8 +35,6 @@ _CORE = "/proc/sys/net/core"
 _DEV = "/sys/class/net/{dev}"
 
 UNMODELLED: tuple[Knob, ...] = (
-    Knob("busy_read", "kernel", "sysctl net.core.busy_read",
-         "reads never busy-poll, as with 0", f"{_CORE}/busy_read"),
     Knob("busy_poll", "kernel", "sysctl net.core.busy_poll",
          "poll and epoll never busy-poll, as with 0", f"{_CORE}/busy_poll"),
     Knob("skb_defer_max", "kernel", "sysctl net.core.skb_defer_max",
@@ -56,12 +54,6 @@ UNMODELLED: tuple[Knob, ...] = (
          "GRO costs `gro` per packet and never aggregates"),
     Knob("gro_max_size", "nic", "ip link set DEV gro_max_size",
          "GRO never aggregates"),
-    Knob("busy_poll", "apps", "socket option SO_BUSY_POLL",
-         "reads never busy-poll"),
-    Knob("prefer_busy_poll", "apps", "socket option SO_PREFER_BUSY_POLL, 5.11+",
-         "reads never busy-poll"),
-    Knob("busy_poll_budget", "apps", "socket option SO_BUSY_POLL_BUDGET, 5.11+",
-         "reads never busy-poll"),
 )
 
 # a per-device knob written under kernel (or a global one under nic) is still the knob

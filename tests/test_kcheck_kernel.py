@@ -28,7 +28,10 @@ SLOW_CHECK = "flow_limit_shedding" if FLOW_LIMIT else "backlog_drop_accounting"
 # irq_deferral counts NET_RX runs per packet of a sender paced to one packet a wake-up:
 # a loaded machine that wakes it late sends two at once, which the even spacing of the
 # model's arrivals does not have (docs/kernel-check.md)
-UNGATED = {"reader_on_rps_cpu", "reader_threaded_napi", "ksoftirqd_share", "irq_deferral"}
+# busy_read times the reader's CPU per packet: another process on cpu1 preempts its
+# busy loop (need_resched), so its verdict is printed too
+UNGATED = {"reader_on_rps_cpu", "reader_threaded_napi", "ksoftirqd_share", "irq_deferral",
+           "busy_read"}
 pytestmark = pytest.mark.skipif(WHY is not None, reason=f"cannot run here: {WHY}")
 RXLAB = [sys.executable, "-m", "rxlab.cli.main", "kernel-check"]
 COMPILE_BUDGET = 900  # s: a cold numba cache on a busy 2-CPU machine
@@ -96,6 +99,10 @@ def test_every_check_agrees_with_the_kernel(untouched, capsys):
             assert len(c["criteria"]) == 4
             assert c["kernel"]["defer0_0us"]["net_rx_per_packet"] >= 0.9
             assert c["kernel"]["defer0_0us"]["received"] > 0
+        if c["name"] == "busy_read":  # three runs; the kernel's reader polled itself
+            assert len(c["criteria"]) == 5
+            assert c["kernel"]["busy_poll_0us"]["busy_poll_share"] == 0
+            assert c["kernel"]["busy_poll_5000us"]["busy_poll_share"] > 0.5
         if c["name"] == "ksoftirqd_share":  # ksoftirqd/1's ticks were read
             assert len(c["criteria"]) == 1 and c["kernel"]["cpu1_softirq_ticks"] > 0
     # exit 1 when any check disagrees, a printed (ungated) one included
@@ -134,8 +141,9 @@ def test_every_check_agrees_with_the_kernel(untouched, capsys):
 
 def test_wrong_model_settings_make_their_checks_disagree(untouched):
     slow_mutation = "flow_limit_on_target" if FLOW_LIMIT else "no_backlog_limit"
-    rc, rep = _run("--only", f"{SLOW_CHECK},rps_cpu_choice,cpumap_cpu_choice,irq_deferral",
-                   "--mutate", f"{slow_mutation},rps_low_bits,cpumap_ignored,deferral_ignored")
+    rc, rep = _run("--only", f"{SLOW_CHECK},rps_cpu_choice,cpumap_cpu_choice,irq_deferral,"
+                   "busy_read", "--mutate", f"{slow_mutation},rps_low_bits,cpumap_ignored,"
+                   "deferral_ignored,busy_poll_ignored")
     assert rc == 1
     by = {c["name"]: c for c in rep["checks"]}
     fl = by[SLOW_CHECK]
@@ -161,6 +169,10 @@ def test_wrong_model_settings_make_their_checks_disagree(untouched):
         assert dfr["agree"] is False
         assert {c["what"] for c in dfr["criteria"] if not c["ok"]} >= {
             "defer2_200us: NET_RX runs per packet within 15 %"}
+    bp = by["busy_read"]
+    if bp["status"] == "ran":  # a model whose reader never busy-polls
+        assert bp["agree"] is False
+        assert bp["model"]["busy_poll_5000us"]["busy_poll_share"] == 0
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])

@@ -42,7 +42,7 @@ def test_no_knob_in_the_table_is_a_field_rxlab_models(knob):
 
 
 @pytest.mark.parametrize("path", ["nic.irq_suspend_timeout",
-                                  "kernel.busy_read", "kernel.busy_poll",
+                                  "kernel.busy_poll",
                                   "kernel.skb_defer_max",
                                   "nic.adaptive_rx", "nic.gro"])
 def test_the_issues_knobs_are_refused_as_known(path):
@@ -65,10 +65,10 @@ def test_a_key_far_from_every_other_asks_to_check_the_spelling():
 
 def test_the_cli_line_and_exit_status():
     p = subprocess.run([sys.executable, "-m", "rxlab.cli.main", "run", "default",
-                        "--set", "kernel.busy_read=50"], capture_output=True, text=True)
+                        "--set", "kernel.busy_poll=50"], capture_output=True, text=True)
     assert p.returncode == 2 and p.stdout == ""
-    assert p.stderr.startswith("rxlab: error: default: kernel.busy_read: a known kernel "
-                               "setting (sysctl net.core.busy_read), not modelled by this "
+    assert p.stderr.startswith("rxlab: error: default: kernel.busy_poll: a known kernel "
+                               "setting (sysctl net.core.busy_poll), not modelled by this "
                                "version of rxlab"), p.stderr
     assert p.stderr.count("\n") == 1
 
@@ -76,34 +76,35 @@ def test_the_cli_line_and_exit_status():
 def test_host_reads_the_knobs_a_file_shows(tmp_path):
     core = tmp_path / "proc/sys/net/core"
     core.mkdir(parents=True)
-    (core / "busy_read").write_text("50\n")  # busy_poll and the rest absent: left out
+    (core / "busy_poll").write_text("50\n")  # the rest absent: left out
+    (core / "busy_read").write_text("50\n")  # modelled: not read as unmodelled
     (core / "skb_defer_max").write_text("64\n")
     dev = tmp_path / "sys/class/net/eth9"
     dev.mkdir(parents=True)
     (dev / "napi_defer_hard_irqs").write_text("2\n")  # modelled: not read as unmodelled
     assert host_read.read_unmodelled("kernel", root=str(tmp_path)) == {
-        "net.core.busy_read": "50", "net.core.skb_defer_max": "64"}
+        "net.core.busy_poll": "50", "net.core.skb_defer_max": "64"}
     assert host_read.read_unmodelled("nic", "eth9", str(tmp_path)) == {}
 
 
 def test_host_show_and_export_name_what_they_read_and_what_not():
-    info = {"unmodelled": {"net.core.busy_read": "50"}, "devices": {
+    info = {"unmodelled": {"net.core.busy_poll": "50"}, "devices": {
         "eth9": {"unmodelled": {"some_attribute": "20000"}},
         "eth8": {"unmodelled": {"some_attribute": "0"}}}}
     read, unread = host_read.unmodelled_lines(info, ["eth9"])
-    assert read == "not modelled, read: net.core.busy_read=50 eth9/some_attribute=20000"
+    assert read == "not modelled, read: net.core.busy_poll=50 eth9/some_attribute=20000"
     for k in knobs.not_read():
         assert k.what in unread
-    assert "adaptive-rx" in unread and "SO_BUSY_POLL" in unread
+    assert "adaptive-rx" in unread and "irq-suspend-timeout" in unread
 
 
 def test_a_sweep_grid_over_an_unmodelled_knob_is_refused_the_same_way():
     from rxlab.sweep.spec import validate_override
 
     with pytest.raises(UsageError) as err:
-        validate_override(BASE, "kernel.busy_read", 50, "sweep.grid.kernel.busy_read")
-    assert str(err.value).startswith("sweep.grid.kernel.busy_read: a known kernel setting "
-                                     "(sysctl net.core.busy_read), not modelled")
+        validate_override(BASE, "kernel.busy_poll", 50, "sweep.grid.kernel.busy_poll")
+    assert str(err.value).startswith("sweep.grid.kernel.busy_poll: a known kernel setting "
+                                     "(sysctl net.core.busy_poll), not modelled")
     with pytest.raises(UsageError) as err:
         validate_override(BASE, "kernel.netdev_max_backlg", 1, "sweep.grid.x")
     assert "unknown scenario path; did you mean netdev_max_backlog?" in str(err.value)

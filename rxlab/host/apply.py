@@ -53,7 +53,8 @@ from rxlab.scenario import Kernel, Rss, Scenario
 
 ROLLBACK_FORMAT = 1
 APPLY_SYSCTLS = ("netdev_max_backlog", "netdev_budget", "netdev_budget_usecs", "dev_weight",
-                 "flow_limit_cpu_bitmap", "flow_limit_table_len", "rps_sock_flow_entries")
+                 "flow_limit_cpu_bitmap", "flow_limit_table_len", "rps_sock_flow_entries",
+                 "busy_read")
 # the kernel rounds both RFS table sizes up to a power of two; it refuses more than 2^29
 # socket flow entries, and rxlab keeps per-queue tables to the same bound
 RFS_MAX = 1 << 29
@@ -416,7 +417,7 @@ def _sysctl_steps(k: Kernel, ncpu: int, info: dict, notes: list[str]) -> list[St
             "flow_limit_cpu_bitmap": _check_mask(k.flow_limit_cpu_bitmap, ncpu,
                                                  "kernel.flow_limit_cpu_bitmap"),
             "flow_limit_table_len": tl,
-            "rps_sock_flow_entries": k.rps_sock_flow_entries}
+            "rps_sock_flow_entries": k.rps_sock_flow_entries, "busy_read": k.busy_read}
     if not 0 <= k.rps_sock_flow_entries <= RFS_MAX:
         raise UsageError(f"kernel.rps_sock_flow_entries: {k.rps_sock_flow_entries} is out of "
                          f"range 0..{RFS_MAX}")
@@ -440,9 +441,10 @@ def _sysctl_steps(k: Kernel, ncpu: int, info: dict, notes: list[str]) -> list[St
 
 # what a net.core sysctl holds when its feature is unused: the kernel's defaults
 # (net/core/dev.c v6.18: netdev_flow_limit_table_len = 1 << 12; no CPU in the bitmap,
-# no socket flow table), so a kernel without the feature runs as if it held them
+# no socket flow table; no busy poll: sysctl_net_busy_read 0), so a kernel without the
+# feature runs as if it held them
 UNUSED = {"flow_limit_cpu_bitmap": "0", "flow_limit_table_len": "4096",
-          "rps_sock_flow_entries": "0"}
+          "rps_sock_flow_entries": "0", "busy_read": "0"}
 
 
 def _absent_sysctl(name: str, value, why: str | None) -> str:

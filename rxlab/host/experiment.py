@@ -114,6 +114,8 @@ class Run:
     send_rusage: dict[str, float] = field(default_factory=dict)
     # the paced sender's bursts: {"sleeps": times it slept, "slept": seconds asleep}
     send_pacing: dict[str, float] = field(default_factory=dict)
+    # the receiver namespace's /proc/net/netstat counters that moved (Prefix.Name: delta)
+    netstat: dict[str, int] = field(default_factory=dict)
 
     @property
     def total_sent(self) -> int:
@@ -131,10 +133,13 @@ class Run:
 def run_traffic(lab: Lab, sports: list[int], weights: list[int] | None = None, *,
                 duration: float = 1.0, send_cpu: int = 0, recv_cpu: int = 1,
                 migrate_at: float | None = None, migrate_to: int = 0,
-                settle: float = 0.0, pps: float | None = None, nap: float = 0.0) -> Run:
+                settle: float = 0.0, pps: float | None = None, nap: float = 0.0,
+                busy_poll: int | None = None) -> Run:
     """``pps``: the sender paces itself to this total rate (default: as fast as it can).
     ``nap``: the receiver sleeps this long between reads instead of waiting on its
-    sockets (traffic.py ``--nap``: nothing in the receive path wakes it)."""
+    sockets (traffic.py ``--nap``: nothing in the receive path wakes it). ``busy_poll``:
+    the receiver reads with blocking recv calls on sockets with SO_BUSY_POLL this many
+    us (traffic.py ``--busy-poll``)."""
     check_signals()
     ports = ",".join(map(str, sports))
     rargs = ["recv", "--cpu", str(recv_cpu), "--addr", lab.ip_rx, "--peer", lab.ip_tx,
@@ -144,11 +149,14 @@ def run_traffic(lab: Lab, sports: list[int], weights: list[int] | None = None, *
         rargs += ["--migrate-at", str(migrate_at), "--migrate-to", str(migrate_to)]
     if nap:
         rargs += ["--nap", str(nap)]
+    if busy_poll is not None:
+        rargs += ["--busy-poll", str(busy_poll)]
     try:
         recv = PROCS.start(lab.ns_rx, rargs)
         _readline(recv, "ready")
         d0 = lab.dev_stats()
         u0 = lab.udp_stats()
+        n0 = lab.netstat()
         s0 = softnet()
         sargs = ["send", "--cpu", str(send_cpu), "--src", lab.ip_tx, "--dst", lab.ip_rx,
                  "--port", str(PORT), "--sports", ports, "--duration", str(duration)]
@@ -176,6 +184,7 @@ def run_traffic(lab: Lab, sports: list[int], weights: list[int] | None = None, *
         window = time.monotonic() - t0
         d1 = lab.dev_stats()
         u1 = lab.udp_stats()  # the receiver's sockets are still open
+        n1 = lab.netstat()
         secs = time.monotonic() - t0
         if migrate_at is not None:
             phases.append(softnet_delta(s_mid, s1))
@@ -199,7 +208,8 @@ def run_traffic(lab: Lab, sports: list[int], weights: list[int] | None = None, *
                ksoftirqd_ticks={c: k1[c] - k0[c] for c in k0},
                send_seconds=float(sent.get("seconds", 0.0)),
                recv_rusage=res.get("rusage", {}), send_rusage=sent.get("rusage", {}),
-               send_pacing={k: sent.get(k, 0) for k in ("sleeps", "slept")})
+               send_pacing={k: sent.get(k, 0) for k in ("sleeps", "slept")},
+               netstat={k: v - n0.get(k, 0) for k, v in n1.items() if v != n0.get(k, 0)})
 
 
 # --- BPF on the lab's veth ------------------------------------------------------------------

@@ -238,7 +238,7 @@ def _kernel_fields(info: dict, d: dict, nq: int, notes: list[str]) -> dict:
         kern["rps_cpus"] = {q: m for q, m in rps.items() if q < nq}
     sc = info.get("sysctls") or {}
     for k in ("netdev_max_backlog", "netdev_budget", "netdev_budget_usecs", "dev_weight",
-              "flow_limit_cpu_bitmap", "flow_limit_table_len"):
+              "flow_limit_cpu_bitmap", "flow_limit_table_len", "busy_read"):
         why = (info.get("sysctls_absent") or {}).get(k)
         if sc.get(k) is not None:
             kern[k] = sc[k]

@@ -204,6 +204,11 @@ class Lab:
         queued (``/proc/net/udp``). /proc/net follows the reading thread's namespace."""
         return in_netns(self.ns_rx, procfs.udp_stats, sysfs=False)
 
+    def netstat(self) -> dict[str, int]:
+        """The receiver namespace's /proc/net/netstat counters (``TcpExt.BusyPollRxPackets``:
+        LINUX_MIB_BUSYPOLLRXPACKETS counts per namespace, ``dev_net(napi->dev)``)."""
+        return in_netns(self.ns_rx, procfs.netstat, sysfs=False)
+
     def add_clsact(self, ns: str, dev: str) -> None:
         netns_exec(ns, ["tc", "qdisc", "add", "dev", dev, "clsact"])
 

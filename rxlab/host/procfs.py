@@ -106,6 +106,25 @@ def udp_stats() -> dict:
     return {"snmp": snmp, "sockets": socks}
 
 
+def parse_netstat(text: str) -> dict[str, int]:
+    """/proc/net/netstat (pairs of header and value lines, ``TcpExt: ...``) -> every
+    counter as ``Prefix.Name``."""
+    out: dict[str, int] = {}
+    lines = text.splitlines()
+    for head, vals in zip(lines[::2], lines[1::2], strict=False):
+        prefix, _, names = head.partition(":")
+        for k, v in zip(names.split(), vals.partition(":")[2].split(), strict=False):
+            out[f"{prefix}.{k}"] = int(v)
+    return out
+
+
+def netstat() -> dict[str, int]:
+    """This namespace's /proc/net/netstat (call through ``in_netns``, as ``udp_stats``):
+    the LINUX_MIB counters, per network namespace."""
+    with open("/proc/net/netstat") as fh:
+        return parse_netstat(fh.read())
+
+
 def tasks_named(match) -> list[int]:
     """The pids whose comm (in /proc) ``match(comm)`` accepts, in pid order."""
     out = []

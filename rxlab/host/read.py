@@ -22,7 +22,8 @@ from rxlab.host import caps, ethtool
 from rxlab.host.netns import check_dev, check_netns, in_netns
 
 SYSCTLS = ("netdev_max_backlog", "netdev_budget", "netdev_budget_usecs", "dev_weight",
-           "flow_limit_cpu_bitmap", "flow_limit_table_len", "rps_sock_flow_entries")
+           "flow_limit_cpu_bitmap", "flow_limit_table_len", "rps_sock_flow_entries",
+           "busy_read")
 SYSCTL_DIR = Path("/proc/sys/net/core")
 SYS_NET = Path("/sys/class/net")
 

@@ -26,7 +26,10 @@ are not kept), and its own CPU time from ``ready`` to the end (``rusage``). With
 ``--nap S`` it does not wait on its sockets: it sleeps S seconds on a timer, then reads
 what is queued, so the softirq that queues a packet finds no sleeper on the socket and
 wakes nobody (``sock_def_readable()`` in net/core/sock.c checks
-``skwq_has_sleeper()``): the receive CPU's time is the receive path's alone.
+``skwq_has_sleeper()``): the receive CPU's time is the receive path's alone. With
+``--busy-poll US`` (one port) it reads with blocking ``recv`` calls on a socket with
+``SO_BUSY_POLL`` US, so an empty socket busy-polls its NAPI before the read sleeps
+(``__skb_recv_udp`` -> ``sk_busy_loop``); ``SO_RCVTIMEO`` of 50 ms lets it look at stdin.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import time
 
 SO_INCOMING_CPU = 49
 SO_RCVBUFFORCE = 33
+SO_BUSY_POLL = 46  # include/uapi/asm-generic/socket.h
 
 
 def _ports(text: str) -> list[int]:
@@ -118,7 +122,16 @@ def recv(args) -> None:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
         s.bind((args.addr, args.port))
         s.connect((args.peer, sp))
-        s.setblocking(False)
+        if args.busy_poll is not None:
+            s.setsockopt(socket.SOL_SOCKET, SO_BUSY_POLL, args.busy_poll)
+            # a blocking fd (Python's own timeouts would poll() it non-blocking); the
+            # kernel's receive timeout (struct timeval: 0 s, 50000 us) wakes the read to
+            # look at stdin
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
+                         (0).to_bytes(8, sys.byteorder) + (50_000).to_bytes(8, sys.byteorder))
+            s.setblocking(True)
+        else:
+            s.setblocking(False)
         socks[s.fileno()] = (s, sp)
         sel.register(s, selectors.EVENT_READ, sp)
     sel.register(sys.stdin, selectors.EVENT_READ, None)
@@ -141,7 +154,11 @@ def recv(args) -> None:
             phase, phase_t = 1, time.monotonic()
             print("migrated", flush=True)
         keep = now - phase_t >= args.settle
-        if args.nap:
+        if args.busy_poll is not None:
+            ready = [(k, "blocking") for k in sel.get_map().values() if k.data is not None]
+            if select.select([sys.stdin], [], [], 0)[0]:
+                ready.append((sel.get_key(sys.stdin), None))
+        elif args.nap:
             time.sleep(args.nap)
             ready = [(k, None) for k in sel.get_map().values() if k.data is not None]
             if select.select([sys.stdin], [], [], 0)[0]:
@@ -159,7 +176,7 @@ def recv(args) -> None:
             while n < 256:
                 try:
                     s.recv(2048)
-                except BlockingIOError:
+                except BlockingIOError:  # non-blocking: empty; blocking: SO_RCVTIMEO
                     break
                 n += 1
                 received[sp] += 1
@@ -169,6 +186,7 @@ def recv(args) -> None:
                     d[c] = d.get(c, 0) + 1
     # drain what is queued (counts only)
     for s, sp in socks.values():
+        s.setblocking(False)
         while True:
             try:
                 s.recv(2048)
@@ -204,6 +222,7 @@ def main(argv=None) -> None:
     r.add_argument("--settle", type=float, default=0.0)
     r.add_argument("--max-seconds", type=float, default=20.0)
     r.add_argument("--nap", type=float, default=0.0)
+    r.add_argument("--busy-poll", type=int, default=None)
     args = ap.parse_args(argv)
     (send if args.mode == "send" else recv)(args)
 

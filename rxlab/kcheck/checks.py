@@ -15,7 +15,8 @@ matching check can disagree:
 * ``rfs_off``: the model runs without RFS tables;
 * ``no_backlog_limit``: the model's ``netdev_max_backlog`` is 100000 instead of 64;
 * ``cpumap_ignored``: the model's XDP rules pass every flow instead of redirecting;
-* ``deferral_ignored``: the model's device defers no IRQ (napi_defer_hard_irqs 0).
+* ``deferral_ignored``: the model's device defers no IRQ (napi_defer_hard_irqs 0);
+* ``busy_poll_ignored``: the model's reader does not busy-poll (SO_BUSY_POLL 0).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ MUTATIONS = {
     "no_backlog_limit": "backlog_drop_accounting",
     "cpumap_ignored": "cpumap_cpu_choice",
     "deferral_ignored": "irq_deferral",
+    "busy_poll_ignored": "busy_read",
 }
 CPUS = [0, 1]
 SEND_CPU, TARGET_CPU = 0, 1
@@ -1029,6 +1031,97 @@ def irq_deferral(ctx: Ctx) -> dict:
     return c.result("irq_deferral", k, m)
 
 
+# --- busy_read ---------------------------------------------------------------------------
+
+BUSY_PORTS = [40600]
+BUSY_PPS = 500.0  # paced: a packet every 2 ms
+# SO_BUSY_POLL us: none; a loop that times out well before the next packet (each read
+# then spins 200 x 1.024 us and sleeps); one that spans the gap (the reader polls every
+# packet itself)
+BUSY_SETTINGS = (0, 200, 5000)
+
+
+def busy_unavailable() -> str | None:
+    if shutil.which("ethtool") is None:
+        return ("needs ethtool: veth has a NAPI (and so a NAPI id to busy-poll) only with "
+                "GRO on the receiving veth (apt-get install ethtool, "
+                "scripts/setup-system.sh)")
+    from rxlab.kernel.versions import behaviour
+    v = running_version()
+    if not behaviour(v).busy_poll:
+        return f"Linux {v}: rxlab models socket busy polling from 4.10"
+    if not os.path.exists("/proc/sys/net/core/busy_read"):
+        return "kernel built without CONFIG_NET_RX_BUSY_POLL (no net.core.busy_read)"
+    return None
+
+
+def busy_run(ctx: Ctx, usec: int) -> Run:
+    """The paced sender's single flow into rxkc1 with GRO on (veth's NAPI, scheduled by
+    the sender's xmit on cpu0), read by blocking recv calls on a socket with SO_BUSY_POLL
+    ``usec`` on cpu1."""
+    ctx.configure(rps_cpus="0")
+    ctx.lab.set_gro(True)
+    ctx.lab.tx_offload_off()
+    try:
+        ctx.log(f"  busy-poll run: SO_BUSY_POLL {usec} us")
+        return run_traffic(ctx.lab, BUSY_PORTS, duration=ctx.duration, send_cpu=SEND_CPU,
+                           recv_cpu=TARGET_CPU, pps=BUSY_PPS, busy_poll=usec)
+    finally:
+        ctx.lab.set_gro(False)
+        ctx.lab.reset_device()
+
+
+def _busy_model(ctx: Ctx, run: Run, usec: int) -> dict:
+    """The run as a scenario: evenly spaced packets, veth's NAPI on cpu0 (``rx_mode:
+    napi``, VETH_RING_SIZE 256), the reader on cpu1 with the same SO_BUSY_POLL."""
+    rate = run.total_sent / max(run.send_seconds, 1e-3)
+    g = model.group("rr", BUSY_PORTS, rate)
+    g["arrivals"] = "constant"
+    d = model.scenario([g], {}, app_cpu=TARGET_CPU, duration=run.send_seconds)
+    d["nic"].update(rx_mode="napi", ring_size=256)
+    d["host"]["kernel"] = running_version()
+    d["apps"][0]["busy_poll"] = 0 if "busy_poll_ignored" in ctx.mutate else usec
+    res = model.simulate(d)
+    n = max(1, res.data["packets"]["delivered"])
+    app = res.data["apps"][0]
+    return {"busy_poll_share": _r(app.get("busy_poll_packets", 0) / n),
+            "loop_us_per_packet": _r(app.get("busy_poll_s", 0.0) / n * 1e6)}
+
+
+def busy_read(ctx: Ctx) -> dict:
+    """Socket busy polling as sk_busy_loop and __napi_busy_loop run it: the share of the
+    received packets the reader's own busy polls took (TcpExt BusyPollRxPackets of the
+    receiving namespace against the model's), and the reader's CPU time per packet beyond
+    the run without busy polling (getrusage utime + stime, which adds up to the task's
+    exact runtime; their split is sampled by ticks, so only the sum is compared) against
+    the model's busy-loop time per packet (~busy_poll x 1.024 us a read when the loop
+    times out). No cost is set from these runs."""
+    k, m = {}, {}
+    c = Criteria()
+    base = 0.0
+    for usec in BUSY_SETTINGS:
+        name = f"busy_poll_{usec}us"
+        run = busy_run(ctx, usec)
+        got = max(1, sum(run.received.values()))
+        cpu_us = (run.recv_rusage.get("utime", 0.0) + run.recv_rusage.get("stime", 0.0)) / got
+        cpu_us *= 1e6
+        base = base if usec else cpu_us  # BUSY_SETTINGS starts without busy polling
+        k[name] = {"busy_poll_share": _r(run.netstat.get("TcpExt.BusyPollRxPackets", 0) / got),
+                   "cpu_us_per_packet": _r(cpu_us),
+                   "loop_us_per_packet": _r(cpu_us - base),
+                   "sent": run.total_sent, "received": got}
+        m[name] = _busy_model(ctx, run, usec)
+        kv, mv = k[name]["busy_poll_share"], m[name]["busy_poll_share"]
+        c.add(f"{name}: busy-polled share of the packets within 0.1", abs(kv - mv) <= 0.1,
+              kv, mv)
+        if usec:
+            ks, ms = k[name]["loop_us_per_packet"], m[name]["loop_us_per_packet"]
+            c.add(f"{name}: reader's CPU time per packet beyond the run without busy "
+                  "polling within 15 % of the model's busy-loop time",
+                  abs(ks - ms) <= 0.15 * ms, ks, ms)
+    return c.result("busy_read", k, m)
+
+
 CHECKS: dict[str, Callable[[Ctx], dict]] = {
     "rps_cpu_choice": rps_cpu_choice,
     "rps_flow_stickiness": rps_flow_stickiness,
@@ -1040,6 +1133,7 @@ CHECKS: dict[str, Callable[[Ctx], dict]] = {
     "ksoftirqd_share": ksoftirqd_share,
     "cpumap_cpu_choice": cpumap_cpu_choice,
     "irq_deferral": irq_deferral,
+    "busy_read": busy_read,
     **rates.CHECKS,
     "latency_percentiles": lambda _ctx: skipped("latency_percentiles",
                                                 rates.LATENCY_NOT_CHECKED),
@@ -1050,6 +1144,7 @@ NEEDS_PROFILE = set(rates.CHECKS)
 NEEDS: dict[str, tuple[str, ...]] = {"flow_limit_shedding": ("flow_limit",)}
 UNAVAILABLE["latency_percentiles"] = lambda: rates.LATENCY_NOT_CHECKED
 UNAVAILABLE["irq_deferral"] = deferral_unavailable
+UNAVAILABLE["busy_read"] = busy_unavailable
 
 
 def skipped(name: str, reason: str) -> dict:
