@@ -241,11 +241,20 @@ def test_memory_limit_is_checked_before_any_run(capsys):
 def test_every_compared_figure_is_addressed_by_a_path_of_the_output_schema():
     """compare reads each figure at its path in the run's result (docs/output.md): a path
     the schema does not have fails here, not as a KeyError in a user's comparison."""
-    from rxlab.compare.analysis import BASE_METRICS, LATER_METRICS, metrics_for
+    from rxlab.compare.analysis import (
+        BASE_METRICS,
+        BUSY_POLL_METRIC,
+        LATER_METRICS,
+        metrics_for,
+    )
     from rxlab.metrics.schema import metric_path_problem
 
     run = {"packets": {"dropped_by_reason": {"flow_limit": 3, "ring_full": 0}}}
     rows = metrics_for([run])
     assert [m.key for m in rows if m.key.startswith("drop_")] == ["drop_flow_limit"]
-    for m in BASE_METRICS + LATER_METRICS + rows:
+    assert BUSY_POLL_METRIC not in rows  # no socket busy-polled
+    busy = {**run, "queues": [{"busy_poll_packets": 5}], "duration_s": 1.0}
+    assert metrics_for([run, busy])[-1] == BUSY_POLL_METRIC
+    assert BUSY_POLL_METRIC.get(run | {"queues": [{}], "duration_s": 1.0}) == 0
+    for m in BASE_METRICS + LATER_METRICS + rows + [BUSY_POLL_METRIC]:
         assert metric_path_problem(m.path) is None, (m.key, m.path)

@@ -347,6 +347,20 @@ def test_latency_names_irq_deferral_and_its_setting(capsys, tmp_path):
     assert ex["to_socket"]["p50"] >= 50_000  # packets wait for the timer
 
 
+def test_latency_names_busy_polling_and_its_cpu(capsys, tmp_path):
+    """One flow at 20 kpps to a reader on another CPU with busy_read 1000 us: its busy
+    loop spans every gap, so it takes nearly every packet itself and spins its CPU; the
+    explanation says both."""
+    bp = _base([_group("rr", 1, 20_000)], cpus=2, queues=1, kernel={"busy_read": 1000},
+               apps=[{"name": "sink", "cpus": 1, "cost": {"user_ns": 0, "syscall_ns": 0}}])
+    ex = _json(capsys, "latency", _write(tmp_path, "bp", bp))
+    facts = [f for c in ex["causes"] for f in c["facts"] if f.startswith("busy polling: ")]
+    assert len(facts) == 1
+    share = float(facts[0].split("took ")[1].split("%")[0])
+    cpus = float(facts[0].split("kept ")[1].split(" CPUs")[0])
+    assert share > 90 and 0.9 < cpus < 1.1, facts[0]  # a last loop runs past the traffic
+
+
 def test_an_owned_tcp_socket_over_its_backlog_limit_is_socket_backlog(capsys, tmp_path):
     """A TCP reader that holds its socket for long reads (20 us of recvmsg per 256
     packets) while one flow sends 900 kpps: tcp_v4_rcv() finds the socket owned and

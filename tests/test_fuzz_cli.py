@@ -199,7 +199,7 @@ def base_scenarios() -> dict[str, dict]:
         napi_defer_hard_irqs={1: 2, 2: 3}, gro_flush_timeout={1: 20000, 2: 50000})
     rich["kernel"].update(rps_cpus={0: "e", 1: "d"}, rps_sock_flow_entries=4096,
                           rps_flow_cnt=256, flow_limit_cpu_bitmap="f",
-                          hashrnd="0123456789abcdef0123456789abcdef")
+                          hashrnd="0123456789abcdef0123456789abcdef", busy_read=5)
     rich["traffic"]["groups"].append(
         {"name": "tcp6", "flows": 8, "proto": "tcp", "ip": 6,
          "src": {"list": ["2001:db8::1", "2001:db8::2"]}, "dst": {"addr": "2001:db8::ff"},
@@ -209,7 +209,8 @@ def base_scenarios() -> dict[str, dict]:
          "size": {"choices": [64, 1518], "weights": [3, 1]}, "start": 0.001, "stop": 0.008})
     rich["apps"] = [
         {"name": "a", "cpus": "0-1", "groups": ["clients"], "cost": {"user_ns": 100},
-         "migrate": [{"at": 0.002, "cpu": 2}], "rcvbuf": 65536, "batch": 4},
+         "migrate": [{"at": 0.002, "cpu": 2}], "rcvbuf": 65536, "batch": 4,
+         "busy_poll": 20, "prefer_busy_poll": True, "busy_poll_budget": 4},
         {"name": "b", "cpus": [2, 3], "groups": ["tcp6"], "spread": "round_robin",
          "migrate": {"every_s": 0.003, "cpus": "0-3"}, "connected": False}]
     rich["metrics"] = {"interval": 0.001, "warmup": 0.002}

@@ -51,10 +51,32 @@ def test_moderation_and_placement_are_candidates():
 def test_nothing_to_try_is_said():
     d = rpc(rx_usecs=0)
     d["apps"][0]["cpus"] = "4-7"
+    d["kernel"] = {"busy_read": 20}
     sc = scenario_from_dict(d)
     c, said = candidates(sc, build(sc))
     assert c == {}
-    assert [s.split(":")[0] for s in said] == ["moderation", "deferral", "placement"]
+    assert [s.split(":")[0] for s in said] == ["moderation", "deferral", "busy polling",
+                                              "placement"]
+
+
+def test_busy_polling_is_a_latency_candidate_with_its_sysctl():
+    """No socket busy-polls: net.core.busy_read 50 (net.rst's recommendation) is tried,
+    and its command is the sysctl; a kernel before the loop rxlab models says why not."""
+    sc = scenario_from_dict(rpc())
+    c, _ = candidates(sc, build(sc))
+    assert c["busy_read 50"]["overrides"] == {"kernel.busy_read": 50}
+    assert c["busy_read 50"]["family"] == "busy_poll"
+    cmds = [x["cmd"] for x in commands({"overrides": c["busy_read 50"]["overrides"]}, sc,
+                                       "eth1")]
+    assert cmds == ["sysctl -w net.core.busy_read=50"]
+    d = rpc()
+    d["host"]["kernel"] = "4.9"
+    d["nic"]["driver"] = "generic"
+    sc = scenario_from_dict(d)
+    c, said = candidates(sc, build(sc))
+    assert "busy_read 50" not in c
+    assert any(x.startswith("busy polling: rxlab models the socket busy loop from 4.10")
+               for x in said)
 
 
 @pytest.mark.slow

@@ -27,7 +27,7 @@ class Metric:
         if self.over == "per_s":
             field = self.path.split(".")[2]  # queues.0.irqs -> irqs
             qs = d.get("queues")
-            return sum(q[field] for q in qs) / d["duration_s"] if qs else None
+            return sum(q.get(field, 0) for q in qs) / d["duration_s"] if qs else None
         if self.over:
             rest = self.path.split(".")[2:]  # cpus.0.util.softirq -> util.softirq
             vals = [_at(c, rest) for c in d.get("cpus", [])]
@@ -71,6 +71,9 @@ LATER_METRICS = [
            over="per_s"),
     Metric("reordered_packets", "reordered packets", "count", "reordered_packets"),
 ]
+# a row only when some run's sockets busy-poll (its result then has the field)
+BUSY_POLL_METRIC = Metric("busy_poll_pps", "busy-polled packets, all queues", "per_s",
+                          "queues.0.busy_poll_packets", over="per_s")
 
 
 def metrics_for(runs: list[dict]) -> list[Metric]:
@@ -79,7 +82,9 @@ def metrics_for(runs: list[dict]) -> list[Metric]:
                       if n})
     drops = [Metric(f"drop_{r}", f"drops: {r}", "count", f"packets.dropped_by_reason.{r}")
              for r in reasons]
-    return BASE_METRICS + drops + LATER_METRICS
+    busy = [BUSY_POLL_METRIC] if any("busy_poll_packets" in q for d in runs
+                                     for q in d.get("queues", [])) else []
+    return BASE_METRICS + drops + LATER_METRICS + busy
 
 
 def _num(x: float) -> float | None:

@@ -21,6 +21,7 @@ SHORT = {  # labels that keep the long form within 80 columns
     "softirq, busiest CPU": "softirq max CPU", "softirq, mean of CPUs": "softirq mean CPU",
     "irq, mean of CPUs": "irq mean CPU", "system, mean of CPUs": "system mean CPU",
     "device interrupts, all queues": "interrupts", "reordered packets": "reordered pkts",
+    "busy-polled packets, all queues": "busy-polled",
 }
 
 

@@ -107,6 +107,9 @@ def _kernel_path(sub: Subject, rx: list[dict], ts: dict, dev: str, top: int) -> 
     if deferral:
         facts.insert(1, deferral[0])
         sets.insert(0, deferral[1])
+    busy = _busy_poll(sub)
+    if busy:
+        facts.insert(1, busy)
     if sn["time_squeeze"]:
         sets.append(setting("sysctl -w net.core.netdev_budget=N",
                             f"CPU {c} ran out of budget {sn['time_squeeze']:,} times; the "
@@ -140,6 +143,22 @@ def _deferral(sub: Subject, ts: dict, dev: str) -> tuple[str, dict] | None:
                          f"{now(sub, 'napi_defer_hard_irqs')}",
                          "IRQ deferral off: each packet is polled at its interrupt, for "
                          "more interrupts")
+
+
+def _busy_poll(sub: Subject) -> str | None:
+    """Socket busy polling, when the run's readers busy-polled (apps[].busy_poll_packets):
+    what share of the packets their own polls took, and what the loops cost
+    (rxlab/kernel/napi_busy_loop.py)."""
+    d = sub.data
+    apps = [a for a in d["apps"] if "busy_poll_packets" in a]
+    if not apps:
+        return None
+    n = sum(a["busy_poll_packets"] for a in apps)
+    got = max(1, d["packets"]["delivered"])
+    cpus = sum(a["busy_poll_s"] for a in apps) / max(d["duration_s"], 1e-12)
+    return (f"busy polling: the readers' own busy polls took {pct(n / got)} of the delivered "
+            "packets (no interrupt-started softirq or wake-up in their path); their busy "
+            f"loops kept {cpus:.2f} CPUs spinning (system time)")
 
 
 def _socket_wait(sub: Subject, ts: dict, ta: dict, top: int) -> dict:

@@ -86,15 +86,18 @@ def print_cpus(d: dict, console: Console) -> None:
 
 def print_queues(d: dict, console: Console) -> None:
     """Per rx queue, with its interrupt rate (its /proc/interrupts line over the traffic's
-    duration) and, when IRQ deferral ran, the polls its hrtimer started."""
+    duration) and, when IRQ deferral ran, the polls its hrtimer started; when sockets
+    busy-poll, the packets their busy polls took (BusyPollRxPackets)."""
     secs = d["duration_s"]
     timer = any(q.get("timer_polls") for q in d["queues"])
+    busy = any("busy_poll_packets" in q for q in d["queues"])
     rows = [[str(q["queue"]), str(q["irq_cpu"]), _n(q["packets"]), _n(q["ring_full_drops"]),
              _n(q["polls"]), _irq_rate(q.get("irqs"), secs)]
-            + ([_n(q["timer_polls"])] if timer else []) for q in d["queues"]]
+            + ([_n(q["timer_polls"])] if timer else [])
+            + ([_n(q["busy_poll_packets"])] if busy else []) for q in d["queues"]]
     print_fitted(console, "Per-queue", ("queue", "irq cpu", "packets", "ring_full drops",
-                                        "polls", "irqs/s") + (("timer polls",) if timer else ()),
-                 rows)
+                                        "polls", "irqs/s") + (("timer polls",) if timer else ())
+                 + (("busy-polled",) if busy else ()), rows)
 
 
 def _irq_rate(irqs: int | None, secs: float) -> str:
@@ -106,10 +109,14 @@ def _irq_rate(irqs: int | None, secs: float) -> str:
 def print_apps(d: dict, console: Console) -> None:
     if not d["apps"]:
         return
+    busy = any("busy_poll_packets" in a for a in d["apps"])
     rows = [[a["app"], str(a["cpu"]), _n(a["served"]), fmt_rate(a["served_pps"]),
-             _n(a["socket_drops"])] for a in d["apps"]]
+             _n(a["socket_drops"])]
+            + ([_n(a["busy_poll_packets"]), _pct(a["busy_poll_s"] / d["duration_s"])]
+               if busy else []) for a in d["apps"]]
     print_fitted(console, "Application threads",
-                 ("app", "cpu", "served", "served rate", "socket drops"), rows)
+                 ("app", "cpu", "served", "served rate", "socket drops")
+                 + (("busy-polled", "busy loop %") if busy else ()), rows)
 
 
 TASKS_SHOWN = 12

@@ -10,6 +10,11 @@
   (``kernel/napi_defer.py``); turning deferral off (``echo 0 >
   /sys/class/net/DEV/napi_defer_hard_irqs``) polls it at its interrupt, for more
   interrupts.
+- **Busy polling**: with ``net.core.busy_read`` set, a read that finds its socket empty
+  polls the NAPI itself for that long before it sleeps (``kernel/busy_poll.py``), so a
+  packet that comes meanwhile skips its interrupt, softirq and wake-up, for a reader
+  that spins (system time). Tried at 50 us, the value
+  Documentation/admin-guide/sysctl/net.rst recommends for the sysctl.
 - **Where the receive work runs** (``drops.shared_cpu``): an application whose threads
   share CPUs with rx interrupts or RPS work waits behind that work (and on 6.5+ runs it
   in its own recv()); its threads on CPUs that do none, RPS without its CPUs, or threaded
@@ -18,10 +23,12 @@
 
 from __future__ import annotations
 
+from rxlab.kernel.versions import behaviour
 from rxlab.tune.drops import shared_cpu
 
 # rx-usecs values tried below the current one: off, and the common low settings
 RX_USECS_STEPS = (0.0, 2.0, 4.0)
+BUSY_READ_US = 50  # net.rst: "a value of 50 is recommended" for net.core.busy_read
 
 
 def candidates(sc, m) -> tuple[dict, list[str]]:
@@ -49,9 +56,33 @@ def candidates(sc, m) -> tuple[dict, list[str]]:
     else:
         said.append("deferral: no queue defers its IRQ (napi_defer_hard_irqs with "
                     "gro_flush_timeout), nothing to turn off")
+    out.update(_busy_poll(sc, m, said))
     placement = shared_cpu(sc, m)
     out.update(placement)
     if not placement:
         said.append("placement: no application thread shares a CPU with rx interrupts or "
                     "RPS work")
     return out, said
+
+
+def _busy_poll(sc, m, said: list[str]) -> dict:
+    """net.core.busy_read 50 when no socket busy-polls yet (and the kernel's loop is the
+    one rxlab models, 4.10+)."""
+    readers = [a for a in sc.apps if a.afxdp is None]
+    if not readers:
+        said.append("busy polling: no application reads a UDP or TCP socket")
+        return {}
+    if m.params.busy_poll_on:
+        said.append("busy polling: sockets busy-poll already (kernel.busy_read or "
+                    "apps[].busy_poll)")
+        return {}
+    if not behaviour(sc.host.kernel).busy_poll:
+        said.append(f"busy polling: rxlab models the socket busy loop from 4.10, not "
+                    f"{sc.host.kernel}")
+        return {}
+    return {f"busy_read {BUSY_READ_US}": {
+        "overrides": {"kernel.busy_read": BUSY_READ_US}, "family": "busy_poll",
+        "what": f"net.core.busy_read {BUSY_READ_US} us: a read of an empty socket polls "
+                "the NAPI itself that long before sleeping; a packet that comes meanwhile "
+                "skips its interrupt, softirq and wake-up, at the price of the reader's CPU "
+                "spinning (system time)"}}

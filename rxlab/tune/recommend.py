@@ -463,7 +463,7 @@ def _steering_simulated(ver: dict, cands: dict[str, dict], picks: list[str]) -> 
 KIND_OF = {"table": "indirection table", "rps": "steering", "rfs": "steering",
            "ring": "drops", "irq": "drops", "queues": "drops", "flow_limit": "drops",
            "backlog": "drops", "rcvbuf": "drops", "shared_cpu": "placement",
-           "moderation": "moderation", "deferral": "deferral"}
+           "moderation": "moderation", "deferral": "deferral", "busy_poll": "busy polling"}
 
 
 def searched(cands: dict[str, dict], indir: dict, ver: dict, ds: dict, lat_said: list[str],
@@ -472,7 +472,7 @@ def searched(cands: dict[str, dict], indir: dict, ver: dict, ds: dict, lat_said:
     or why it tried none."""
     kinds = ["indirection table", "steering", "drops"]
     if objective == "latency":
-        kinds += ["moderation", "deferral", "placement"]
+        kinds += ["moderation", "deferral", "busy polling", "placement"]
     tried: dict[str, list[str]] = {k: [] for k in kinds}
     for name, c in cands.items():
         tried.setdefault(KIND_OF[c["family"]], []).append(name)
@@ -672,6 +672,11 @@ def commands(r: dict, sc: Scenario, dev: str) -> list[dict]:
         out.append({"cmd": f"for f in /sys/class/net/{dev}/queues/rx-*/rps_cpus; do "
                            f"echo {ov['kernel.rps_cpus']} > $f; done",
                     "what": "RPS: protocol work to the CPUs without rx interrupts"})
+    if "kernel.busy_read" in ov:
+        out.append({"cmd": f"sysctl -w net.core.busy_read={ov['kernel.busy_read']}",
+                    "what": "busy polling: the SO_BUSY_POLL default of every socket created "
+                            "after it (restart the service; per socket: setsockopt "
+                            "SO_BUSY_POLL, the preferred way)"})
     if "kernel.rps_sock_flow_entries" in ov:
         out.append({"cmd": "sysctl -w net.core.rps_sock_flow_entries="
                            f"{ov['kernel.rps_sock_flow_entries']}",
