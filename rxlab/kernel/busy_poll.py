@@ -14,7 +14,7 @@ at the first 1024 ns tick past start + ``sk_ll_usec``.
 import numpy as np
 from numba import njit
 
-from rxlab.config import JIT_STATE
+from rxlab.config import JIT_STATE, JIT_STATE_OUTLINE
 from rxlab.engine.core import PRIO_WAKE, schedule
 from rxlab.kernel.events import EV_BUSY_POLL
 from rxlab.kernel.sched_states import BP_LOOP, SEG_BUSY_SPIN
@@ -48,7 +48,7 @@ def sock_ready_at(s, sk):
     return so.sq[s.p.sock_off[sk] + (so.sock[sk].so_head & so.sock[sk].sock_mask)].stamp
 
 
-@njit(**JIT_STATE)
+@njit(**JIT_STATE_OUTLINE)
 def sk_busy_loop_start(s, c, th, t):
     """Thread th on CPU c found its socket empty at t: True if it busy-polls (then it
     stays runnable in its loop), False if it sleeps (no SO_BUSY_POLL, or no NAPI id yet:
@@ -76,4 +76,10 @@ def wake_busy_poller(s, th, t):
     c = so.thread[th].thread_cpu
     if (sd.cpu[c].seg_kind == SEG_BUSY_SPIN and sd.cpu[c].seg_arg == th
             and sd.cpu[c].ev_pending == 0):
-        schedule(s.ev, t, PRIO_WAKE, EV_BUSY_POLL, th)
+        _post_busy_poll(s, th, t)
+
+
+@njit(**JIT_STATE_OUTLINE)
+def _post_busy_poll(s, th, t):
+    """The calendar push, out of line: the callers' hot paths keep only the test."""
+    schedule(s.ev, t, PRIO_WAKE, EV_BUSY_POLL, th)

@@ -11,7 +11,7 @@ NAPI ids: rx queue ``q`` (driver) or ``nq + cpu`` (that CPU's backlog).
 import numpy as np
 from numba import njit
 
-from rxlab.config import JIT_STATE
+from rxlab.config import JIT_STATE, JIT_STATE_OUTLINE
 from rxlab.engine.core import PRIO_HARDIRQ, schedule
 from rxlab.kernel.accounting import cost
 from rxlab.kernel.backlog import (
@@ -245,7 +245,7 @@ def napi_unsched(s, q, t):
         rq.q_bp_waiter = -1
 
 
-@njit(**JIT_STATE)
+@njit(**JIT_STATE_OUTLINE)
 def napi_prefer_busy_poll_exit(s, c, q, work, t):
     """__napi_poll's "busy-polling is preferred. Exit early" (7fd3253a7de6, v5.11): a
     poll that used its whole weight completes instead of repolling, so the thread that

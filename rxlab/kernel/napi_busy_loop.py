@@ -15,6 +15,9 @@ the IRQ (with prefer and deferral set, the NAPI's hrtimer is armed instead); a l
 poll that used the whole budget leaves the NAPI scheduled as a softirq. Packets the
 loop's polls take count ``LINUX_MIB_BUSYPOLLRXPACKETS``.
 
+The loop's functions are out of line (``JIT_STATE_OUTLINE``): only a scenario whose
+sockets busy-poll calls them, and the dispatch of every other one keeps its size.
+
 Simplifications (docs/model.md): the spin between polls is one stretch of system time
 that ends when a descriptor reaches the held queue, data reaches the socket, the NAPI
 is freed, the timeout passes or an interrupt or another task needs the CPU (an empty
@@ -26,7 +29,7 @@ that poll (``need_resched``: the loop resumes when the thread runs again).
 import numpy as np
 from numba import njit
 
-from rxlab.config import JIT_STATE
+from rxlab.config import JIT_STATE, JIT_STATE_OUTLINE
 from rxlab.engine.core import PRIO_CPU, schedule
 from rxlab.kernel.accounting import account
 from rxlab.kernel.backlog import napi_list_add
@@ -44,7 +47,7 @@ BUSY_POLL_BUDGET = 8  # include/net/busy_poll.h
 BP_SPIN, BP_READ, BP_SLEEP = -1, -2, -3
 
 
-@njit(**JIT_STATE)
+@njit(**JIT_STATE_OUTLINE)
 def busy_poll_kick(s, th, t):
     """EV_BUSY_POLL: thread th's loop has something to look at (``wake_busy_poller``) or
     its timeout has come; if it still spins, its CPU goes round again at t."""
@@ -54,7 +57,7 @@ def busy_poll_kick(s, th, t):
         kick_cpu(s, c, t)
 
 
-@njit(**JIT_STATE)
+@njit(**JIT_STATE_OUTLINE)
 def busy_poll_next(s, c, th, t):
     """One round of thread th's busy loop on CPU c at t (``__napi_busy_loop``): the NAPI
     to poll now (a round's poll, or busy_poll_stop's), or BP_SPIN (spinning: the NAPI is
@@ -96,7 +99,7 @@ def busy_poll_budget(s, sk):
     return b if b > 0 else np.int64(BUSY_POLL_BUDGET)
 
 
-@njit(**JIT_STATE)
+@njit(**JIT_STATE_OUTLINE)
 def busy_poll_pass(s, c, th, q, t0, t, work):
     """Thread th's poll of NAPI q ran on CPU c over [t0, t) and took ``work`` packets:
     the thread's system time; then busy_poll_stop's ending, the next round (the poll
@@ -149,7 +152,7 @@ def busy_poll_release(s, c, th, q, rc, t):
         napi_complete_done(s, c, q, rc, t)
 
 
-@njit(**JIT_STATE)
+@njit(**JIT_STATE_OUTLINE)
 def busy_poll_yield(s, c, t):
     """CPU c goes to another task while its busy-polling thread holds a NAPI: the thread
     gives it back (need_resched -> busy_poll_stop, here without its last poll) and
@@ -185,7 +188,7 @@ def busy_spin(s, c, th, t):
         sd.cpu[c].ev_pending = 0
 
 
-@njit(**JIT_STATE)
+@njit(**JIT_STATE_OUTLINE)
 def busy_spin_end(s, c, th, t):
     """CPU c's spin for thread th ends at t: the spin is the thread's system time.
     Returns the time the CPU goes on from (the spin's start, if that is later)."""

@@ -208,7 +208,7 @@ def sock_queue_tail(s, c, sk, f, tarr, seq, length, t):
         thread_woken(s, th, c)
         schedule(ev, t + cost(s, C_WAKEUP_LATENCY), PRIO_WAKE, EV_WAKE, th)
         t += ttwu_remote(s, c, so.thread[th].thread_cpu)  # sock_def_readable's try_to_wake_up
-    elif so.thread[th].th_bp == BP_LOOP:
+    elif p.busy_poll_on and so.thread[th].th_bp == BP_LOOP:
         wake_busy_poller(s, th, t)  # its busy loop sees the queue (no wake-up)
     return t
 
