@@ -38,13 +38,16 @@ from rxlab.kernel.counters import T_SYSTEM
 from rxlab.kernel.events import EV_CPU
 from rxlab.kernel.napi import napi_complete_done
 from rxlab.kernel.napi_defer import napi_timer_start
+from rxlab.kernel.sched import SCHED_APP, app_next
 from rxlab.kernel.sched_states import BP_LOOP, BP_OFF, BP_STOP, SEG_BUSY_POLL, SEG_BUSY_SPIN
+from rxlab.kernel.socket import app_wait
 from rxlab.kernel.wake import kick_cpu
 
 BUSY_POLL_BUDGET = 8  # include/net/busy_poll.h
 
-# busy_poll_next's answers besides a NAPI to poll
-BP_SPIN, BP_READ, BP_SLEEP = -1, -2, -3
+# busy_poll_next's answers besides a NAPI to poll; busy_poll_turn's BP_DONE: the CPU has
+# nothing more to start now
+BP_SPIN, BP_READ, BP_SLEEP, BP_DONE = -1, -2, -3, -4
 
 
 @njit(**JIT_STATE_OUTLINE)
@@ -58,6 +61,31 @@ def busy_poll_kick(s, th, t):
 
 
 @njit(**JIT_STATE_OUTLINE)
+def busy_poll_turn(s, c, who, t):
+    """CPU c at t, after ``pick_next`` chose ``who`` (not softirq): the thread that was
+    busy-polling here gives its NAPI back if it lost the CPU (``busy_poll_yield``); an
+    application thread chosen now (``app_next``) goes on with its busy loop. Returns
+    (NAPI to poll, thread), (BP_READ, thread or -1): no busy loop, start the chosen task
+    as usual, or (BP_DONE, thread): spinning, or the loop ended empty and the thread
+    sleeps (the CPU picks again at t)."""
+    sd, so = s.sd, s.so
+    th = app_next(s, c) if who == SCHED_APP else np.int64(-1)
+    if sd.cpu[c].bp_thread >= 0 and th != sd.cpu[c].bp_thread:
+        busy_poll_yield(s, c, t)  # the busy-polling thread loses the CPU
+    if th < 0 or so.thread[th].th_bp == BP_OFF:
+        return np.int64(BP_READ), th
+    napi = busy_poll_next(s, c, th, t)
+    if napi == BP_SLEEP:
+        app_wait(s, c, th, t)
+        sd.cpu[c].ev_pending = 1
+        schedule(s.ev, t, PRIO_CPU, EV_CPU, c)
+        return np.int64(BP_DONE), th
+    if napi == BP_SPIN:
+        return np.int64(BP_DONE), th
+    return napi, th
+
+
+@njit(**JIT_STATE)
 def busy_poll_next(s, c, th, t):
     """One round of thread th's busy loop on CPU c at t (``__napi_busy_loop``): the NAPI
     to poll now (a round's poll, or busy_poll_stop's), or BP_SPIN (spinning: the NAPI is
@@ -152,7 +180,7 @@ def busy_poll_release(s, c, th, q, rc, t):
         napi_complete_done(s, c, q, rc, t)
 
 
-@njit(**JIT_STATE_OUTLINE)
+@njit(**JIT_STATE)
 def busy_poll_yield(s, c, t):
     """CPU c goes to another task while its busy-polling thread holds a NAPI: the thread
     gives it back (need_resched -> busy_poll_stop, here without its last poll) and
@@ -200,3 +228,11 @@ def busy_spin_end(s, c, th, t):
     so.thread[th].th_ns += t - t0
     so.thread[th].th_bp_ns += t - t0
     return t
+
+
+@njit(**JIT_STATE_OUTLINE)
+def busy_poll_seg_end(s, c, th, t):
+    """A poll of thread th's busy loop has ended on CPU c at t: after busy_poll_stop's
+    poll the loop is over, and the thread reads what came or waits."""
+    if s.so.thread[th].th_bp == BP_OFF:
+        app_wait(s, c, th, t)

@@ -38,13 +38,12 @@ from rxlab.kernel.napi import (
     softirq_context,
 )
 from rxlab.kernel.napi_busy_loop import (
-    BP_SLEEP,
-    BP_SPIN,
+    BP_DONE,
     busy_poll_budget,
     busy_poll_kick,
-    busy_poll_next,
     busy_poll_pass,
-    busy_poll_yield,
+    busy_poll_seg_end,
+    busy_poll_turn,
     busy_spin_end,
 )
 from rxlab.kernel.napi_defer import napi_watchdog
@@ -70,6 +69,7 @@ from rxlab.kernel.sched import (
     SCHED_KWORKER,
     SCHED_NAPI_THREAD,
     SCHED_SOFTIRQ,
+    app_next,
     has_runnable_thread,
     napi_thread_next,
     pick_next,
@@ -79,7 +79,6 @@ from rxlab.kernel.sched import (
 from rxlab.kernel.sched_states import (
     BH_APP,
     BH_NAPI_THREAD,
-    BP_OFF,
     POLL_BUSY,
     POLL_KTHREAD,
     SEG_APP,
@@ -93,7 +92,7 @@ from rxlab.kernel.sched_states import (
     TH_RUNNABLE,
     TH_WAKING,
 )
-from rxlab.kernel.socket import app_after_read, app_read, app_wait
+from rxlab.kernel.socket import app_after_read, app_read
 from rxlab.kernel.stages import C_HARDIRQ, C_IPI_RECV, C_NAPI_WATCHDOG
 from rxlab.kernel.state import W_NEXT, Arrivals
 from rxlab.kernel.wake import kick_cpu, napi_thread_wake, ttwu_arrive
@@ -217,8 +216,7 @@ def dispatch(s, c, t):
         elif kind == SEG_BUSY_SPIN:
             t = busy_spin_end(s, c, sd.cpu[c].seg_arg, t)
         elif kind == SEG_BUSY_POLL:
-            if s.so.thread[sd.cpu[c].seg_arg].th_bp == BP_OFF:
-                app_wait(s, c, sd.cpu[c].seg_arg, t)  # busy_poll_stop's poll is done
+            busy_poll_seg_end(s, c, sd.cpu[c].seg_arg, t)
         elif kind == SEG_NAPI_THREAD:
             napi_thread_after(s, c, sd.cpu[c].seg_arg, t)
             tick_irq_exit(s, c, kind, t)
@@ -255,30 +253,25 @@ def dispatch(s, c, t):
         prof_stop(s, P_PICK_NEXT, p0)
         if who != SCHED_SOFTIRQ:
             sd.cpu[c].bh_inline = 0  # the reader's do_softirq has returned
-        th = app_next(s, c) if who == SCHED_APP else np.int64(-1)
-        if sd.cpu[c].bp_thread >= 0 and who != SCHED_SOFTIRQ and th != sd.cpu[c].bp_thread:
-            busy_poll_yield(s, c, t)  # the busy-polling thread loses the CPU
-        if th >= 0 and s.so.thread[th].th_bp != BP_OFF:
-            # its read's busy loop (BP_READ: it has ended with data, read it)
-            napi = busy_poll_next(s, c, th, t)
-            if napi == BP_SPIN:
-                return
-            if napi == BP_SLEEP:
-                app_wait(s, c, th, t)
-                sd.cpu[c].ev_pending = 1  # the CPU picks again
-                schedule(s.ev, t, PRIO_CPU, EV_CPU, c)
+        th = np.int64(-1)
+        if s.p.busy_poll_on and who != SCHED_SOFTIRQ:
+            # a thread's busy loop takes its turn (out of line: only these scenarios)
+            napi, th = busy_poll_turn(s, c, who, t)
+            if napi == BP_DONE:
                 return
             if napi >= 0:
                 thread, ctx, t_ev = POLL_BUSY, th, t
                 budget = busy_poll_budget(s, s.so.thread[th].thread_sock)
-        if who == SCHED_NAPI_THREAD:
+        if thread == POLL_BUSY:
+            pass
+        elif who == SCHED_NAPI_THREAD:
             thread, napi, t_ev = POLL_KTHREAD, napi_thread_next(s, c), t
-        elif thread != POLL_BUSY and who != SCHED_SOFTIRQ and who != SCHED_KSOFTIRQD:
+        elif who != SCHED_SOFTIRQ and who != SCHED_KSOFTIRQD:
             p0 = prof_start()
             run_thread(s, c, who, th, t)
             prof_stop(s, P_RUN_THREAD, p0)
             return
-        elif thread != POLL_BUSY:
+        else:
             was_ks = sd.cpu[c].ksoftirqd
             ctx = softirq_context(s, c)
             p0 = prof_start()
@@ -308,27 +301,10 @@ def dispatch(s, c, t):
     prof_stop(s, P_SOFTIRQ_SEGMENT, p0)
 
 
-@njit(**JIT_STATE)
-def app_next(s, c):
-    """The application thread CPU c runs next: round robin from ``rr`` over its runnable
-    threads, wrapping by a subtraction (rr is past the end only after a migration shrank
-    the list)."""
-    sd, so = s.sd, s.so
-    nth = so.cpu_nthreads[c]
-    r = sd.cpu[c].rr if sd.cpu[c].rr < nth else sd.cpu[c].rr % max(nth, 1)
-    for k in range(nth):
-        i = r + k - nth if r + k >= nth else r + k
-        cand = so.cpu_threads[c, i]
-        if so.thread[cand].th_state == TH_RUNNABLE:
-            sd.cpu[c].rr = 0 if i + 1 == nth else i + 1
-            return cand
-    return np.int64(-1)
-
-
 @njit(**JIT_HELPER)
 def run_thread(s, c, who, th, t):
     """Start the segment of the thread ``pick_next`` chose on CPU c (not softirq; ``th``:
-    the application thread ``app_next`` chose)."""
+    the application thread, when busy polling's turn has chosen it already, else -1)."""
     sd, so, ev = s.sd, s.so, s.ev
     if who == SCHED_CPUMAP_KTHREAD:
         e = s.p.cpu[c].cm_entry
@@ -351,6 +327,8 @@ def run_thread(s, c, who, th, t):
         sd.cpu[c].ev_pending = 1
         schedule(ev, t_end, PRIO_CPU, EV_CPU, c)
     elif who == SCHED_APP:
+        if th < 0:
+            th = app_next(s, c)
         t_end, n, sys_ns, user_ns = app_read(s, th, t)
         account(s, c, T_SYSTEM, t, t + sys_ns)
         account(s, c, T_USER, t + sys_ns, t_end)

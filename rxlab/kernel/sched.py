@@ -82,6 +82,23 @@ def has_runnable_thread(s, c):
 
 
 @njit(**JIT_STATE)
+def app_next(s, c):
+    """The application thread CPU c runs next: round robin from ``rr`` over its runnable
+    threads, wrapping by a subtraction (rr is past the end only after a migration shrank
+    the list)."""
+    sd, so = s.sd, s.so
+    nth = so.cpu_nthreads[c]
+    r = sd.cpu[c].rr if sd.cpu[c].rr < nth else sd.cpu[c].rr % max(nth, 1)
+    for k in range(nth):
+        i = r + k - nth if r + k >= nth else r + k
+        cand = so.cpu_threads[c, i]
+        if so.thread[cand].th_state == TH_RUNNABLE:
+            sd.cpu[c].rr = 0 if i + 1 == nth else i + 1
+            return cand
+    return np.int64(-1)
+
+
+@njit(**JIT_STATE)
 def app_sleeps(s, c):
     """An application thread of CPU c is about to sleep: if it is the last runnable one,
     the CPU's application entity keeps its lag (``sleep_lag``)."""
