@@ -15,7 +15,6 @@ from numba import njit
 from rxlab.config import JIT_STATE
 from rxlab.engine.core import PRIO_HARDIRQ, schedule
 from rxlab.kernel.accounting import cost, drop
-from rxlab.kernel.busy_poll import NAPI_OF_FLOW
 from rxlab.kernel.drop_reasons import DROP_BACKLOG, DROP_FLOW_LIMIT
 from rxlab.kernel.events import EV_IPI
 from rxlab.kernel.flow_limit import skb_flow_limit
@@ -133,8 +132,6 @@ def process_backlog(s, c, t, quota):
                 # the source CPU as int64, as the other callers pass it: one compiled
                 # netif_receive_skb_core, not one per argument type
                 s, c, np.int64(skb.src), skb.flow, skb.tarr, skb.seq, skb.len, t,
-                # the skb keeps the device NAPI's id; netif_rx's has none
-                np.int64(-1 if p.netif_rx else NAPI_OF_FLOW),
             )
             work += 1
             if work >= quota:

@@ -18,25 +18,37 @@ from rxlab.config import JIT_STATE, JIT_STATE_OUTLINE
 from rxlab.engine.core import PRIO_WAKE, schedule
 from rxlab.kernel.events import EV_BUSY_POLL
 from rxlab.kernel.sched_states import BP_LOOP, SEG_BUSY_SPIN
+from rxlab.kernel.state import XDP_REDIRECT
 from rxlab.nic.arfs_steer import flow_rx_queue
-
-NAPI_OF_FLOW = -2  # sk_mark_napi_id's argument for a packet that came through a backlog
 
 
 @njit(**JIT_STATE)
-def sk_mark_napi_id(s, sk, f, napi):
-    """The protocol handler marks socket sk with the NAPI id of a packet of flow f:
-    ``sk_mark_napi_id`` for connected sockets (UDP with a destination, TCP established:
-    every packet), ``sk_mark_napi_id_once`` for unconnected ones (the first). ``napi``:
-    the rx queue, ``NAPI_OF_FLOW`` for a packet a backlog delivers (its skb keeps the
-    device NAPI's id), -1 for one with none (netif_rx, a cpumap kthread's skb)."""
+def sk_note_flows(s, sk, n, last):
+    """Socket sk's read took n packets, the last of flow ``last``: keep the flows of the
+    first packet it ever read and of the latest, whose rx queues are the NAPI ids
+    ``sk_mark_napi_id`` left on it (``sk_napi_id``)."""
     so = s.so
-    if napi == -1:
-        return
-    if napi == NAPI_OF_FLOW:
-        napi = flow_rx_queue(s, f)
-    if so.sock[sk].sock_record or so.sock[sk].sock_tcp or so.sock[sk].so_napi < 0:
-        so.sock[sk].so_napi = napi
+    if so.sock[sk].so_first_flow < 0:
+        first = s.p.sock_off[sk] + ((so.sock[sk].so_head - n) & so.sock[sk].sock_mask)
+        so.sock[sk].so_first_flow = so.sq[first].flow
+    so.sock[sk].so_last_flow = last
+
+
+@njit(**JIT_STATE)
+def sk_napi_id(s, sk):
+    """sk->sk_napi_id as a read that finds socket sk empty sees it: the rx queue of the
+    latest packet for a connected socket (``sk_mark_napi_id`` on every packet: UDP with
+    a destination, TCP established), of the first for an unconnected one
+    (``sk_mark_napi_id_once``), or -1: nothing has come yet, or its skbs carry no NAPI
+    id (``netif_rx``; a cpumap kthread's). The socket is empty, so the latest packet
+    queued is the latest read (rxlab keeps no mark of a packet the socket dropped)."""
+    p, so = s.p, s.so
+    f = so.sock[sk].so_last_flow
+    if not (so.sock[sk].sock_record or so.sock[sk].sock_tcp):
+        f = so.sock[sk].so_first_flow
+    if f < 0 or p.netif_rx or (p.xdp_on and p.flow[f].xdp_act == XDP_REDIRECT):
+        return np.int64(-1)
+    return flow_rx_queue(s, f)
 
 
 @njit(**JIT_STATE)
@@ -56,7 +68,7 @@ def sk_busy_loop_start(s, c, th, t):
     so = s.so
     sk = so.thread[th].thread_sock
     usec = so.sock[sk].sock_ll_usec
-    if usec == 0 or so.sock[sk].so_napi < 0:
+    if usec == 0 or sk_napi_id(s, sk) < 0:
         return False
     so.thread[th].th_bp = BP_LOOP
     # sk_busy_loop_timeout: time_after(now >> 10, (start >> 10) + sk_ll_usec)

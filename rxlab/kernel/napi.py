@@ -128,7 +128,7 @@ def driver_poll(s, c, q, t, work, count, phase, budget):
                                     rq, rs)
             prof_stop(s, P_ENQUEUE, t0)
         else:
-            t = netif_receive_skb_core(s, c, c, f, tarr, seq, length, t, q)
+            t = netif_receive_skb_core(s, c, c, f, tarr, seq, length, t)
             prof_stop(s, P_RECEIVE, t0)
     if (p.refill_where == REFILL_AFTER_LOOP
             and nic.queue[q].ring_head - nic.queue[q].ring_ret >= p.refill_batch):

@@ -33,7 +33,7 @@ from rxlab.config import JIT_STATE, JIT_STATE_OUTLINE
 from rxlab.engine.core import PRIO_CPU, schedule
 from rxlab.kernel.accounting import account
 from rxlab.kernel.backlog import napi_list_add
-from rxlab.kernel.busy_poll import sock_ready_at
+from rxlab.kernel.busy_poll import sk_napi_id, sock_ready_at
 from rxlab.kernel.counters import T_SYSTEM
 from rxlab.kernel.events import EV_CPU
 from rxlab.kernel.napi import napi_complete_done
@@ -106,7 +106,7 @@ def busy_poll_next(s, c, th, t):
         sd.cpu[c].bp_thread = -1
         return BP_READ if 0 <= ready <= t else BP_SLEEP
     if q < 0:
-        n = so.sock[sk].so_napi
+        n = sk_napi_id(s, sk)
         if nic.queue[n].q_sched:  # softirq, a kthread or another busy poll has it
             if so.sock[sk].sock_bp_prefer:
                 nic.queue[n].q_prefer = 1

@@ -21,7 +21,7 @@ from numba import njit
 from rxlab.config import JIT_LEAF, JIT_STATE
 from rxlab.engine.core import PRIO_WAKE, schedule
 from rxlab.kernel.accounting import account, cost, drop, hist_index, interval_of, work_ns
-from rxlab.kernel.busy_poll import sk_busy_loop_start, sk_mark_napi_id, wake_busy_poller
+from rxlab.kernel.busy_poll import sk_busy_loop_start, sk_note_flows, wake_busy_poller
 from rxlab.kernel.constants import SKB_TRUESIZE_MIN, SKB_TRUESIZE_OVERHEAD
 from rxlab.kernel.counters import (
     CNT_DELIVERED,
@@ -84,7 +84,7 @@ def new_sock_state(ncpu: int, nflows: int, sock_off: np.ndarray, sock: dict,
     so.flow["flow_max_seq"] = -1
     so.sock["sock_thread"] = so.thread["thread_sock"] = np.arange(nth)
     so.sock["sock_mask"] = np.diff(sock_off) - 1  # each queue's storage - 1
-    so.sock["so_napi"] = -1  # no packet has marked a NAPI id yet
+    so.sock["so_first_flow"] = so.sock["so_last_flow"] = -1  # nothing read yet
     so.thread["th_bp_napi"] = -1
     for name, values in sock.items():
         so.sock[name] = values
@@ -99,9 +99,8 @@ def truesize(length):
 
 
 @njit(**JIT_STATE)
-def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t, napi):
-    """Protocol processing of one packet on CPU c at time t; returns the new time.
-    ``napi``: the NAPI id the skb carries (``rxlab.kernel.busy_poll.sk_mark_napi_id``)."""
+def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t):
+    """Protocol processing of one packet on CPU c at time t; returns the new time."""
     p, sd, so, st = s.p, s.sd, s.so, s.st
     sd.cpu[c].processed += 1
     st.ts_pkt[interval_of(s, t), TS_PROCESSED] += 1
@@ -112,8 +111,6 @@ def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t, napi):
     if sk < 0:
         drop(s, DROP_NO_SOCKET, t)
         return t
-    if p.busy_poll_on:
-        sk_mark_napi_id(s, sk, f, napi)
     if so.sock[sk].sock_tcp:
         return tcp_v4_rcv_sock(s, c, sk, f, tarr, seq, length, t)
     if (so.sock[sk].so_rmem > so.sock[sk].sock_rcvbuf
@@ -257,6 +254,7 @@ def app_read(s, th, t):
     sys_ns = np.int64(0)
     user_ns = np.int64(0)
     bh_softirq = bh_enable_runs_softirq(s, th)  # what is pending now stays so meanwhile
+    f = -1
     while (n < so.thread[th].thread_batch
            and so.sock[sk].so_head < so.sock[sk].so_tail):
         slot = p.sock_off[sk] + (so.sock[sk].so_head & so.sock[sk].sock_mask)
@@ -287,6 +285,8 @@ def app_read(s, th, t):
         if bh_softirq:
             break  # this datagram's spin_unlock_bh runs the softirq
     so.thread[th].th_served += n
+    if p.busy_poll_on and n > 0:
+        sk_note_flows(s, sk, n, f)  # the NAPI ids sk_mark_napi_id gave the socket
     if so.sock[sk].sock_tcp:
         # lock_sock .. release_sock around the copies (accounted first, as system)
         so.thread[th].th_own_lo = t0

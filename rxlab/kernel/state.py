@@ -421,9 +421,10 @@ SOCK = struct(
     ("tcp_ofo_n", np.int64),  # out of order: ofo queue and an immediate (S)ACK
     # busy polling (include/net/busy_poll.h): sk_ll_usec (SO_BUSY_POLL, default
     # net.core.busy_read), sk_prefer_busy_poll, sk_busy_poll_budget (0: BUSY_POLL_BUDGET),
-    # and sk_napi_id: the rx queue whose NAPI delivered to it (-1: none yet)
+    # and the flows of the first and the latest packet read, whose rx queues give
+    # sk_napi_id (rxlab.kernel.busy_poll.sk_napi_id; -1: none read yet)
     ("sock_ll_usec", np.int64), ("sock_bp_prefer", np.int64), ("sock_bp_budget", np.int64),
-    ("so_napi", np.int64),
+    ("so_first_flow", np.int64), ("so_last_flow", np.int64),
 )
 # An application thread (its ``task_struct`` as the model needs it), one record per
 # thread: thread i reads socket i.

@@ -172,7 +172,7 @@ def cpumap_deliver(s, c, f, tarr, seq, length, t):
     if cpu >= 0:
         t += cost(s, C_RPS_ENQUEUE)
         return t + enqueue_to_backlog(s, c, cpu, h, f, tarr, seq, length, t, rq, rs)
-    return netif_receive_skb_core(s, c, c, f, tarr, seq, length, t, np.int64(-1))  # no NAPI id
+    return netif_receive_skb_core(s, c, c, f, tarr, seq, length, t)
 
 
 @njit(**JIT_STATE_OUTLINE)

@@ -56,8 +56,7 @@ def ndo_rx_flow_steer(s, f, skb_hash, rxq, flow_id, c, t):
 
 @njit(**JIT)
 def netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t):
-    # the skb of rx queue 0's NAPI
-    return socket.netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t, 0)
+    return socket.netif_receive_skb_core(s, c, rx_cpu, f, tarr, seq, length, t)
 
 
 @njit(**JIT)
