@@ -15,8 +15,9 @@ the IRQ (with prefer and deferral set, the NAPI's hrtimer is armed instead); a l
 poll that used the whole budget leaves the NAPI scheduled as a softirq. Packets the
 loop's polls take count ``LINUX_MIB_BUSYPOLLRXPACKETS``.
 
-The loop's functions are out of line (``JIT_STATE_OUTLINE``): only a scenario whose
-sockets busy-poll calls them, and the dispatch of every other one keeps its size.
+The loop's larger functions are out of line (``JIT_STATE_OUTLINE``): only a scenario
+whose sockets busy-poll calls them, the dispatch of every other one keeps its size, and
+each is compiled once (a copy inlined into several callers would be compiled with each).
 
 Simplifications (docs/model.md): the spin between polls is one stretch of system time
 that ends when a descriptor reaches the held queue, data reaches the socket, the NAPI
@@ -50,7 +51,7 @@ BUSY_POLL_BUDGET = 8  # include/net/busy_poll.h
 BP_SPIN, BP_READ, BP_SLEEP, BP_DONE = -1, -2, -3, -4
 
 
-@njit(**JIT_STATE_OUTLINE)
+@njit(**JIT_STATE)
 def busy_poll_kick(s, th, t):
     """EV_BUSY_POLL: thread th's loop has something to look at (``wake_busy_poller``) or
     its timeout has come; if it still spins, its CPU goes round again at t."""
@@ -76,7 +77,7 @@ def busy_poll_turn(s, c, who, t):
         return np.int64(BP_READ), th
     napi = busy_poll_next(s, c, th, t)
     if napi == BP_SLEEP:
-        app_wait(s, c, th, t)
+        _app_wait(s, c, th, t)
         sd.cpu[c].ev_pending = 1
         schedule(s.ev, t, PRIO_CPU, EV_CPU, c)
         return np.int64(BP_DONE), th
@@ -154,7 +155,7 @@ def busy_poll_pass(s, c, th, q, t0, t, work):
     schedule(s.ev, t, PRIO_CPU, EV_CPU, c)
 
 
-@njit(**JIT_STATE)
+@njit(**JIT_STATE_OUTLINE)
 def busy_poll_release(s, c, th, q, rc, t):
     """busy_poll_stop after its last poll took ``rc`` packets: IN_BUSY_POLL cleared;
     with SO_PREFER_BUSY_POLL and deferral set, the hrtimer is armed instead of the IRQ;
@@ -216,7 +217,7 @@ def busy_spin(s, c, th, t):
         sd.cpu[c].ev_pending = 0
 
 
-@njit(**JIT_STATE_OUTLINE)
+@njit(**JIT_STATE)
 def busy_spin_end(s, c, th, t):
     """CPU c's spin for thread th ends at t: the spin is the thread's system time.
     Returns the time the CPU goes on from (the spin's start, if that is later)."""
@@ -230,9 +231,16 @@ def busy_spin_end(s, c, th, t):
     return t
 
 
-@njit(**JIT_STATE_OUTLINE)
+@njit(**JIT_STATE)
 def busy_poll_seg_end(s, c, th, t):
     """A poll of thread th's busy loop has ended on CPU c at t: after busy_poll_stop's
     poll the loop is over, and the thread reads what came or waits."""
     if s.so.thread[th].th_bp == BP_OFF:
-        app_wait(s, c, th, t)
+        _app_wait(s, c, th, t)
+
+
+@njit(**JIT_STATE_OUTLINE)
+def _app_wait(s, c, th, t):
+    """``app_wait`` once, out of line, for the loop's two ends (its inlined copy stays
+    in the read path)."""
+    app_wait(s, c, th, t)
