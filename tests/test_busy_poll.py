@@ -126,11 +126,13 @@ def test_tcp_reads_busy_poll_too():
 
 
 @pytest.mark.parametrize("case", ["shared_cpu", "two_threads", "rps", "threaded", "overload",
-                                  "small_budget"])
+                                  "small_budget", "many_loops"])
 def test_every_packet_accounted_for_and_runs_repeat(case):
     """Busy polling beside the rest of the receive path: on the interrupt's CPU, two
     busy-polling threads on one CPU (they take turns and hand the NAPI back), RPS,
-    threaded NAPI, a load past what one CPU takes, a budget of 1."""
+    threaded NAPI, a load past what one CPU takes, a budget of 1, and thousands of short
+    loops with a long timeout each (their EV_BUSY_POLL events stay bounded: one timeout
+    and one kick per thread in the calendar)."""
     d = scenario(200_000, busy_read=50, arrivals="poisson", duration=0.02)
     if case == "shared_cpu":
         d["apps"][0]["cpus"] = 0
@@ -145,6 +147,14 @@ def test_every_packet_accounted_for_and_runs_repeat(case):
         d["nic"] |= {"threaded": True}
     elif case == "overload":
         d["traffic"]["groups"][0]["rate"] = {"pps": 3_000_000}
+    elif case == "many_loops":
+        d["host"]["cpus"] = 8
+        d["nic"] |= {"queues": 4, "irq_affinity": [0, 1, 2, 3]}
+        g = d["traffic"]["groups"][0]
+        g |= {"flows": 64, "src": {"cidr": "10.0.0.0/8"}, "sport": {"range": [1024, 65535]},
+              "rate": {"pps": 400_000}}
+        d["kernel"]["busy_read"] = 5000
+        d["apps"][0]["cpus"] = "4-7"
     elif case == "small_budget":
         d["apps"][0] |= {"busy_poll_budget": 1, "prefer_busy_poll": True}
         d["nic"] |= {"napi_defer_hard_irqs": 1, "gro_flush_timeout": 20_000}

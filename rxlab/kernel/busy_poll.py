@@ -48,7 +48,7 @@ def sk_napi_id(s, sk):
         f = so.sock[sk].so_first_flow
     if f < 0 or p.netif_rx or (p.xdp_on and p.flow[f].xdp_act == XDP_REDIRECT):
         return np.int64(-1)
-    return flow_rx_queue(s, f)
+    return flow_rx_queue(s, np.int32(f))  # int32, as ingest passes it: one signature
 
 
 @njit(**JIT_STATE)
@@ -75,7 +75,9 @@ def sk_busy_loop_start(s, c, th, t):
     end = ((t >> 10) + usec + 1) << 10
     so.thread[th].th_bp_end = end
     s.sd.cpu[c].bp_thread = th
-    schedule(s.ev, end, PRIO_WAKE, EV_BUSY_POLL, th)
+    if so.thread[th].th_bp_tev < 0:  # else an earlier loop's, due first, re-arms it
+        so.thread[th].th_bp_tev = end
+        schedule(s.ev, end, PRIO_WAKE, EV_BUSY_POLL, th)
     return True
 
 
@@ -87,11 +89,13 @@ def wake_busy_poller(s, th, t):
     so, sd = s.so, s.sd
     c = so.thread[th].thread_cpu
     if (sd.cpu[c].seg_kind == SEG_BUSY_SPIN and sd.cpu[c].seg_arg == th
-            and sd.cpu[c].ev_pending == 0):
+            and sd.cpu[c].ev_pending == 0 and so.thread[th].th_bp_kick == 0):
         _post_busy_poll(s, th, t)
 
 
 @njit(**JIT_STATE_OUTLINE)
 def _post_busy_poll(s, th, t):
-    """The calendar push, out of line: the callers' hot paths keep only the test."""
-    schedule(s.ev, t, PRIO_WAKE, EV_BUSY_POLL, th)
+    """The calendar push, out of line (the callers' hot paths keep only the test): a
+    kick is EV_BUSY_POLL with arg -1 - th, one in flight per thread."""
+    s.so.thread[th].th_bp_kick = 1
+    schedule(s.ev, t, PRIO_WAKE, EV_BUSY_POLL, -1 - th)

@@ -31,12 +31,12 @@ import numpy as np
 from numba import njit
 
 from rxlab.config import JIT_STATE, JIT_STATE_OUTLINE
-from rxlab.engine.core import PRIO_CPU, schedule
+from rxlab.engine.core import PRIO_CPU, PRIO_WAKE, schedule
 from rxlab.kernel.accounting import account
 from rxlab.kernel.backlog import napi_list_add
 from rxlab.kernel.busy_poll import sk_napi_id, sock_ready_at
 from rxlab.kernel.counters import T_SYSTEM
-from rxlab.kernel.events import EV_CPU
+from rxlab.kernel.events import EV_BUSY_POLL, EV_CPU
 from rxlab.kernel.napi import napi_complete_done
 from rxlab.kernel.napi_defer import napi_timer_start
 from rxlab.kernel.sched import SCHED_APP, app_next
@@ -52,10 +52,21 @@ BP_SPIN, BP_READ, BP_SLEEP, BP_DONE = -1, -2, -3, -4
 
 
 @njit(**JIT_STATE)
-def busy_poll_kick(s, th, t):
-    """EV_BUSY_POLL: thread th's loop has something to look at (``wake_busy_poller``) or
-    its timeout has come; if it still spins, its CPU goes round again at t."""
+def busy_poll_kick(s, arg, t):
+    """EV_BUSY_POLL: a kick (arg -1 - thread: its loop has something to look at,
+    ``wake_busy_poller``) or the thread's timeout (arg thread; a later loop's timeout is
+    armed again from it). A thread still spinning goes round again at t."""
     so, sd = s.so, s.sd
+    th = arg
+    if arg < 0:
+        th = -1 - arg
+        so.thread[th].th_bp_kick = 0
+    else:
+        so.thread[th].th_bp_tev = -1
+        if so.thread[th].th_bp != BP_OFF and so.thread[th].th_bp_end > t:
+            so.thread[th].th_bp_tev = so.thread[th].th_bp_end
+            schedule(s.ev, so.thread[th].th_bp_end, PRIO_WAKE, EV_BUSY_POLL, th)
+            return
     c = so.thread[th].thread_cpu
     if sd.cpu[c].seg_kind == SEG_BUSY_SPIN and sd.cpu[c].seg_arg == th:
         kick_cpu(s, c, t)

@@ -85,7 +85,7 @@ def new_sock_state(ncpu: int, nflows: int, sock_off: np.ndarray, sock: dict,
     so.sock["sock_thread"] = so.thread["thread_sock"] = np.arange(nth)
     so.sock["sock_mask"] = np.diff(sock_off) - 1  # each queue's storage - 1
     so.sock["so_first_flow"] = so.sock["so_last_flow"] = -1  # nothing read yet
-    so.thread["th_bp_napi"] = -1
+    so.thread["th_bp_napi"] = so.thread["th_bp_tev"] = -1
     for name, values in sock.items():
         so.sock[name] = values
     for name, values in thread.items():

@@ -454,6 +454,9 @@ APP_THREAD = struct(
     # the CPU time of the loop (its polls and its spinning: system time)
     ("th_bp", np.int64), ("th_bp_end", np.int64), ("th_bp_napi", np.int64),
     ("th_bp_pkts", np.int64), ("th_bp_ns", np.int64),
+    # its EV_BUSY_POLL events in the calendar (one of each at most): the timeout's time
+    # (-1: none), and whether a kick is on its way
+    ("th_bp_tev", np.int64), ("th_bp_kick", np.int64),
 )
 
 

@@ -11,7 +11,8 @@ BUSY_POLL = Mechanism(
            "the NAPI 217f69743681 (v4.10), preferred busy polling 7fd3253a7de6 (v5.11); "
            "Documentation/networking/napi.rst",
     code=("kernel/busy_poll.py", "kernel/napi_busy_loop.py"),
-    events=(Event("BUSY_POLL", "arg thread: its busy loop's sk_busy_loop_timeout passes"),),
+    events=(Event("BUSY_POLL", "arg thread: its busy loop's sk_busy_loop_timeout passes; "
+                               "arg -1 - thread: its spinning loop has something to poll"),),
     flags=("busy_poll", "prefer_busy_poll"),
     knobs=("kernel.busy_read", "apps[].busy_poll", "apps[].prefer_busy_poll",
            "apps[].busy_poll_budget"),
