@@ -111,3 +111,15 @@ def test_explain_drops_says_where_the_reader_s_cpu_went(tmp_path, capsys):
     assert main(["explain", "drops", str(path)]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "of its CPU time on receive work in its own recv()" in out
+
+
+def test_no_cpumap_kthread_without_a_cpumap():
+    """Without a cpumap the state keeps one placeholder entry; it is no task."""
+    import rxlab
+    from rxlab.scenario import load_scenario
+
+    d = rxlab.simulate(load_scenario("default").model_copy(update={"duration": 0.002})).data
+    assert not [t for t in d["tasks"] if t["kind"] == "cpumap"]
+    c = rxlab.simulate(load_scenario("cpumap").model_copy(update={"duration": 0.002})).data
+    assert {t["task"] for t in c["tasks"] if t["kind"] == "cpumap"} == {
+        "cpumap/1", "cpumap/2", "cpumap/3", "cpumap/4"}

@@ -47,7 +47,9 @@ def tasks_block(m) -> list[dict]:
             r = nic.thread[p.nq + c]
             rows.append(_row(f"backlog_napi/{c}", "napi", c, int(r["nt_ns"]),
                              int(r["nt_bh_ns"]), run_s))
-    for e, cpu in enumerate(p.cpumap["cpu"]):
+    # the cpumap's kthreads, when the scenario has one (without it the state keeps one
+    # placeholder entry, no task)
+    for e, cpu in enumerate(p.cpumap["cpu"] if sc.cpumap is not None else []):
         rows.append(_row(f"cpumap/{cpu}", "cpumap", cpu, int(cm.entry[e]["kt_ns"]), 0, run_s))
     for c in np.flatnonzero(sd.cpu["kw_ns"]):
         rows.append(_row(f"kworker/{c} (aRFS)", "kworker", c, int(sd.cpu[c]["kw_ns"]), 0,
